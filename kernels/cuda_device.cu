@@ -1,0 +1,27 @@
+#include <cuda_runtime.h>
+
+#include <cstdio>
+
+#include "kernels/cuda_device.cuh"
+
+namespace gpucache::detail {
+
+int cuda_device_count() noexcept {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    cudaGetLastError();  // clear the sticky "no driver" error so later calls start clean
+    return 0;
+  }
+  return count;
+}
+
+std::string cuda_device_description(int device) {
+  cudaDeviceProp properties{};
+  if (cudaGetDeviceProperties(&properties, device) != cudaSuccess) return "cuda:" + std::to_string(device);
+  char text[256];
+  std::snprintf(text, sizeof text, "cuda:%d %s, %.1f GiB", device, properties.name,
+                static_cast<double>(properties.totalGlobalMem) / (1024.0 * 1024.0 * 1024.0));
+  return text;
+}
+
+}  // namespace gpucache::detail
