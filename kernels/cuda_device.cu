@@ -17,7 +17,8 @@ int cuda_device_count() noexcept {
 
 std::string cuda_device_description(int device) {
   cudaDeviceProp properties{};
-  if (cudaGetDeviceProperties(&properties, device) != cudaSuccess) return "cuda:" + std::to_string(device);
+  if (cudaGetDeviceProperties(&properties, device) != cudaSuccess)
+    return "cuda:" + std::to_string(device);
   char text[256];
   std::snprintf(text, sizeof text, "cuda:%d %s, %.1f GiB", device, properties.name,
                 static_cast<double>(properties.totalGlobalMem) / (1024.0 * 1024.0 * 1024.0));

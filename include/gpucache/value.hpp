@@ -44,7 +44,8 @@ struct Tensor {
   // into out, applying strides and byte order. check_bounds() must have passed.
   void copy_row_major(std::uint64_t first_element, std::span<std::byte> out) const;
   // Builds a dense little-endian tensor that owns its bytes.
-  static Tensor from_buffer(DType dtype, std::vector<std::int64_t> shape, std::vector<std::byte> data);
+  static Tensor from_buffer(DType dtype, std::vector<std::int64_t> shape,
+                            std::vector<std::byte> data);
 };
 
 struct List;
@@ -60,7 +61,7 @@ struct Value {
   Value() = default;
   template <typename T>
   Value(T&& value)  // NOLINT(google-explicit-constructor): values are built from literals
-    requires(!std::is_same_v<std::remove_cvref_t<T>, Value>)
+      requires(!std::is_same_v<std::remove_cvref_t<T>, Value>)
       : data(std::forward<T>(value)) {}
 
   bool is_none() const noexcept { return std::holds_alternative<None>(data); }

@@ -20,16 +20,20 @@ Device resolve_device(Device requested, std::string* reason) {
   std::string line;
 #ifdef GPUCACHE_HAVE_CUDA
   const bool usable = cuda_available();
-  if (usable) line = detail::cuda_device_description(0);
-  else line = "no usable CUDA device";
+  if (usable)
+    line = detail::cuda_device_description(0);
+  else
+    line = "no usable CUDA device";
 #else
   const bool usable = false;
   line = "this build has no CUDA backend";
 #endif
   if (requested == Device::cuda && !usable)
     throw Error("", "--device cuda", "CUDA was requested but " + line);
-  const Device chosen = requested == Device::cpu ? Device::cpu : (usable ? Device::cuda : Device::cpu);
-  if (reason) *reason = chosen == Device::cuda ? "device: cuda (" + line + ")" : "device: cpu (" + line + ")";
+  const Device chosen =
+      requested == Device::cpu ? Device::cpu : (usable ? Device::cuda : Device::cpu);
+  if (reason)
+    *reason = chosen == Device::cuda ? "device: cuda (" + line + ")" : "device: cpu (" + line + ")";
   return chosen;
 }
 

@@ -58,7 +58,9 @@ std::optional<DType> parse_dtype(std::string_view name) noexcept {
   return std::nullopt;
 }
 
-bool dtype_is_known(std::uint8_t code) noexcept { return find(static_cast<DType>(code)) != nullptr; }
+bool dtype_is_known(std::uint8_t code) noexcept {
+  return find(static_cast<DType>(code)) != nullptr;
+}
 
 bool dtype_is_float(DType dtype) noexcept {
   const auto* info = find(dtype);

@@ -45,7 +45,8 @@ MappedFile::~MappedFile() {
 }
 
 void MappedFile::advise_sequential() const noexcept {
-  if (data_ != nullptr) ::madvise(const_cast<std::byte*>(data_), size_, MADV_SEQUENTIAL | MADV_WILLNEED);
+  if (data_ != nullptr)
+    ::madvise(const_cast<std::byte*>(data_), size_, MADV_SEQUENTIAL | MADV_WILLNEED);
 }
 
 }  // namespace gpucache::detail

@@ -26,8 +26,9 @@ bool Tensor::is_contiguous_le() const noexcept {
 
 void Tensor::check_bounds(const std::string& origin) const {
   if (strides.size() != shape.size())
-    throw Error(origin, "tensor", "has " + std::to_string(shape.size()) + " dimensions but " +
-                                      std::to_string(strides.size()) + " strides");
+    throw Error(origin, "tensor",
+                "has " + std::to_string(shape.size()) + " dimensions but " +
+                    std::to_string(strides.size()) + " strides");
   const std::uint64_t itemsize = dtype_size(dtype);
   if (itemsize == 0) throw Error(origin, "tensor", "has an unknown dtype");
   if (storage_offset < 0) throw Error(origin, "tensor", "has a negative storage offset");
@@ -104,7 +105,8 @@ void Tensor::copy_row_major(std::uint64_t first_element, std::span<std::byte> ou
   }
 }
 
-Tensor Tensor::from_buffer(DType dtype, std::vector<std::int64_t> shape, std::vector<std::byte> data) {
+Tensor Tensor::from_buffer(DType dtype, std::vector<std::int64_t> shape,
+                           std::vector<std::byte> data) {
   Tensor tensor;
   tensor.dtype = dtype;
   tensor.strides.resize(shape.size());

@@ -26,7 +26,8 @@ class ByteReader {
   const std::string& file() const noexcept { return file_; }
 
   void seek(std::uint64_t position, std::string_view what) {
-    if (position > bytes_.size()) fail(what, "offset " + std::to_string(position) + " is past the end");
+    if (position > bytes_.size())
+      fail(what, "offset " + std::to_string(position) + " is past the end");
     position_ = position;
   }
 
