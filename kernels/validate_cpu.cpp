@@ -22,23 +22,11 @@ struct Lanes {
 };
 
 template <bool kHash>
-inline void accumulate(Lanes& lanes, const float* block, unsigned count) {
+[[gnu::always_inline]] inline void accumulate(Lanes& lanes, const float* block, unsigned count) {
   for (unsigned l = 0; l < count; ++l) {
     const float x = block[l];
     const double wide = x;
     lanes.sums[l] += wide * wide;  // exact product: f32 x f32 fits in the fp64 mantissa
-    const float magnitude = std::fabs(x);
-    lanes.maxes[l] = lanes.maxes[l] < magnitude ? magnitude : lanes.maxes[l];
-    if constexpr (kHash) lanes.hashes[l] = hash_step(lanes.hashes[l], float_bits(x));
-  }
-}
-
-template <bool kHash>
-inline void accumulate_full(Lanes& lanes, const float* block) {
-  for (unsigned l = 0; l < kLanes; ++l) {
-    const float x = block[l];
-    const double wide = x;
-    lanes.sums[l] += wide * wide;
     const float magnitude = std::fabs(x);
     lanes.maxes[l] = lanes.maxes[l] < magnitude ? magnitude : lanes.maxes[l];
     if constexpr (kHash) lanes.hashes[l] = hash_step(lanes.hashes[l], float_bits(x));
@@ -54,7 +42,7 @@ ColumnSummary summarize(const float* row, std::uint64_t dim) {
     lanes.hashes[l] = hash_lane_init(l);
   }
   const std::uint64_t full = dim - dim % kLanes;
-  for (std::uint64_t i = 0; i < full; i += kLanes) accumulate_full<kHash>(lanes, row + i);
+  for (std::uint64_t i = 0; i < full; i += kLanes) accumulate<kHash>(lanes, row + i, kLanes);
   // Lanes past the tail keep their initial state, like idle lanes of a warp.
   accumulate<kHash>(lanes, row + full, static_cast<unsigned>(dim - full));
   ColumnSummary summary;

@@ -21,7 +21,9 @@ struct ComputeBackend::Cuda {};
 #endif
 
 ComputeBackend::ComputeBackend(Device requested, unsigned threads)
-    : device_(resolve_device(requested, &description_)), threads_(resolve_thread_count(threads)) {}
+    : threads_(resolve_thread_count(threads)) {
+  device_ = resolve_device(requested, &description_);
+}
 
 ComputeBackend::~ComputeBackend() = default;
 ComputeBackend::ComputeBackend(ComputeBackend&&) noexcept = default;
