@@ -20,8 +20,8 @@ __global__ void __launch_bounds__(kBlockThreads)
   const std::uint64_t warps = static_cast<std::uint64_t>(gridDim.x) * blockDim.x / kLanes;
   const std::uint64_t dim = params.dim, padded_dim = params.padded_dim;
   std::uint32_t overflowed = 0, flushed = 0;
-  for (std::uint64_t row = (static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x) /
-                           kLanes;
+  for (std::uint64_t row =
+           (static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / kLanes;
        row < rows; row += warps) {
     const float* source = in + row * dim;
     Element* destination = reinterpret_cast<Element*>(out) + row * padded_dim;
@@ -55,17 +55,17 @@ __global__ void __launch_bounds__(kBlockThreads)
 }
 
 template <OutputType kOutput>
-void launch(CudaStaging& staging, const ConvertParams& params, cudaStream_t stream,
-            const float* in, std::uint64_t rows, std::uint64_t first_row, std::byte* out) {
+void launch(CudaStaging& staging, const ConvertParams& params, cudaStream_t stream, const float* in,
+            std::uint64_t rows, std::uint64_t first_row, std::byte* out) {
   const unsigned blocks = warp_per_row_blocks(rows, kBlockThreads, staging.sm_count);
   convert_rows_kernel<kOutput><<<blocks, kBlockThreads, 0, stream>>>(params, in, rows, first_row,
-                                                                    out, staging.device_counters);
+                                                                     out, staging.device_counters);
 }
 
 }  // namespace
 
-ConvertCounts cuda_convert_rows(CudaStaging& staging, const ConvertParams& params,
-                                const float* in, std::uint64_t rows, std::byte* out) {
+ConvertCounts cuda_convert_rows(CudaStaging& staging, const ConvertParams& params, const float* in,
+                                std::uint64_t rows, std::byte* out) {
   const std::size_t element_size = params.output == OutputType::f32 ? 4 : 2;
   // Counters start at {0, 0, no row}; both streams' kernels add to them.
   const unsigned long long initial[3] = {0, 0, ~0ULL};
@@ -75,23 +75,23 @@ ConvertCounts cuda_convert_rows(CudaStaging& staging, const ConvertParams& param
              "cudaMemcpyAsync (counters)");
   check_cuda(cudaStreamSynchronize(staging.streams[0]), "cudaStreamSynchronize");
   const ChunkInput input{reinterpret_cast<const std::byte*>(in), params.dim * sizeof(float)};
-  stream_rows(staging, &input, 1, rows, out, params.padded_dim * element_size,
-              [&](cudaStream_t stream, const std::byte* const* device_inputs,
-                  std::byte* device_out, std::uint64_t first, std::uint64_t count) {
-                const auto* chunk = reinterpret_cast<const float*>(device_inputs[0]);
-                switch (params.output) {
-                  case OutputType::f32:
-                    launch<OutputType::f32>(staging, params, stream, chunk, count, first, device_out);
-                    break;
-                  case OutputType::f16:
-                    launch<OutputType::f16>(staging, params, stream, chunk, count, first, device_out);
-                    break;
-                  case OutputType::bf16:
-                    launch<OutputType::bf16>(staging, params, stream, chunk, count, first,
-                                             device_out);
-                    break;
-                }
-              });
+  stream_rows(
+      staging, &input, 1, rows, out, params.padded_dim * element_size,
+      [&](cudaStream_t stream, const std::byte* const* device_inputs, std::byte* device_out,
+          std::uint64_t first, std::uint64_t count) {
+        const auto* chunk = reinterpret_cast<const float*>(device_inputs[0]);
+        switch (params.output) {
+          case OutputType::f32:
+            launch<OutputType::f32>(staging, params, stream, chunk, count, first, device_out);
+            break;
+          case OutputType::f16:
+            launch<OutputType::f16>(staging, params, stream, chunk, count, first, device_out);
+            break;
+          case OutputType::bf16:
+            launch<OutputType::bf16>(staging, params, stream, chunk, count, first, device_out);
+            break;
+        }
+      });
   // stream_rows waited for every chunk, so the counters are final.
   check_cuda(cudaMemcpyAsync(final_counts, staging.device_counters, sizeof final_counts,
                              cudaMemcpyDeviceToHost, staging.streams[0]),

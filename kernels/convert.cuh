@@ -13,7 +13,7 @@ namespace gpucache::detail {
 // Same contract as cpu_convert_rows(): host `in` (rows x params.dim floats) to host `out`
 // (rows x params.padded_dim output elements), byte-identical to the CPU reference, with the
 // same counts.
-ConvertCounts cuda_convert_rows(CudaStaging& staging, const ConvertParams& params,
-                                const float* in, std::uint64_t rows, std::byte* out);
+ConvertCounts cuda_convert_rows(CudaStaging& staging, const ConvertParams& params, const float* in,
+                                std::uint64_t rows, std::byte* out);
 
 }  // namespace gpucache::detail

@@ -8,8 +8,9 @@ namespace gpucache::detail {
 void check_cuda(cudaError_t status, const char* what) {
   if (status == cudaSuccess) return;
   cudaGetLastError();  // clear a non-sticky error so the next call starts clean
-  throw Error("", "CUDA", std::string(what) + ": " + cudaGetErrorName(status) + " (" +
-                              cudaGetErrorString(status) + ")");
+  throw Error("", "CUDA",
+              std::string(what) + ": " + cudaGetErrorName(status) + " (" +
+                  cudaGetErrorString(status) + ")");
 }
 
 namespace {
@@ -66,12 +67,12 @@ void CudaStaging::reserve(std::size_t in_bytes, std::size_t out_bytes) {
   const std::size_t out_size = std::max(out_bytes, out_capacity);
   free_buffers(*this);
   for (int slot = 0; slot < kSlots; ++slot) {
-    check_cuda(cudaHostAlloc(reinterpret_cast<void**>(&host_in[slot]), in_size,
-                             cudaHostAllocDefault),
-               "cudaHostAlloc (input staging)");
-    check_cuda(cudaHostAlloc(reinterpret_cast<void**>(&host_out[slot]), out_size,
-                             cudaHostAllocDefault),
-               "cudaHostAlloc (output staging)");
+    check_cuda(
+        cudaHostAlloc(reinterpret_cast<void**>(&host_in[slot]), in_size, cudaHostAllocDefault),
+        "cudaHostAlloc (input staging)");
+    check_cuda(
+        cudaHostAlloc(reinterpret_cast<void**>(&host_out[slot]), out_size, cudaHostAllocDefault),
+        "cudaHostAlloc (output staging)");
     check_cuda(cudaMalloc(reinterpret_cast<void**>(&device_in[slot]), in_size),
                "cudaMalloc (input chunk)");
     check_cuda(cudaMalloc(reinterpret_cast<void**>(&device_out[slot]), out_size),

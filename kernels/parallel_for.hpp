@@ -22,8 +22,10 @@ inline unsigned resolve_thread_count(unsigned requested) {
 template <class Fn>
 void parallel_for(std::uint64_t count, unsigned threads, std::uint64_t grain, Fn&& fn) {
   if (count == 0) return;
-  const std::uint64_t by_grain = std::max<std::uint64_t>(1, count / std::max<std::uint64_t>(grain, 1));
-  const auto parts = static_cast<unsigned>(std::min<std::uint64_t>(std::max(threads, 1u), by_grain));
+  const std::uint64_t by_grain =
+      std::max<std::uint64_t>(1, count / std::max<std::uint64_t>(grain, 1));
+  const auto parts =
+      static_cast<unsigned>(std::min<std::uint64_t>(std::max(threads, 1u), by_grain));
   if (parts <= 1) {
     fn(std::uint64_t{0}, count);
     return;

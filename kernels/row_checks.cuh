@@ -22,7 +22,7 @@ inline constexpr unsigned kLanes = 32;
 inline constexpr unsigned kMaxColumns = 2;
 
 // Mirrors gpucache::DropReason (checked by static_assert in src/core/validate.cpp); kept as
-// integers because the public header is not visible to nvcc.
+// integers because the public header is C++20 and the kernels compile as C++17.
 inline constexpr std::uint8_t kReasonKept = 0;
 inline constexpr std::uint8_t kReasonNanInf = 1;
 inline constexpr std::uint8_t kReasonNormLow = 2;
@@ -52,12 +52,12 @@ struct CheckParams {
 // Per-row outcome of the check pass. The layout is fixed (no implicit padding) so the CPU and
 // GPU results can be compared byte for byte.
 struct RowRecord {
-  double norm[kMaxColumns];      // canonical fp64 L2 norm; 0 for an absent column
-  double cosine;                 // q.a / (|q| |a|) when computed, else 0
+  double norm[kMaxColumns];         // canonical fp64 L2 norm; 0 for an absent column
+  double cosine;                    // q.a / (|q| |a|) when computed, else 0
   std::uint64_t hash[kMaxColumns];  // row hash when dedup is on, else 0
-  std::uint8_t reason;           // kReason*; duplicate and overflow-drop are decided later
-  std::uint8_t column;           // first column that failed (0 when kept or pair_cos)
-  std::uint8_t would_overflow;   // bit c: kept so far, and converting column c overflows
+  std::uint8_t reason;              // kReason*; duplicate and overflow-drop are decided later
+  std::uint8_t column;              // first column that failed (0 when kept or pair_cos)
+  std::uint8_t would_overflow;      // bit c: kept so far, and converting column c overflows
   std::uint8_t padding[5];
 };
 static_assert(sizeof(RowRecord) == 48, "RowRecord layout is shared with the GPU");
@@ -123,7 +123,9 @@ GPUCACHE_HD std::uint64_t hash_step(std::uint64_t h, std::uint32_t bits) {
 GPUCACHE_HD std::uint64_t hash_combine(std::uint64_t low, std::uint64_t high) {
   return mix64(low ^ mix64(high + 0x9e3779b97f4a7c15ULL));
 }
-GPUCACHE_HD std::uint64_t hash_finish(std::uint64_t h, std::uint64_t dim) { return mix64(h ^ dim); }
+GPUCACHE_HD std::uint64_t hash_finish(std::uint64_t h, std::uint64_t dim) {
+  return mix64(h ^ dim);
+}
 
 // Keys for sampling and shuffling: counter-based, so any backend and any batch order gives the
 // same key for a (seed, purpose, row). The row is avalanched before the seed enters, so nearby
@@ -175,7 +177,8 @@ GPUCACHE_HD Converted f32_to_f16(std::uint32_t x) {
   const std::uint16_t sign = static_cast<std::uint16_t>((x >> 16) & 0x8000u);
   const std::uint32_t magnitude = x & 0x7fffffffu;
   if (magnitude > 0x7f800000u)  // NaN: stays a quiet NaN with the top payload bits
-    return {static_cast<std::uint16_t>(sign | 0x7e00u | ((magnitude >> 13) & 0x3ffu)), false, false};
+    return {static_cast<std::uint16_t>(sign | 0x7e00u | ((magnitude >> 13) & 0x3ffu)), false,
+            false};
   if (magnitude >= 0x477ff000u)  // >= 65520 rounds past 65504; includes infinity
     return {static_cast<std::uint16_t>(sign | 0x7c00u), magnitude != 0x7f800000u, false};
   if (magnitude >= 0x38800000u) {  // normal f16 (>= 2^-14): rebias the exponent, round 13 bits
@@ -196,8 +199,8 @@ GPUCACHE_HD Converted f32_to_bf16(std::uint32_t x) {
   if (magnitude > 0x7f800000u)  // NaN: keep sign and top payload bits, force quiet
     return {static_cast<std::uint16_t>((x >> 16) | 0x0040u), false, false};
   if (magnitude >= 0x7f7f8000u)  // rounds past the largest bf16; includes infinity
-    return {static_cast<std::uint16_t>(((x >> 16) & 0x8000u) | 0x7f80u),
-            magnitude != 0x7f800000u, false};
+    return {static_cast<std::uint16_t>(((x >> 16) & 0x8000u) | 0x7f80u), magnitude != 0x7f800000u,
+            false};
   const std::uint32_t rounded = x + 0x7fffu + ((x >> 16) & 1u);
   const auto bits = static_cast<std::uint16_t>(rounded >> 16);
   return {bits, false, magnitude != 0 && (bits & 0x7fffu) == 0};
@@ -215,7 +218,9 @@ GPUCACHE_HD std::uint16_t max_finite_bits(OutputType output) {
 // Element value after normalisation: one fp64 division by the canonical norm, one rounding to
 // f32. Rows whose norm is zero or not finite are left as they are (they never pass validation;
 // this keeps the standalone conversion free of NaN payload differences between backends).
-GPUCACHE_HD bool normalizable(double norm) { return norm > 0.0 && norm < INFINITY; }
+GPUCACHE_HD bool normalizable(double norm) {
+  return norm > 0.0 && norm < INFINITY;
+}
 GPUCACHE_HD float normalize_value(float x, double norm) {
   return static_cast<float>(static_cast<double>(x) / norm);
 }
@@ -259,34 +264,47 @@ GPUCACHE_HD double norm_of(double sum_squares) {
 // whole dataset has been seen; would_overflow carries what the overflow check needs.
 GPUCACHE_HD RowRecord row_verdict(const CheckParams& params, const ColumnSummary* summaries,
                                   double dot) {
+  // Loops run to the constant kMaxColumns so that nvcc unrolls them and keeps the record in
+  // registers.
   RowRecord record{};
   const unsigned columns = params.columns;
-  for (unsigned c = 0; c < columns; ++c) {
+  for (unsigned c = 0; c < kMaxColumns; ++c) {
+    if (c >= columns) continue;
     record.norm[c] = norm_of(summaries[c].sum_squares);
     record.hash[c] = params.dedup ? summaries[c].hash : 0;
   }
-  record.reason = kReasonKept;
-  const auto fail = [&](std::uint8_t reason, unsigned column) {
-    record.reason = reason;
-    record.column = static_cast<std::uint8_t>(column);
-  };
-  for (unsigned c = 0; c < columns && record.reason == kReasonKept; ++c)
-    if (!(summaries[c].sum_squares < INFINITY)) fail(kReasonNanInf, c);
-  for (unsigned c = 0; c < columns && record.reason == kReasonKept; ++c)
-    if (summaries[c].sum_squares == 0.0) fail(kReasonZero, c);
-  for (unsigned c = 0; c < columns && record.reason == kReasonKept; ++c)
-    if (record.norm[c] < params.norm_min) fail(kReasonNormLow, c);
-  for (unsigned c = 0; c < columns && record.reason == kReasonKept; ++c)
-    if (record.norm[c] > params.norm_max) fail(kReasonNormHigh, c);
-  if (params.pair_cos && record.reason == kReasonKept) {
+  std::uint8_t reason = kReasonKept, column = 0;
+  for (unsigned c = 0; c < kMaxColumns; ++c)
+    if (c < columns && reason == kReasonKept && !(summaries[c].sum_squares < INFINITY)) {
+      reason = kReasonNanInf;
+      column = static_cast<std::uint8_t>(c);
+    }
+  for (unsigned c = 0; c < kMaxColumns; ++c)
+    if (c < columns && reason == kReasonKept && summaries[c].sum_squares == 0.0) {
+      reason = kReasonZero;
+      column = static_cast<std::uint8_t>(c);
+    }
+  for (unsigned c = 0; c < kMaxColumns; ++c)
+    if (c < columns && reason == kReasonKept && record.norm[c] < params.norm_min) {
+      reason = kReasonNormLow;
+      column = static_cast<std::uint8_t>(c);
+    }
+  for (unsigned c = 0; c < kMaxColumns; ++c)
+    if (c < columns && reason == kReasonKept && record.norm[c] > params.norm_max) {
+      reason = kReasonNormHigh;
+      column = static_cast<std::uint8_t>(c);
+    }
+  if (params.pair_cos && reason == kReasonKept) {
     record.cosine = dot / (record.norm[0] * record.norm[1]);
-    if (record.cosine < params.cos_min || record.cosine > params.cos_max) fail(kReasonPairCos, 0);
+    if (record.cosine < params.cos_min || record.cosine > params.cos_max) reason = kReasonPairCos;
   }
-  if (record.reason == kReasonKept && params.output != OutputType::f32 && !params.normalize) {
+  record.reason = reason;
+  record.column = column;
+  if (reason == kReasonKept && params.output != OutputType::f32 && !params.normalize) {
     // Rounding is monotonic, so the row overflows exactly when its largest magnitude does.
     // Normalised values are at most 1 in magnitude and never overflow.
-    for (unsigned c = 0; c < columns; ++c)
-      if (convert_bits(float_bits(summaries[c].max_abs), params.output).overflowed)
+    for (unsigned c = 0; c < kMaxColumns; ++c)
+      if (c < columns && convert_bits(float_bits(summaries[c].max_abs), params.output).overflowed)
         record.would_overflow |= static_cast<std::uint8_t>(1u << c);
   }
   return record;

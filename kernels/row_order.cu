@@ -1,6 +1,6 @@
+#include <thrust/iterator/counting_iterator.h>
 #include <cub/device/device_radix_sort.cuh>
 #include <cub/device/device_select.cuh>
-#include <thrust/iterator/counting_iterator.h>
 
 #include "kernels/cuda_chunks.cuh"
 #include "kernels/row_checks.cuh"
@@ -27,8 +27,8 @@ void radix_sort_pairs(const std::uint64_t* keys_in, std::uint64_t* keys_out,
                                              values_out, count),
              "cub::DeviceRadixSort::SortPairs");
   DeviceBuffer<std::byte> temp(temp_bytes, "cudaMalloc (sort scratch)");
-  check_cuda(cub::DeviceRadixSort::SortPairs(temp.get(), temp_bytes, keys_in, keys_out,
-                                             values_in, values_out, count),
+  check_cuda(cub::DeviceRadixSort::SortPairs(temp.get(), temp_bytes, keys_in, keys_out, values_in,
+                                             values_out, count),
              "cub::DeviceRadixSort::SortPairs");
 }
 
@@ -65,9 +65,8 @@ std::uint64_t cuda_order_selected_rows(const std::uint8_t* selected, std::uint64
              "cub::DeviceSelect::Flagged");
   {
     DeviceBuffer<std::byte> temp(temp_bytes, "cudaMalloc (select scratch)");
-    check_cuda(cub::DeviceSelect::Flagged(temp.get(), temp_bytes, all_rows, flags.get(),
-                                          rows.get(), selected_count.get(),
-                                          static_cast<std::int64_t>(count)),
+    check_cuda(cub::DeviceSelect::Flagged(temp.get(), temp_bytes, all_rows, flags.get(), rows.get(),
+                                          selected_count.get(), static_cast<std::int64_t>(count)),
                "cub::DeviceSelect::Flagged");
   }
   std::int64_t kept = 0;
@@ -87,7 +86,8 @@ std::uint64_t cuda_order_selected_rows(const std::uint8_t* selected, std::uint64
   row_keys_kernel<<<blocks, 256>>>(rows.get(), kept_rows, seed, purpose, keys.get());
   check_cuda(cudaGetLastError(), "row key kernel launch");
   radix_sort_pairs(keys.get(), keys_sorted.get(), rows.get(), rows_sorted.get(), kept_rows);
-  check_cuda(cudaMemcpy(out, rows_sorted.get(), bytes, cudaMemcpyDeviceToHost), "cudaMemcpy (rows)");
+  check_cuda(cudaMemcpy(out, rows_sorted.get(), bytes, cudaMemcpyDeviceToHost),
+             "cudaMemcpy (rows)");
   return kept_rows;
 }
 

@@ -21,8 +21,8 @@ constexpr std::uint64_t kSortGrain = 1 << 16;
 // Sorts runs in parallel, then merges neighbouring runs pairwise until one is left.
 void parallel_sort(std::vector<KeyRow>& items, unsigned threads) {
   const std::uint64_t count = items.size();
-  const auto runs = static_cast<unsigned>(
-      std::min<std::uint64_t>(std::max(threads, 1u), std::max<std::uint64_t>(1, count / kSortGrain)));
+  const auto runs = static_cast<unsigned>(std::min<std::uint64_t>(
+      std::max(threads, 1u), std::max<std::uint64_t>(1, count / kSortGrain)));
   if (runs <= 1) {
     std::sort(items.begin(), items.end());
     return;

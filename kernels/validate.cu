@@ -47,8 +47,8 @@ __global__ void __launch_bounds__(kBlockThreads)
                       RowRecord* __restrict__ out) {
   const unsigned lane = threadIdx.x % kLanes;
   const std::uint64_t warps = static_cast<std::uint64_t>(gridDim.x) * blockDim.x / kLanes;
-  for (std::uint64_t row = (static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x) /
-                           kLanes;
+  for (std::uint64_t row =
+           (static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / kLanes;
        row < rows; row += warps) {
     ColumnSummary summaries[kMaxColumns] = {};
     const float* question = column0 + row * params.dims[0];
@@ -72,18 +72,18 @@ void cuda_check_rows(CudaStaging& staging, const CheckParams& params, const floa
     inputs[c] = {reinterpret_cast<const std::byte*>(columns[c]), params.dims[c] * sizeof(float)};
   stream_rows(staging, inputs, static_cast<int>(params.columns), rows,
               reinterpret_cast<std::byte*>(out), sizeof(RowRecord),
-              [&](cudaStream_t stream, const std::byte* const* device_inputs,
-                  std::byte* device_out, std::uint64_t, std::uint64_t count) {
+              [&](cudaStream_t stream, const std::byte* const* device_inputs, std::byte* device_out,
+                  std::uint64_t, std::uint64_t count) {
                 const auto* column0 = reinterpret_cast<const float*>(device_inputs[0]);
                 const auto* column1 = reinterpret_cast<const float*>(device_inputs[1]);
                 auto* records = reinterpret_cast<RowRecord*>(device_out);
                 const unsigned blocks = warp_per_row_blocks(count, kBlockThreads, staging.sm_count);
                 if (params.dedup)
-                  check_rows_kernel<true>
-                      <<<blocks, kBlockThreads, 0, stream>>>(params, column0, column1, count, records);
+                  check_rows_kernel<true><<<blocks, kBlockThreads, 0, stream>>>(
+                      params, column0, column1, count, records);
                 else
-                  check_rows_kernel<false>
-                      <<<blocks, kBlockThreads, 0, stream>>>(params, column0, column1, count, records);
+                  check_rows_kernel<false><<<blocks, kBlockThreads, 0, stream>>>(
+                      params, column0, column1, count, records);
               });
 }
 

@@ -122,7 +122,7 @@ void cpu_check_rows(const CheckParams& params, const float* const* columns, std:
       for (unsigned c = 0; c < params.columns; ++c)
         summaries[c] = cpu_summarize(columns[c] + r * params.dims[c], params.dims[c], params.dedup);
       const double dot = params.pair_cos ? cpu_dot(columns[0] + r * params.dims[0],
-                                                    columns[1] + r * params.dims[1], params.dims[0])
+                                                   columns[1] + r * params.dims[1], params.dims[0])
                                          : 0.0;
       out[r] = row_verdict(params, summaries, dot);
     }

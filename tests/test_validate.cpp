@@ -78,8 +78,12 @@ std::uint16_t reference_f16(float x) {
   const auto half = static_cast<_Float16>(x);
   return std::bit_cast<std::uint16_t>(half);
 }
-float f16_value(std::uint16_t bits) { return float(std::bit_cast<_Float16>(bits)); }
-float bf16_value(std::uint16_t bits) { return std::bit_cast<float>(std::uint32_t(bits) << 16); }
+float f16_value(std::uint16_t bits) {
+  return float(std::bit_cast<_Float16>(bits));
+}
+float bf16_value(std::uint16_t bits) {
+  return std::bit_cast<float>(std::uint32_t(bits) << 16);
+}
 // Nearest bf16 by comparing the two candidates in fp64; ties to the even one.
 std::uint16_t reference_bf16(float x) {
   const std::uint32_t bits = std::bit_cast<std::uint32_t>(x);
@@ -155,7 +159,8 @@ DropReason naive_verdict(const ValidationOptions& options, const std::vector<Mat
                          std::uint64_t r) {
   const std::size_t count = columns.size();
   std::vector<double> norms(count);
-  for (std::size_t c = 0; c < count; ++c) norms[c] = naive_norm(columns[c]->row(r), columns[c]->dim);
+  for (std::size_t c = 0; c < count; ++c)
+    norms[c] = naive_norm(columns[c]->row(r), columns[c]->dim);
   for (std::size_t c = 0; c < count; ++c)
     if (!std::isfinite(norms[c])) return DropReason::nan_inf;
   for (std::size_t c = 0; c < count; ++c)
@@ -185,7 +190,8 @@ TEST_CASE("the lane reduction is the documented 32-lane tree and close to a plai
       CHECK(std::sqrt(summary.sum_squares) ==
             doctest::Approx(naive_norm(matrix.row(r), dim)).epsilon(1e-13));
       float largest = 0;
-      for (std::uint64_t i = 0; i < dim; ++i) largest = std::max(largest, std::fabs(matrix.row(r)[i]));
+      for (std::uint64_t i = 0; i < dim; ++i)
+        largest = std::max(largest, std::fabs(matrix.row(r)[i]));
       CHECK(summary.max_abs == largest);
     }
   }
@@ -248,8 +254,8 @@ TEST_CASE("random rows: verdicts, norms and kept rows match a naive fp64 impleme
     std::uint64_t expected = 0;
     for (const auto r : expected_kept) {
       const double norm = canonical_norm(matrix.row(r), matrix.dim);
-      expected += norm >= stats.bin_edges[bin] &&
-                  (norm < stats.bin_edges[bin + 1] || bin + 1 == kNormBins);
+      expected +=
+          norm >= stats.bin_edges[bin] && (norm < stats.bin_edges[bin + 1] || bin + 1 == kNormBins);
     }
     CHECK(stats.bin_counts[bin] == expected);
     binned += stats.bin_counts[bin];
@@ -259,18 +265,18 @@ TEST_CASE("random rows: verdicts, norms and kept rows match a naive fp64 impleme
 
 TEST_CASE("adversarial rows: NaN, infinities, subnormals, huge values, zeros") {
   Matrix m{4};
-  m.push({1, 2, kNan, 0});                       // 0 nan_inf
-  m.push({kInf, 0, 0, 0});                       // 1 nan_inf
-  m.push({1, -kInf, 0, 0});                      // 2 nan_inf
-  m.push({1e-40f, -1e-40f, 1e-41f, 0});          // 3 subnormals: norm_low, not zero
-  m.push({1e38f, 1e38f, 0, 0});                  // 4 f32 sum of squares would overflow: norm_high
-  m.push({0, 0, 0, 0});                          // 5 zero
-  m.push({-0.0f, 0, -0.0f, 0});                  // 6 signed zeros: zero
-  m.push({60, 80, 0, 0});                        // 7 norm exactly 100: kept
-  m.push({60, 80, 1e-3f, 0});                    // 8 just above 100: norm_high
-  m.push({0.5f, 1e-40f, 0, 0});                  // 9 a subnormal in a normal row: kept
-  m.push({kNan, 0, 0, 0});                       // 10 NaN beats zero
-  m.push({3e38f, 3e38f, 3e38f, 3e38f});          // 11 finite, norm 6e38 (no fp64 overflow)
+  m.push({1, 2, kNan, 0});               // 0 nan_inf
+  m.push({kInf, 0, 0, 0});               // 1 nan_inf
+  m.push({1, -kInf, 0, 0});              // 2 nan_inf
+  m.push({1e-40f, -1e-40f, 1e-41f, 0});  // 3 subnormals: norm_low, not zero
+  m.push({1e38f, 1e38f, 0, 0});          // 4 f32 sum of squares would overflow: norm_high
+  m.push({0, 0, 0, 0});                  // 5 zero
+  m.push({-0.0f, 0, -0.0f, 0});          // 6 signed zeros: zero
+  m.push({60, 80, 0, 0});                // 7 norm exactly 100: kept
+  m.push({60, 80, 1e-3f, 0});            // 8 just above 100: norm_high
+  m.push({0.5f, 1e-40f, 0, 0});          // 9 a subnormal in a normal row: kept
+  m.push({kNan, 0, 0, 0});               // 10 NaN beats zero
+  m.push({3e38f, 3e38f, 3e38f, 3e38f});  // 11 finite, norm 6e38 (no fp64 overflow)
   Run run_;
   run_.columns = {&m};
   run_.options.norm_max = 1e39;  // so row 11 passes: its norm is finite in fp64
@@ -337,7 +343,8 @@ TEST_CASE("norm bounds are inclusive at exactly 0.1 and 100") {
   run_.columns = {&m};
   const auto& result = run(run_);
   const auto reasons = reasons_by_row(result, m.rows());
-  CHECK(detail::cpu_summarize(m.row(0), 3, false).sum_squares == canonical_sum_squares(m.row(0), 3));
+  CHECK(detail::cpu_summarize(m.row(0), 3, false).sum_squares ==
+        canonical_sum_squares(m.row(0), 3));
   CHECK(reasons[0] == DropReason::kept);
   CHECK(reasons[1] == DropReason::norm_low);
   CHECK(reasons[2] == DropReason::kept);
@@ -354,16 +361,16 @@ TEST_CASE("every reason is counted, per source too, with the first failing reaso
     q.push(std::move(question));
     a.push(std::move(answer));
   };
-  pair({1, 0, 0, 0}, {1, 0, 0, 0});              // 0 kept
-  pair({kNan, 0, 0, 0}, {0, 0, 0, 0});           // 1 nan_inf beats zero (other column)
-  pair({0, 0, 0, 0}, {1e-3f, 0, 0, 0});          // 2 zero beats norm_low
-  pair({1e-3f, 0, 0, 0}, {1e3f, 0, 0, 0});       // 3 norm_low beats norm_high
-  pair({2e5f, 0, 0, 0}, {1, 0, 0, 0});           // 4 norm_high
-  pair({1, 0, 0, 0}, {-1, 0, 0, 0});             // 5 pair_cos (cos -1)
-  pair({1, 0, 0, 0}, {1, 0, 0, 0});              // 6 duplicate of 0
-  pair({70000, 0, 0, 0}, {0, 1, 0, 0});          // 7 overflow in f16 (norm 7e4 allowed)
-  pair({0, 1, 0, 0}, {kInf, 0, 0, 0});           // 8 nan_inf in column 1
-  pair({0, 0, 1, 0}, {0, 0, 0.5f, 0});           // 9 kept
+  pair({1, 0, 0, 0}, {1, 0, 0, 0});         // 0 kept
+  pair({kNan, 0, 0, 0}, {0, 0, 0, 0});      // 1 nan_inf beats zero (other column)
+  pair({0, 0, 0, 0}, {1e-3f, 0, 0, 0});     // 2 zero beats norm_low
+  pair({1e-3f, 0, 0, 0}, {1e3f, 0, 0, 0});  // 3 norm_low beats norm_high
+  pair({2e5f, 0, 0, 0}, {1, 0, 0, 0});      // 4 norm_high
+  pair({1, 0, 0, 0}, {-1, 0, 0, 0});        // 5 pair_cos (cos -1)
+  pair({1, 0, 0, 0}, {1, 0, 0, 0});         // 6 duplicate of 0
+  pair({70000, 0, 0, 0}, {0, 1, 0, 0});     // 7 overflow in f16 (norm 7e4 allowed)
+  pair({0, 1, 0, 0}, {kInf, 0, 0, 0});      // 8 nan_inf in column 1
+  pair({0, 0, 1, 0}, {0, 0, 0.5f, 0});      // 9 kept
   Run run_;
   run_.columns = {&q, &a};
   run_.options.norm_max = 1e5;
@@ -420,8 +427,8 @@ TEST_CASE("pair cosine is q.a / (|q| |a|) and its bounds are inclusive") {
   const auto reasons = reasons_by_row(result, q.rows());
   int dropped = 0;
   for (std::uint64_t r = 0; r < q.rows(); ++r) {
-    const double cosine = naive_dot(q.row(r), a.row(r), 64) /
-                          (naive_norm(q.row(r), 64) * naive_norm(a.row(r), 64));
+    const double cosine =
+        naive_dot(q.row(r), a.row(r), 64) / (naive_norm(q.row(r), 64) * naive_norm(a.row(r), 64));
     if (std::fabs(cosine - 0.2) < 1e-9 || std::fabs(cosine - 0.999) < 1e-9) continue;
     const bool out = cosine < 0.2 || cosine > 0.999;
     CHECK((reasons[r] == DropReason::pair_cos) == out);
@@ -475,10 +482,11 @@ TEST_CASE("duplicates: first occurrence kept, byte comparison decides, per colum
     Validator validator(ValidationOptions{.dedup = true, .device = Device::cpu}, {40});
     check_rows(validator, lying.columns, 0, m.rows(), 0);
     // The fetcher reports different bytes for row 30, though its hash equals row 3's.
-    const auto fetched = validator.finish([&](std::uint64_t row, std::size_t, std::span<float> out) {
-      std::memcpy(out.data(), m.row(row), out.size_bytes());
-      if (row == 30) out[0] += 1.0f;
-    });
+    const auto fetched =
+        validator.finish([&](std::uint64_t row, std::size_t, std::span<float> out) {
+          std::memcpy(out.data(), m.row(row), out.size_bytes());
+          if (row == 30) out[0] += 1.0f;
+        });
     const auto lying_reasons = reasons_by_row(fetched, m.rows());
     CHECK(lying_reasons[10] == DropReason::duplicate);
     CHECK(lying_reasons[30] == DropReason::kept);
@@ -516,8 +524,7 @@ TEST_CASE("duplicates: first occurrence kept, byte comparison decides, per colum
 
 TEST_CASE("sampling and shuffling are deterministic, seeded, and independent of batching") {
   Matrix m = random_matrix(5000, 16, 3);
-  const auto sample = [&](std::uint64_t seed, bool shuffle, std::uint64_t batch,
-                          unsigned threads) {
+  const auto sample = [&](std::uint64_t seed, bool shuffle, std::uint64_t batch, unsigned threads) {
     Run run_;
     run_.columns = {&m};
     run_.options.seed = seed;
@@ -596,9 +603,9 @@ TEST_CASE("overflow on conversion: drop, clamp and error") {
 
   // The converter clamps to the largest finite value and counts.
   std::vector<std::uint16_t> out(4 * 3);
-  const auto counts = convert_rows(m.values.data(), 4, 3, 3, DType::f16, false,
-                                   OverflowPolicy::clamp, reinterpret_cast<std::byte*>(out.data()),
-                                   Device::cpu);
+  const auto counts =
+      convert_rows(m.values.data(), 4, 3, 3, DType::f16, false, OverflowPolicy::clamp,
+                   reinterpret_cast<std::byte*>(out.data()), Device::cpu);
   CHECK(counts.overflowed == 2);
   CHECK(out[3] == 0x7bff);
   CHECK(out[6] == 0x7bff);
@@ -654,13 +661,13 @@ TEST_CASE("f32 to f16 and bf16: round to nearest even, overflow and flush flags"
   CHECK(f16(1e-8f).bits == 0);
   CHECK(f16(1e-8f).flushed);
   CHECK(f16(-1e-8f).bits == 0x8000);
-  CHECK(f16(std::ldexp(1.0f, -24)).bits == 0x0001);    // smallest subnormal
-  CHECK(f16(std::ldexp(1.0f, -25)).bits == 0x0000);    // tie to even (0)
-  CHECK(f16(std::ldexp(3.0f, -25)).bits == 0x0002);    // tie between 1 and 2 -> 2
+  CHECK(f16(std::ldexp(1.0f, -24)).bits == 0x0001);  // smallest subnormal
+  CHECK(f16(std::ldexp(1.0f, -25)).bits == 0x0000);  // tie to even (0)
+  CHECK(f16(std::ldexp(3.0f, -25)).bits == 0x0002);  // tie between 1 and 2 -> 2
   CHECK(f16(std::ldexp(1.5f, -25)).bits == 0x0001);
-  CHECK(f16(1.0f + std::ldexp(1.0f, -11)).bits == 0x3c00);      // tie -> even
-  CHECK(f16(1.0f + std::ldexp(3.0f, -11)).bits == 0x3c02);      // tie -> even (up)
-  CHECK(f16(std::ldexp(1.0f, -14)).bits == 0x0400);             // smallest normal
+  CHECK(f16(1.0f + std::ldexp(1.0f, -11)).bits == 0x3c00);                 // tie -> even
+  CHECK(f16(1.0f + std::ldexp(3.0f, -11)).bits == 0x3c02);                 // tie -> even (up)
+  CHECK(f16(std::ldexp(1.0f, -14)).bits == 0x0400);                        // smallest normal
   CHECK(f16(std::nextafter(std::ldexp(1.0f, -14), 0.0f)).bits == 0x0400);  // rounds up
   CHECK(f16(0.0f).bits == 0);
   CHECK_FALSE(f16(0.0f).flushed);
@@ -708,7 +715,8 @@ TEST_CASE("f32 to f16 and bf16: round to nearest even, overflow and flush flags"
             oursb.overflowed != (std::isinf(bf16_value(expected_bf16)) && !std::isinf(x));
     }
     const float x = std::bit_cast<float>(std::uint32_t(pattern));
-    if (!std::isnan(x)) mismatches16 += detail::f32_to_f16(std::uint32_t(pattern)).bits != reference_f16(x);
+    if (!std::isnan(x))
+      mismatches16 += detail::f32_to_f16(std::uint32_t(pattern)).bits != reference_f16(x);
   }
   CHECK(mismatches16 == 0);
   CHECK(mismatches_bf16 == 0);
@@ -731,9 +739,9 @@ TEST_CASE("conversion: padding, normalisation, counts, threads") {
                                                .threads = 4});
       CHECK(converter.row_bytes(37) == padded * element);
       const auto counts = converter.convert(m.values.data(), m.rows(), 37, out.data());
-      const auto single_counts = convert_rows(m.values.data(), m.rows(), 37, padded, dtype,
-                                              normalize, OverflowPolicy::error, single.data(),
-                                              Device::cpu, 1);
+      const auto single_counts =
+          convert_rows(m.values.data(), m.rows(), 37, padded, dtype, normalize,
+                       OverflowPolicy::error, single.data(), Device::cpu, 1);
       CHECK(out == single);
       CHECK(counts.flushed_to_zero == single_counts.flushed_to_zero);
       std::uint64_t flushed = 0;
@@ -753,7 +761,8 @@ TEST_CASE("conversion: padding, normalisation, counts, threads") {
           } else {
             std::uint16_t value;
             std::memcpy(&value, row + i * 2, 2);
-            const std::uint16_t expected = dtype == DType::f16 ? reference_f16(x) : reference_bf16(x);
+            const std::uint16_t expected =
+                dtype == DType::f16 ? reference_f16(x) : reference_bf16(x);
             CHECK(value == expected);
             const float back = dtype == DType::f16 ? f16_value(value) : bf16_value(value);
             flushed += back == 0 && x != 0;
@@ -827,8 +836,8 @@ TEST_CASE("invalid options are refused") {
   refuses({.norm_min = 0.0}, {8});
   refuses({.norm_min = 2.0, .norm_max = 1.0}, {8});
   refuses({.norm_max = std::numeric_limits<double>::infinity()}, {8});
-  refuses({.pair_cos_min = 0.5}, {8});            // one column
-  refuses({.pair_cos_min = 0.5}, {8, 16});        // different dims
+  refuses({.pair_cos_min = 0.5}, {8});      // one column
+  refuses({.pair_cos_min = 0.5}, {8, 16});  // different dims
   refuses({.pair_cos_min = 0.5, .pair_cos_max = 0.1}, {8, 8});
   refuses({.output_dtype = DType::i32}, {8});
   refuses({.max_rows_per_source = 0}, {8});

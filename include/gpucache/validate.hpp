@@ -73,8 +73,8 @@ using ReasonCounts = std::array<std::uint64_t, kDropReasonCount>;
 
 struct SourceReport {
   std::uint32_t source = 0;
-  std::uint64_t rows = 0;  // rows checked
-  ReasonCounts reasons{};  // kept (after sampling) and dropped per reason
+  std::uint64_t rows = 0;         // rows checked
+  ReasonCounts reasons{};         // kept (after sampling) and dropped per reason
   std::uint64_t sampled_out = 0;  // valid rows left out by max_rows_per_source/sample_fraction
 };
 
@@ -82,8 +82,8 @@ struct RejectedRow {
   std::uint64_t row = 0;  // global row index
   std::uint32_t source = 0;
   DropReason reason = DropReason::kept;
-  std::uint8_t column = 0;  // first embedding column that failed (0 for pair_cos)
-  double norm = 0.0;        // canonical fp64 norm of that column (NaN or inf for nan_inf)
+  std::uint8_t column = 0;   // first embedding column that failed (0 for pair_cos)
+  double norm = 0.0;         // canonical fp64 norm of that column (NaN or inf for nan_inf)
   double pair_cosine = 0.0;  // the cosine for pair_cos rejects, else 0
 };
 
@@ -104,7 +104,7 @@ struct ValidationResult {
   std::uint64_t rows_checked = 0;
   ReasonCounts reasons{};  // over all sources
   std::uint64_t sampled_out = 0;
-  std::uint64_t rows_clamped = 0;  // kept rows that on_overflow=clamp will saturate
+  std::uint64_t rows_clamped = 0;     // kept rows that on_overflow=clamp will saturate
   std::vector<SourceReport> sources;  // ascending source id
   std::vector<RejectedRow> rejects;   // ascending row
   std::vector<NormStats> norms;       // one per embedding column
@@ -113,8 +113,7 @@ struct ValidationResult {
 
 // Writes the f32 values of column `column` of global row `row` (out.size() == that column's
 // dim). finish() calls it only for rows whose hashes collide, to compare them byte for byte.
-using RowFetcher =
-    std::function<void(std::uint64_t row, std::size_t column, std::span<float> out)>;
+using RowFetcher = std::function<void(std::uint64_t row, std::size_t column, std::span<float> out)>;
 
 // Pass 1. Not thread-safe; one Validator per pack.
 class Validator {
@@ -176,8 +175,8 @@ class RowConverter {
   // asked (rows of zero or non-finite norm are left unscaled). A value that overflows
   // throws gpucache::Error naming row first_row + i unless on_overflow is clamp: with drop,
   // such rows should have been dropped by the Validator before reaching conversion.
-  ConversionCounts convert(const float* in, std::uint64_t rows, std::uint64_t dim,
-                           std::byte* out, std::uint64_t first_row = 0);
+  ConversionCounts convert(const float* in, std::uint64_t rows, std::uint64_t dim, std::byte* out,
+                           std::uint64_t first_row = 0);
   std::size_t row_bytes(std::uint64_t dim) const;
   Device device() const noexcept;
 

@@ -59,10 +59,9 @@ void ComputeBackend::sort_by_key(std::uint64_t* keys, std::uint64_t* values, std
   cpu_sort_by_key(keys, values, count, threads_);
 }
 
-std::uint64_t ComputeBackend::order_selected_rows(const std::uint8_t* selected,
-                                                  std::uint64_t count, bool by_key,
-                                                  std::uint64_t seed, std::uint64_t purpose,
-                                                  std::uint64_t* out) {
+std::uint64_t ComputeBackend::order_selected_rows(const std::uint8_t* selected, std::uint64_t count,
+                                                  bool by_key, std::uint64_t seed,
+                                                  std::uint64_t purpose, std::uint64_t* out) {
 #ifdef GPUCACHE_HAVE_CUDA
   if (device_ == Device::cuda)
     return cuda_order_selected_rows(selected, count, by_key, seed, purpose, out);

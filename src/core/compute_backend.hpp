@@ -32,9 +32,8 @@ class ComputeBackend {
                              std::byte* out);
   // Sorts pairs by (key, value); values ascending on entry.
   void sort_by_key(std::uint64_t* keys, std::uint64_t* values, std::uint64_t count);
-  std::uint64_t order_selected_rows(const std::uint8_t* selected, std::uint64_t count,
-                                    bool by_key, std::uint64_t seed, std::uint64_t purpose,
-                                    std::uint64_t* out);
+  std::uint64_t order_selected_rows(const std::uint8_t* selected, std::uint64_t count, bool by_key,
+                                    std::uint64_t seed, std::uint64_t purpose, std::uint64_t* out);
 
  private:
   struct Cuda;  // staging buffers, created on first use

@@ -10,9 +10,12 @@ namespace {
 
 detail::OutputType output_type(DType dtype) {
   switch (dtype) {
-    case DType::f32: return detail::OutputType::f32;
-    case DType::f16: return detail::OutputType::f16;
-    case DType::bf16: return detail::OutputType::bf16;
+    case DType::f32:
+      return detail::OutputType::f32;
+    case DType::f16:
+      return detail::OutputType::f16;
+    case DType::bf16:
+      return detail::OutputType::bf16;
     default:
       throw Error("", "conversion option output_dtype",
                   fmt::format("embeddings convert to f32, f16 or bf16, not {}", dtype_name(dtype)));
@@ -21,9 +24,12 @@ detail::OutputType output_type(DType dtype) {
 
 detail::OverflowMode overflow_mode(OverflowPolicy policy) {
   switch (policy) {
-    case OverflowPolicy::drop: return detail::OverflowMode::drop;
-    case OverflowPolicy::clamp: return detail::OverflowMode::clamp;
-    case OverflowPolicy::error: return detail::OverflowMode::error;
+    case OverflowPolicy::drop:
+      return detail::OverflowMode::drop;
+    case OverflowPolicy::clamp:
+      return detail::OverflowMode::clamp;
+    case OverflowPolicy::error:
+      return detail::OverflowMode::error;
   }
   return detail::OverflowMode::error;
 }
@@ -46,7 +52,9 @@ RowConverter::~RowConverter() = default;
 RowConverter::RowConverter(RowConverter&&) noexcept = default;
 RowConverter& RowConverter::operator=(RowConverter&&) noexcept = default;
 
-Device RowConverter::device() const noexcept { return state_->backend.device(); }
+Device RowConverter::device() const noexcept {
+  return state_->backend.device();
+}
 
 std::size_t RowConverter::row_bytes(std::uint64_t dim) const {
   const std::uint64_t padded = state_->options.padded_dim ? state_->options.padded_dim : dim;
@@ -70,13 +78,13 @@ ConversionCounts RowConverter::convert(const float* in, std::uint64_t rows, std:
   params.on_overflow = overflow_mode(options.on_overflow);
   const detail::ConvertCounts counts = state_->backend.convert_rows(params, in, rows, out);
   if (counts.first_overflow_row != detail::kNoRow && options.on_overflow != OverflowPolicy::clamp)
-    throw Error("", fmt::format("row {}", first_row + counts.first_overflow_row),
-                fmt::format("a value overflows {} on conversion ({})",
-                            dtype_name(options.output_dtype),
-                            options.on_overflow == OverflowPolicy::error
-                                ? "on_overflow=error; use clamp or drop"
-                                : "on_overflow=drop, but the row reached conversion: drop happens "
-                                  "in validation"));
+    throw Error(
+        "", fmt::format("row {}", first_row + counts.first_overflow_row),
+        fmt::format("a value overflows {} on conversion ({})", dtype_name(options.output_dtype),
+                    options.on_overflow == OverflowPolicy::error
+                        ? "on_overflow=error; use clamp or drop"
+                        : "on_overflow=drop, but the row reached conversion: drop happens "
+                          "in validation"));
   return {counts.overflowed, counts.flushed};
 }
 

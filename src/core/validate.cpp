@@ -33,8 +33,8 @@ constexpr std::array<std::string_view, kDropReasonCount> kReasonNames{
 detail::CheckParams make_check_params(const ValidationOptions& options,
                                       const std::vector<std::uint64_t>& dims) {
   if (dims.empty() || dims.size() > detail::kMaxColumns)
-    invalid_option("columns", fmt::format("validation takes 1 or 2 embedding columns, got {}",
-                                          dims.size()));
+    invalid_option("columns",
+                   fmt::format("validation takes 1 or 2 embedding columns, got {}", dims.size()));
   for (std::size_t c = 0; c < dims.size(); ++c)
     if (dims[c] == 0) invalid_option("columns", fmt::format("column {} has dim 0", c));
   if (!(options.norm_min > 0.0) || !(options.norm_max < INFINITY) ||
@@ -56,14 +56,20 @@ detail::CheckParams make_check_params(const ValidationOptions& options,
     params.cos_max = options.pair_cos_max.value_or(INFINITY);
     if (std::isnan(params.cos_min) || std::isnan(params.cos_max) || params.cos_min > params.cos_max)
       invalid_option("pair_cos_min/pair_cos_max",
-                     fmt::format("need pair_cos_min <= pair_cos_max, got {} and {}",
-                                 params.cos_min, params.cos_max));
+                     fmt::format("need pair_cos_min <= pair_cos_max, got {} and {}", params.cos_min,
+                                 params.cos_max));
   }
   params.dedup = options.dedup;
   switch (options.output_dtype) {
-    case DType::f32: params.output = detail::OutputType::f32; break;
-    case DType::f16: params.output = detail::OutputType::f16; break;
-    case DType::bf16: params.output = detail::OutputType::bf16; break;
+    case DType::f32:
+      params.output = detail::OutputType::f32;
+      break;
+    case DType::f16:
+      params.output = detail::OutputType::f16;
+      break;
+    case DType::bf16:
+      params.output = detail::OutputType::bf16;
+      break;
     default:
       invalid_option("output_dtype", fmt::format("embeddings convert to f32, f16 or bf16, not {}",
                                                  dtype_name(options.output_dtype)));
@@ -82,7 +88,8 @@ detail::CheckParams make_check_params(const ValidationOptions& options,
 template <class T>
 void grow(std::vector<T>& values, std::uint64_t size) {
   if (values.size() >= size) return;
-  if (size > values.capacity()) values.reserve(std::max<std::uint64_t>(size, values.capacity() * 2));
+  if (size > values.capacity())
+    values.reserve(std::max<std::uint64_t>(size, values.capacity() * 2));
   values.resize(size);
 }
 
@@ -95,9 +102,12 @@ std::string_view drop_reason_name(DropReason reason) noexcept {
 
 std::string_view overflow_policy_name(OverflowPolicy policy) noexcept {
   switch (policy) {
-    case OverflowPolicy::drop: return "drop";
-    case OverflowPolicy::clamp: return "clamp";
-    case OverflowPolicy::error: return "error";
+    case OverflowPolicy::drop:
+      return "drop";
+    case OverflowPolicy::clamp:
+      return "clamp";
+    case OverflowPolicy::error:
+      return "error";
   }
   return "unknown";
 }
@@ -131,7 +141,9 @@ Validator::~Validator() = default;
 Validator::Validator(Validator&&) noexcept = default;
 Validator& Validator::operator=(Validator&&) noexcept = default;
 
-Device Validator::device() const noexcept { return state_->backend.device(); }
+Device Validator::device() const noexcept {
+  return state_->backend.device();
+}
 const std::string& Validator::device_description() const noexcept {
   return state_->backend.description();
 }
@@ -186,11 +198,11 @@ void Validator::check_batch(const float* const* columns, std::uint64_t first_row
       (!state.params.dedup || column_count == 1)) {
     const detail::RowRecord& record = state.records[first_overflow];
     const unsigned column = (record.would_overflow & 1) ? 0 : 1;
-    throw Error("", fmt::format("row {} (source {}) column {}", first_row + first_overflow, source,
-                                column),
-                fmt::format("a value overflows {} on conversion (on_overflow=error; use clamp "
-                            "or drop)",
-                            dtype_name(state.options.output_dtype)));
+    throw Error(
+        "", fmt::format("row {} (source {}) column {}", first_row + first_overflow, source, column),
+        fmt::format("a value overflows {} on conversion (on_overflow=error; use clamp "
+                    "or drop)",
+                    dtype_name(state.options.output_dtype)));
   }
 }
 

@@ -20,13 +20,17 @@ using detail::kMaxColumns;
 DropReason reason_of(std::uint8_t status) {
   return static_cast<DropReason>(status & detail::kStatusReasonMask);
 }
-unsigned column_of(std::uint8_t status) { return (status & detail::kStatusColumn) ? 1 : 0; }
+unsigned column_of(std::uint8_t status) {
+  return (status & detail::kStatusColumn) ? 1 : 0;
+}
 void set_reason(std::uint8_t& status, DropReason reason, unsigned column) {
   status = static_cast<std::uint8_t>(
       (status & ~(detail::kStatusReasonMask | detail::kStatusColumn)) |
       static_cast<std::uint8_t>(reason) | (column ? detail::kStatusColumn : 0));
 }
-bool is_valid(std::uint8_t status) { return reason_of(status) == DropReason::kept; }
+bool is_valid(std::uint8_t status) {
+  return reason_of(status) == DropReason::kept;
+}
 bool is_output(std::uint8_t status) {
   return is_valid(status) && !(status & detail::kStatusSampledOut);
 }
@@ -38,9 +42,9 @@ std::vector<std::uint32_t> row_sources(const detail::ValidatorState& state) {
   const std::uint64_t total = state.status.size();
   for (std::uint64_t r = 0; r < total; ++r)
     if (!(state.status[r] & detail::kStatusSeen))
-      throw Error("", fmt::format("row {}", r),
-                  fmt::format("no batch covered this row; batches must cover rows 0..{}",
-                              total - 1));
+      throw Error(
+          "", fmt::format("row {}", r),
+          fmt::format("no batch covered this row; batches must cover rows 0..{}", total - 1));
   std::vector<std::uint32_t> sources(total);
   for (const auto& batch : state.batches)
     std::fill_n(sources.begin() + static_cast<std::ptrdiff_t>(batch.first_row), batch.rows,
@@ -105,8 +109,7 @@ std::vector<std::uint64_t> duplicate_classes(detail::ValidatorState& state, unsi
 void resolve_duplicates(detail::ValidatorState& state, const RowFetcher& fetch_row) {
   const unsigned columns = state.params.columns;
   std::vector<std::uint64_t> representative[kMaxColumns];
-  for (unsigned c = 0; c < columns; ++c)
-    representative[c] = duplicate_classes(state, c, fetch_row);
+  for (unsigned c = 0; c < columns; ++c) representative[c] = duplicate_classes(state, c, fetch_row);
   const std::uint64_t total = state.status.size();
   std::vector<bool> claimed[kMaxColumns];
   for (unsigned c = 0; c < columns; ++c) claimed[c].assign(total, false);
@@ -156,7 +159,8 @@ void apply_sampling(detail::ValidatorState& state, const std::vector<std::uint32
     if (options.sample_fraction)
       quota.take = std::min(quota.take, static_cast<std::uint64_t>(std::floor(
                                             *options.sample_fraction * double(quota.valid) + 0.5)));
-    if (options.max_rows_per_source) quota.take = std::min(quota.take, *options.max_rows_per_source);
+    if (options.max_rows_per_source)
+      quota.take = std::min(quota.take, *options.max_rows_per_source);
     any_left_out |= quota.take < quota.valid;
     valid_rows += quota.valid;
   }

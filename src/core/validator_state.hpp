@@ -13,9 +13,10 @@ namespace gpucache {
 
 namespace detail {
 // Layout of the per-row status byte.
-inline constexpr std::uint8_t kStatusReasonMask = 0x07;  // DropReason code (provisional until finish)
-inline constexpr std::uint8_t kStatusColumn = 0x08;      // set: the failing column is column 1
-inline constexpr unsigned kStatusOverflowShift = 4;      // bits 4-5: column c would overflow
+inline constexpr std::uint8_t kStatusReasonMask =
+    0x07;                                            // DropReason code (provisional until finish)
+inline constexpr std::uint8_t kStatusColumn = 0x08;  // set: the failing column is column 1
+inline constexpr unsigned kStatusOverflowShift = 4;  // bits 4-5: column c would overflow
 inline constexpr std::uint8_t kStatusOverflowMask = 0x30;
 inline constexpr std::uint8_t kStatusSampledOut = 0x40;  // valid, but left out by sampling
 inline constexpr std::uint8_t kStatusSeen = 0x80;        // a batch covered this row
