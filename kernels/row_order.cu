@@ -26,7 +26,7 @@ void radix_sort_pairs(const std::uint64_t* keys_in, std::uint64_t* keys_out,
   check_cuda(cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, keys_in, keys_out, values_in,
                                              values_out, count),
              "cub::DeviceRadixSort::SortPairs");
-  DeviceBuffer<std::byte> temp(temp_bytes, "cudaMalloc (sort scratch)");
+  DeviceBuffer<std::byte> temp(std::max<std::size_t>(temp_bytes, 1), "cudaMalloc (sort scratch)");
   check_cuda(cub::DeviceRadixSort::SortPairs(temp.get(), temp_bytes, keys_in, keys_out, values_in,
                                              values_out, count),
              "cub::DeviceRadixSort::SortPairs");
@@ -64,7 +64,8 @@ std::uint64_t cuda_order_selected_rows(const std::uint8_t* selected, std::uint64
                                         selected_count.get(), static_cast<std::int64_t>(count)),
              "cub::DeviceSelect::Flagged");
   {
-    DeviceBuffer<std::byte> temp(temp_bytes, "cudaMalloc (select scratch)");
+    DeviceBuffer<std::byte> temp(std::max<std::size_t>(temp_bytes, 1),
+                                 "cudaMalloc (select scratch)");
     check_cuda(cub::DeviceSelect::Flagged(temp.get(), temp_bytes, all_rows, flags.get(), rows.get(),
                                           selected_count.get(), static_cast<std::int64_t>(count)),
                "cub::DeviceSelect::Flagged");

@@ -21,7 +21,7 @@ __device__ ColumnSummary summarize_warp(const float* __restrict__ row, std::uint
     const double wide = x;
     sum += wide * wide;
     max_abs = fmaxf(max_abs, fabsf(x));
-    if (kHash) hash = hash_step(hash, float_bits(x));
+    if constexpr (kHash) hash = hash_step(hash, float_bits(x));
   }
   ColumnSummary summary;
   summary.sum_squares = warp_sum(sum);

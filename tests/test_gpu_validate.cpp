@@ -106,8 +106,9 @@ void check_same_results(const ValidationResult& cpu, const ValidationResult& cud
   REQUIRE(cpu.rejects.size() == cuda.rejects.size());
   for (std::size_t i = 0; i < cpu.rejects.size(); ++i) {
     const auto &a = cpu.rejects[i], &b = cuda.rejects[i];
-    CHECK((a.row == b.row && a.source == b.source && a.reason == b.reason && a.column == b.column &&
-           same_bits(a.norm, b.norm) && same_bits(a.pair_cosine, b.pair_cosine)));
+    CHECK((a.row == b.row && a.source == b.source && a.source_row == b.source_row &&
+           a.reason == b.reason && a.column == b.column && same_bits(a.norm, b.norm) &&
+           same_bits(a.pair_cosine, b.pair_cosine)));
   }
   REQUIRE(cpu.norms.size() == cuda.norms.size());
   for (std::size_t c = 0; c < cpu.norms.size(); ++c) {

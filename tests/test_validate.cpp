@@ -400,6 +400,8 @@ TEST_CASE("every reason is counted, per source too, with the first failing reaso
     if (reject.row == 5) CHECK(reject.pair_cosine == -1.0);
     if (reject.row == 1) CHECK(reject.source == 3);
     if (reject.row == 8) CHECK(reject.source == 1);
+    if (reject.row == 8) CHECK(reject.source_row == 3);
+    if (reject.row == 3) CHECK(reject.source_row == 3);
   }
   REQUIRE(result.sources.size() == 2);
   CHECK(result.sources[0].source == 1);

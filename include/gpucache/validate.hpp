@@ -81,6 +81,7 @@ struct SourceReport {
 struct RejectedRow {
   std::uint64_t row = 0;  // global row index
   std::uint32_t source = 0;
+  std::uint64_t source_row = 0;  // index among the rows of `source`, in global row order
   DropReason reason = DropReason::kept;
   std::uint8_t column = 0;   // first embedding column that failed (0 for pair_cos)
   double norm = 0.0;         // canonical fp64 norm of that column (NaN or inf for nan_inf)

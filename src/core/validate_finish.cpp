@@ -232,7 +232,7 @@ ValidationResult Validator::finish(const RowFetcher& fetch_row) {
     const std::uint8_t status = state.status[r];
     SourceReport& report = reports[sources[r]];
     report.source = sources[r];
-    ++report.rows;
+    const std::uint64_t source_row = report.rows++;
     const DropReason reason = reason_of(status);
     if (reason == DropReason::kept && (status & detail::kStatusSampledOut)) {
       ++report.sampled_out;
@@ -250,6 +250,7 @@ ValidationResult Validator::finish(const RowFetcher& fetch_row) {
     RejectedRow reject;
     reject.row = r;
     reject.source = sources[r];
+    reject.source_row = source_row;
     reject.reason = reason;
     reject.column = static_cast<std::uint8_t>(column);
     reject.norm = state.norms[column][r];
