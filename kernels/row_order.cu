@@ -32,10 +32,18 @@ void radix_sort_pairs(const std::uint64_t* keys_in, std::uint64_t* keys_out,
              "cub::DeviceRadixSort::SortPairs");
 }
 
+// Whether `bytes` of scratch (plus the sort's own, about as much again) fit in free memory.
+bool device_memory_fits(std::size_t bytes) {
+  std::size_t free_bytes = 0, total_bytes = 0;
+  check_cuda(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo");
+  return bytes + bytes / 2 + (std::size_t{64} << 20) < free_bytes;
+}
+
 }  // namespace
 
-void cuda_sort_by_key(std::uint64_t* keys, std::uint64_t* values, std::uint64_t count) {
-  if (count < 2) return;
+bool cuda_sort_by_key(std::uint64_t* keys, std::uint64_t* values, std::uint64_t count) {
+  if (count < 2) return true;
+  if (!device_memory_fits(count * 4 * sizeof(std::uint64_t))) return false;
   const std::size_t bytes = count * sizeof(std::uint64_t);
   DeviceBuffer<std::uint64_t> keys_in(count, "cudaMalloc (keys)"),
       keys_out(count, "cudaMalloc (keys)"), values_in(count, "cudaMalloc (values)"),
@@ -47,12 +55,15 @@ void cuda_sort_by_key(std::uint64_t* keys, std::uint64_t* values, std::uint64_t 
   check_cuda(cudaMemcpy(keys, keys_out.get(), bytes, cudaMemcpyDeviceToHost), "cudaMemcpy (keys)");
   check_cuda(cudaMemcpy(values, values_out.get(), bytes, cudaMemcpyDeviceToHost),
              "cudaMemcpy (values)");
+  return true;
 }
 
-std::uint64_t cuda_order_selected_rows(const std::uint8_t* selected, std::uint64_t count,
-                                       bool by_key, std::uint64_t seed, std::uint64_t purpose,
-                                       std::uint64_t* out) {
-  if (count == 0) return 0;
+bool cuda_order_selected_rows(const std::uint8_t* selected, std::uint64_t count, bool by_key,
+                              std::uint64_t seed, std::uint64_t purpose, std::uint64_t* out,
+                              std::uint64_t* written) {
+  *written = 0;
+  if (count == 0) return true;
+  if (!device_memory_fits(count * (1 + 4 * sizeof(std::uint64_t)))) return false;
   DeviceBuffer<std::uint8_t> flags(count, "cudaMalloc (row flags)");
   DeviceBuffer<std::uint64_t> rows(count, "cudaMalloc (rows)");
   DeviceBuffer<std::int64_t> selected_count(1, "cudaMalloc (count)");
@@ -78,7 +89,8 @@ std::uint64_t cuda_order_selected_rows(const std::uint8_t* selected, std::uint64
   if (!by_key || kept_rows < 2) {
     if (kept_rows)
       check_cuda(cudaMemcpy(out, rows.get(), bytes, cudaMemcpyDeviceToHost), "cudaMemcpy (rows)");
-    return kept_rows;
+    *written = kept_rows;
+    return true;
   }
   DeviceBuffer<std::uint64_t> keys(kept_rows, "cudaMalloc (keys)"),
       keys_sorted(kept_rows, "cudaMalloc (keys)"), rows_sorted(kept_rows, "cudaMalloc (rows)");
@@ -89,7 +101,8 @@ std::uint64_t cuda_order_selected_rows(const std::uint8_t* selected, std::uint64
   radix_sort_pairs(keys.get(), keys_sorted.get(), rows.get(), rows_sorted.get(), kept_rows);
   check_cuda(cudaMemcpy(out, rows_sorted.get(), bytes, cudaMemcpyDeviceToHost),
              "cudaMemcpy (rows)");
-  return kept_rows;
+  *written = kept_rows;
+  return true;
 }
 
 }  // namespace gpucache::detail

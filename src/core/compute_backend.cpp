@@ -54,7 +54,7 @@ ConvertCounts ComputeBackend::convert_rows(const ConvertParams& params, const fl
 
 void ComputeBackend::sort_by_key(std::uint64_t* keys, std::uint64_t* values, std::uint64_t count) {
 #ifdef GPUCACHE_HAVE_CUDA
-  if (device_ == Device::cuda) return cuda_sort_by_key(keys, values, count);
+  if (device_ == Device::cuda && cuda_sort_by_key(keys, values, count)) return;
 #endif
   cpu_sort_by_key(keys, values, count, threads_);
 }
@@ -63,8 +63,10 @@ std::uint64_t ComputeBackend::order_selected_rows(const std::uint8_t* selected, 
                                                   bool by_key, std::uint64_t seed,
                                                   std::uint64_t purpose, std::uint64_t* out) {
 #ifdef GPUCACHE_HAVE_CUDA
-  if (device_ == Device::cuda)
-    return cuda_order_selected_rows(selected, count, by_key, seed, purpose, out);
+  std::uint64_t written = 0;
+  if (device_ == Device::cuda &&
+      cuda_order_selected_rows(selected, count, by_key, seed, purpose, out, &written))
+    return written;
 #endif
   return cpu_order_selected_rows(selected, count, by_key, seed, purpose, out, threads_);
 }

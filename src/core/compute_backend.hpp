@@ -30,6 +30,8 @@ class ComputeBackend {
                   RowRecord* out);
   ConvertCounts convert_rows(const ConvertParams& params, const float* in, std::uint64_t rows,
                              std::byte* out);
+  // The ordering steps run on the CPU reference when the GPU lacks the memory for them; the
+  // order is total, so the result is the same.
   // Sorts pairs by (key, value); values ascending on entry.
   void sort_by_key(std::uint64_t* keys, std::uint64_t* values, std::uint64_t count);
   std::uint64_t order_selected_rows(const std::uint8_t* selected, std::uint64_t count, bool by_key,
