@@ -1,3 +1,5 @@
+#include <type_traits>
+
 #include "kernels/convert.cuh"
 #include "kernels/cuda_chunks.cuh"
 #include "kernels/warp_reduce.cuh"
