@@ -58,11 +58,12 @@ class Measure:
     stats: Optional[Stats] = None
     command: Optional[str] = None   # the exact command or call, for the report
     bytes: Optional[int] = None
+    rate: bool = True  # whether bytes / time is a meaningful throughput for this measure
 
     def to_json(self) -> dict:
         out = {"label": self.label, "command": self.command, "bytes": self.bytes}
         if self.stats is not None:
-            out["stats"] = self.stats.to_json(self.bytes)
+            out["stats"] = self.stats.to_json(self.bytes if self.rate else None)
         return out
 
 

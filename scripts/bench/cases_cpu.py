@@ -131,9 +131,9 @@ def inspect(ctx: Context) -> list:
         title=f"inspect {benchlib.human_bytes(benchlib.tree_bytes(big))} dataset vs "
               f"{benchlib.human_bytes(benchlib.tree_bytes(small))} dataset",
         subject=Measure("gpucache inspect (big)", stats["big"], "gpucache inspect BIG",
-                        benchlib.tree_bytes(big)),
+                        benchlib.tree_bytes(big), rate=False),
         peer=Measure("gpucache inspect (small)", stats["small"], "gpucache inspect SMALL",
-                     benchlib.tree_bytes(small)),
+                     benchlib.tree_bytes(small), rate=False),
         notes="Wall time of the whole process (start-up included). A ratio near 1 means the "
               "time does not grow with the data.")]
 
@@ -238,7 +238,8 @@ def loads(ctx: Context, kind_files: dict) -> tuple[list, dict]:
                                                "--reps", ctx.reps, "--warmup", 0 if ctx.quick
                                                else 1, "--paths", shard_dir])
             measured[name] = _load_entry(label, data, [shard_dir])
-        table[kind] = {k: {kk: (vv.to_json(v.get("bytes")) if isinstance(vv, Stats) else vv)
+        table[kind] = {k: {kk: (vv.to_json(v.get("bytes") if kk == "full" else None)
+                               if isinstance(vv, Stats) else vv)
                            for kk, vv in v.items()} for k, v in measured.items()}
         for verify_flag in (0, 1):
             subject_entry = measured[f"gpucache_verify{verify_flag}"]
@@ -268,12 +269,14 @@ def _load_comparison(kind, metric, verify_flag, subject_entry, peer_name, peer_e
     if "reason" in peer_entry:
         comparison.status, comparison.reason = "failed", peer_entry["reason"]
         return comparison
-    comparison.peer = Measure(peer_entry["label"], peer_entry[metric], None, peer_entry["bytes"])
+    rate = metric == "full"  # bytes per second to the first tensor means nothing
+    comparison.peer = Measure(peer_entry["label"], peer_entry[metric], None, peer_entry["bytes"],
+                              rate=rate)
     if "reason" in subject_entry:
         comparison.status, comparison.reason = "not_available", subject_entry["reason"]
         return comparison
     comparison.subject = Measure(subject_entry["label"], subject_entry[metric], None,
-                                 subject_entry["bytes"])
+                                 subject_entry["bytes"], rate=rate)
     return comparison
 
 

@@ -186,6 +186,7 @@ def write_chart(results: dict, path: Path) -> bool:
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
+        import matplotlib.ticker
     except ImportError:
         return False
     targets = {t["comparison"]: t for t in results["targets"]}
@@ -201,7 +202,8 @@ def write_chart(results: dict, path: Path) -> bool:
     for ax, (name, items) in zip(axes, groups):
         if not items:
             ax.axis("off")
-            ax.text(0.5, 0.5, f"{name}: not measured ({gpu_reason})" if name == "GPU" else
+            short = gpu_reason.split(" (")[0]
+            ax.text(0.5, 0.5, f"{name}: not measured ({short})" if name == "GPU" else
                     f"{name}: nothing measured", ha="center", va="center", fontsize=11)
             continue
         labels = [c["title"] if len(c["title"]) < 80 else c["title"][:77] + "…" for c in items]
@@ -222,6 +224,12 @@ def write_chart(results: dict, path: Path) -> bool:
                 ax.plot([t["threshold"]] * 2, [i - 0.4, i + 0.4], color="black", linewidth=2)
             elif t and t["metric"] == "time_ratio":
                 ax.plot([1 / t["threshold"]] * 2, [i - 0.4, i + 0.4], color="black", linewidth=2)
+        marks = [t["threshold"] if t["metric"] == "speedup" else 1 / t["threshold"]
+                 for t in (targets.get(c["id"]) for c in items)
+                 if t and t["metric"] in ("speedup", "time_ratio")]
+        low, high = min(ratios + marks + [1.0]), max(ratios + marks + [1.0])
+        ax.set_xlim(low / 1.6, high * 2.2)
+        ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}×"))
         ax.set_yticks(list(y))
         ax.set_yticklabels(labels, fontsize=8)
         ax.invert_yaxis()
