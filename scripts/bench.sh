@@ -22,13 +22,13 @@ if [ "$help" = 0 ]; then
     cmake -S "$root" -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release \
       ${GPUCACHE_BENCH_CMAKE_ARGS:-} >/dev/null
   fi
-  targets=(--target gpucache_cli)
+  echo "bench: building gpucache_cli" >&2
+  cmake --build "$build_dir" --target gpucache_cli --parallel "$(nproc)" >&2
   # The validation microbenchmark exists once the validation engine is in the tree.
   if cmake --build "$build_dir" --target help 2>/dev/null | grep -q gpucache_bench_validate; then
-    targets+=(gpucache_bench_validate)
+    echo "bench: building gpucache_bench_validate" >&2
+    cmake --build "$build_dir" --target gpucache_bench_validate --parallel "$(nproc)" >&2
   fi
-  echo "bench: building ${targets[*]:1}" >&2
-  cmake --build "$build_dir" "${targets[@]}" --parallel "$(nproc)" >&2
 fi
 
 venv=$("$root/scripts/bench/setup-venv.sh")

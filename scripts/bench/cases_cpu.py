@@ -155,7 +155,7 @@ def pack_dialogue(ctx: Context) -> list:
         title=f"pack dialogue list-of-dicts .pt ({ctx.params.dialogue_rows} rows) vs Python path",
         peer=peer, notes="The Python figure excludes interpreter start and `import torch`; the "
                          "pack figure is the whole CLI process.",
-        extra={"python_rows_kept": result["rows_kept"]})
+        extra={"python_rows_kept": {Path(k).name: v for k, v in result["rows_kept"].items()}})
     try:
         require(ctx, "pack .pt dialogue")
     except NotAvailable as error:

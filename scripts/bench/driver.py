@@ -98,12 +98,14 @@ class Runner:
     def __init__(self):
         self.comparisons: list[Comparison] = []
         self.errors: list[str] = []
+        self.seconds: dict[str, float] = {}
 
     def run(self, name: str, fn, placeholders=()):
         log(f"case: {name}")
         start = time.perf_counter()
         try:
             result = fn()
+            self.seconds[name] = time.perf_counter() - start
         except (NotAvailable, NotMeasured, CommandFailed, Exception) as error:
             status = {NotAvailable: "not_available", NotMeasured: "not_measured"}.get(
                 type(error), "failed")
@@ -112,6 +114,7 @@ class Runner:
                 log(f"case {name} failed:\n{traceback.format_exc()}")
             else:
                 log(f"case {name}: {status.replace('_', ' ')}: {error}")
+            self.seconds[name] = time.perf_counter() - start
             reason = str(error) if status != "failed" else f"{type(error).__name__}: {error}"
             for cid, group, section, title in placeholders:
                 self.comparisons.append(Comparison(id=cid, group=group, section=section,
@@ -192,6 +195,8 @@ def main(argv=None) -> int:
         log(f"  {'yes' if feature['ok'] else 'no '} {name}: {feature['detail']}")
     prepare_shards(ctx)
 
+    setup_seconds = time.time() - started
+    log(f"data and shards ready in {setup_seconds:.0f} s")
     runner = Runner()
     load_table = {}
     sections = args.sections
@@ -258,7 +263,8 @@ def main(argv=None) -> int:
                  "slow_reps": args.slow_reps, "sections": sections,
                  "sizes": datagen.asdict(params), "sizes_text": sizes_text,
                  "page_cache": "warm: every input is read once before its case; never dropped",
-                 "shard_sources": ctx.shard_sources},
+                 "shard_sources": ctx.shard_sources, "case_seconds": runner.seconds,
+                 "setup_seconds": setup_seconds},
         "machine": machine,
         "features": ctx.features,
         "targets": evaluated,

@@ -47,8 +47,9 @@ def _as_torch(value):
 
 
 def tensors(loaded) -> list:
-    """The numeric column tensors of whatever gpucache.load returned, as torch tensors: a dict of
-    columns, an object with a `columns`/`tensors` mapping, or a single tensor."""
+    """The embedding (float) column tensors of what gpucache.load returned, as torch tensors.
+    gpucache.Dataset has `tensors` (name -> logical view); a dict of columns or a single tensor
+    are accepted too."""
     candidates = None
     if isinstance(loaded, Mapping):
         candidates = list(loaded.values())
@@ -66,6 +67,8 @@ def tensors(loaded) -> list:
         if candidates is None:
             candidates = [loaded]
     out = [t for t in (_as_torch(v) for v in candidates) if t is not None]
+    floats = [t for t in out if t.is_floating_point()]
+    out = floats or out  # the embedding columns, not the provenance (source, source_row) ones
     if not out:
         raise FeatureMissing(f"cannot find tensors in what gpucache.load returned "
                              f"({type(loaded).__name__})")

@@ -128,6 +128,8 @@ def results_section(results: dict, chart_name: str, heading: str = "##") -> list
               f"{meta['reps']} repetitions ({meta['slow_reps']} for the Python-heavy paths) with "
               "min and max; page cache warm (every input is read once before its case, the cache "
               "is never dropped).", "",
+              "gpucache datasets: " + "; ".join(f"{kind} {source}" for kind, source in
+                                                meta.get("shard_sources", {}).items()) + ".", "",
               "Ratio = peer median time / gpucache median time on the same bytes, measured in "
               "the same run: above 1 means gpucache is faster (for bandwidth peers, the fraction "
               "of the peer's bandwidth reached).", ""]
@@ -162,6 +164,13 @@ def results_section(results: dict, chart_name: str, heading: str = "##") -> list
     for c in comps:
         if c.get("notes") and c["notes"] not in notes:
             notes[c["notes"]] = c["title"]
+        extra = c.get("extra") or {}
+        kept = {k: extra[k] for k in ("python_rows_kept", "baseline_rows_kept", "gpucache_rows")
+                if k in extra}
+        if kept:
+            text = "; ".join(f"{k.replace('_', ' ')}: {json.dumps(v)}" for k, v in kept.items())
+            notes.setdefault(f"Rows kept (the two sides should agree once pack validates with the "
+                             f"same bounds): {text}", c["title"])
     if notes or results.get("errors"):
         lines += [f"{h} Notes", ""] + [f"- *{_escape(title)}*: {_escape(note)}"
                                        for note, title in notes.items()]
@@ -173,6 +182,10 @@ def results_section(results: dict, chart_name: str, heading: str = "##") -> list
         lines += [f"{h} Not available in this build", ""]
         lines += [f"- {name}: {_escape(detail)}" for name, detail in missing] + [""]
     lines += [f"{h} Machine", ""] + _machine(results.get("machine", {})) + [""]
+    if meta.get("case_seconds"):
+        lines += [f"Time per case: data and shards {meta.get('setup_seconds', 0):.0f} s, " +
+                  ", ".join(f"{name} {seconds:.0f} s"
+                            for name, seconds in meta["case_seconds"].items()) + ".", ""]
     return lines
 
 
