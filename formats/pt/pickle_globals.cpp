@@ -57,6 +57,8 @@ constexpr std::array kAllowed = {
     AllowedGlobal{"numpy", "dtype", K::numpy_dtype, DType::u8},
     AllowedGlobal{"numpy.core.multiarray", "scalar", K::numpy_scalar, DType::u8},
     AllowedGlobal{"numpy._core.multiarray", "scalar", K::numpy_scalar, DType::u8},
+    AllowedGlobal{"numpy.core.numeric", "_frombuffer", K::numpy_frombuffer, DType::u8},
+    AllowedGlobal{"numpy._core.numeric", "_frombuffer", K::numpy_frombuffer, DType::u8},
 };
 
 constexpr std::size_t kMaxRank = 64;
@@ -243,6 +245,20 @@ PyValue numpy_scalar(const AllowedGlobal& callable, const std::vector<PyValue>& 
   return tensor_over_text(bytes->data, dtype.dtype, dtype.big_endian, {}, false, context);
 }
 
+// numpy's pickle protocol 5 form: _frombuffer(buffer, dtype, shape, order).
+PyValue numpy_frombuffer(const AllowedGlobal& callable, const std::vector<PyValue>& args,
+                         Context& context) {
+  expect_arity(args, 4, 4, callable, context);
+  const auto* bytes = std::get_if<Bytes>(&args[0]);
+  if (!bytes) context.fail("numpy buffer must be bytes, not " + std::string(kind_name(args[0])));
+  const auto& dtype = built_dtype(args[1], "numpy buffer dtype", context);
+  auto shape = dims_arg(args[2], "numpy buffer shape", context);
+  const auto& order = str_arg(args[3], "numpy buffer order", context);
+  if (order != "C" && order != "F") context.fail("numpy buffer order must be 'C' or 'F'");
+  return tensor_over_text(bytes->data, dtype.dtype, dtype.big_endian, std::move(shape), order == "F",
+                          context);
+}
+
 void build_numpy_dtype(NumpyDTypeObject& dtype, const PyValue& state, Context& context) {
   if (dtype.built || dtype.frozen) context.fail("numpy.dtype is built twice");
   const auto& items = tuple_items(state, "numpy.dtype state", context);
@@ -335,6 +351,8 @@ PyValue call_global(const AllowedGlobal& callable, const std::vector<PyValue>& a
       return numpy_dtype_object(callable, args, context);
     case K::numpy_scalar:
       return numpy_scalar(callable, args, context);
+    case K::numpy_frombuffer:
+      return numpy_frombuffer(callable, args, context);
     case K::storage_type:
     case K::untyped_storage:
     case K::torch_dtype:

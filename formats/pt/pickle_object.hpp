@@ -47,6 +47,7 @@ enum class GlobalKind {
   numpy_ndarray,
   numpy_dtype,
   numpy_scalar,
+  numpy_frombuffer,
 };
 
 struct AllowedGlobal {
