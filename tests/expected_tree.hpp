@@ -41,14 +41,18 @@ inline double half_to_double(std::uint16_t bits) {
   const int exponent = (bits >> 10) & 0x1f;
   const int mantissa = bits & 0x3ff;
   double value;
-  if (exponent == 0) value = std::ldexp(mantissa, -24);
-  else if (exponent == 31) value = mantissa ? NAN : INFINITY;
-  else value = std::ldexp(mantissa + 1024, exponent - 25);
+  if (exponent == 0)
+    value = std::ldexp(mantissa, -24);
+  else if (exponent == 31)
+    value = mantissa ? NAN : INFINITY;
+  else
+    value = std::ldexp(mantissa + 1024, exponent - 25);
   return (bits & 0x8000) ? -value : value;
 }
 
 // Element i of row-major little-endian bytes, compared with its JSON value.
-inline void check_element(gpucache::DType dtype, const std::byte* element, const nlohmann::json& want) {
+inline void check_element(gpucache::DType dtype, const std::byte* element,
+                          const nlohmann::json& want) {
   using gpucache::DType;
   auto load = [&](auto zero) {
     decltype(zero) value;
@@ -56,24 +60,49 @@ inline void check_element(gpucache::DType dtype, const std::byte* element, const
     return value;
   };
   switch (dtype) {
-    case DType::f64: CHECK(load(0.0) == want.get<double>()); break;
-    case DType::f32: CHECK(static_cast<double>(load(0.0f)) == want.get<double>()); break;
-    case DType::f16: CHECK(half_to_double(load(std::uint16_t{})) == want.get<double>()); break;
+    case DType::f64:
+      CHECK(load(0.0) == want.get<double>());
+      break;
+    case DType::f32:
+      CHECK(static_cast<double>(load(0.0f)) == want.get<double>());
+      break;
+    case DType::f16:
+      CHECK(half_to_double(load(std::uint16_t{})) == want.get<double>());
+      break;
     case DType::bf16: {
       const std::uint32_t bits = std::uint32_t{load(std::uint16_t{})} << 16;
       CHECK(static_cast<double>(std::bit_cast<float>(bits)) == want.get<double>());
       break;
     }
-    case DType::i64: CHECK(load(std::int64_t{}) == want.get<std::int64_t>()); break;
-    case DType::i32: CHECK(load(std::int32_t{}) == want.get<std::int64_t>()); break;
-    case DType::i16: CHECK(load(std::int16_t{}) == want.get<std::int64_t>()); break;
-    case DType::i8: CHECK(load(std::int8_t{}) == want.get<std::int64_t>()); break;
-    case DType::u8: CHECK(load(std::uint8_t{}) == want.get<std::uint64_t>()); break;
-    case DType::u16: CHECK(load(std::uint16_t{}) == want.get<std::uint64_t>()); break;
-    case DType::u32: CHECK(load(std::uint32_t{}) == want.get<std::uint64_t>()); break;
-    case DType::u64: CHECK(load(std::uint64_t{}) == want.get<std::uint64_t>()); break;
-    case DType::boolean: CHECK((load(std::uint8_t{}) != 0) == want.get<bool>()); break;
-    default: FAIL("unexpected dtype in fixture");
+    case DType::i64:
+      CHECK(load(std::int64_t{}) == want.get<std::int64_t>());
+      break;
+    case DType::i32:
+      CHECK(load(std::int32_t{}) == want.get<std::int64_t>());
+      break;
+    case DType::i16:
+      CHECK(load(std::int16_t{}) == want.get<std::int64_t>());
+      break;
+    case DType::i8:
+      CHECK(load(std::int8_t{}) == want.get<std::int64_t>());
+      break;
+    case DType::u8:
+      CHECK(load(std::uint8_t{}) == want.get<std::uint64_t>());
+      break;
+    case DType::u16:
+      CHECK(load(std::uint16_t{}) == want.get<std::uint64_t>());
+      break;
+    case DType::u32:
+      CHECK(load(std::uint32_t{}) == want.get<std::uint64_t>());
+      break;
+    case DType::u64:
+      CHECK(load(std::uint64_t{}) == want.get<std::uint64_t>());
+      break;
+    case DType::boolean:
+      CHECK((load(std::uint8_t{}) != 0) == want.get<bool>());
+      break;
+    default:
+      FAIL("unexpected dtype in fixture");
   }
 }
 

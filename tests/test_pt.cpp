@@ -47,7 +47,8 @@ void write_bytes(const fs::path& path, const std::vector<char>& bytes) {
 }
 
 fs::path scratch(const std::string& name) {
-  return fs::temp_directory_path() / ("gpucache_test_pt_" + std::to_string(::getpid()) + "_" + name);
+  return fs::temp_directory_path() /
+         ("gpucache_test_pt_" + std::to_string(::getpid()) + "_" + name);
 }
 
 const Tensor& tensor_at(const Value& root, const std::string& key) {
@@ -96,8 +97,10 @@ TEST_CASE("every refused .pt fixture fails with its expected message") {
     INFO("fixture " << path.filename().string());
     const std::string message = error_of(path);
     const auto want = expected["error"].get<std::string>();
-    if (expected["exact"].get<bool>()) CHECK(message == path.string() + ": " + want);
-    else CHECK_MESSAGE(message.find(want) != std::string::npos, message);
+    if (expected["exact"].get<bool>())
+      CHECK(message == path.string() + ": " + want);
+    else
+      CHECK_MESSAGE(message.find(want) != std::string::npos, message);
     CHECK(message.rfind(path.string() + ": ", 0) == 0);
     ++refused;
   }
@@ -156,7 +159,8 @@ TEST_CASE("big-endian archives mark their tensors, and bytes come out little-end
 
 TEST_CASE("torch 2.x archives (byteorder and serialization_id records) load") {
   if (!fs::exists(kTorch2)) {
-    MESSAGE("skipped: " << kTorch2.string() << " is absent (only present in the project workspace)");
+    MESSAGE("skipped: " << kTorch2.string()
+                        << " is absent (only present in the project workspace)");
     return;
   }
   const std::vector<std::int64_t> values{1, 2, 3, 4, 5, 6, 7, 8};
@@ -178,7 +182,8 @@ TEST_CASE("torch 2.x archives (byteorder and serialization_id records) load") {
 }
 
 TEST_CASE("a missing file is an error naming it") {
-  CHECK(error_of(kData / "does_not_exist.pt").find("does_not_exist.pt: cannot open") != std::string::npos);
+  CHECK(error_of(kData / "does_not_exist.pt").find("does_not_exist.pt: cannot open") !=
+        std::string::npos);
 }
 
 // Every truncation and every single-byte corruption must either load or raise gpucache::Error:
@@ -191,7 +196,8 @@ TEST_CASE("truncated and corrupted copies of real files never crash") {
     const fs::path copy = scratch(name);
     std::size_t errors = 0;
     for (std::size_t length = 0; length < original.size(); ++length) {
-      write_bytes(copy, std::vector<char>(original.begin(), original.begin() + static_cast<std::ptrdiff_t>(length)));
+      write_bytes(copy, std::vector<char>(original.begin(),
+                                          original.begin() + static_cast<std::ptrdiff_t>(length)));
       try {
         read_pt(copy.string());
       } catch (const Error&) {

@@ -29,7 +29,8 @@ class LiteralParser {
       const std::string key = parse_string();
       expect(':');
       if (key == "descr") {
-        if (peek() == '[') fail("structured dtypes (a list of fields in 'descr') are not supported");
+        if (peek() == '[')
+          fail("structured dtypes (a list of fields in 'descr') are not supported");
         parse_descr(parse_string(), header);
         have_descr = true;
       } else if (key == "fortran_order") {
@@ -57,7 +58,8 @@ class LiteralParser {
   [[noreturn]] void fail(const std::string& cause) const { throw Error(file_, where_, cause); }
 
   void skip_space() {
-    while (pos_ < text_.size() && (text_[pos_] == ' ' || text_[pos_] == '\n' || text_[pos_] == '\t'))
+    while (pos_ < text_.size() &&
+           (text_[pos_] == ' ' || text_[pos_] == '\n' || text_[pos_] == '\t'))
       ++pos_;
   }
   char peek() {
@@ -105,7 +107,8 @@ class LiteralParser {
       while (pos_ < text_.size() && std::isdigit(static_cast<unsigned char>(text_[pos_]))) {
         auto next = checked_mul(value, 10);
         next = next ? checked_add(*next, static_cast<std::uint64_t>(text_[pos_] - '0')) : next;
-        if (!next || *next > static_cast<std::uint64_t>(INT64_MAX)) fail("shape dimension too large");
+        if (!next || *next > static_cast<std::uint64_t>(INT64_MAX))
+          fail("shape dimension too large");
         value = *next;
         ++pos_;
       }
@@ -134,8 +137,10 @@ class LiteralParser {
     std::uint64_t itemsize = 0;
     bool digits = code.size() >= 2;
     for (std::size_t i = 1; digits && i < code.size(); ++i) {
-      if (!std::isdigit(static_cast<unsigned char>(code[i])) || itemsize > 1000) digits = false;
-      else itemsize = itemsize * 10 + static_cast<std::uint64_t>(code[i] - '0');
+      if (!std::isdigit(static_cast<unsigned char>(code[i])) || itemsize > 1000)
+        digits = false;
+      else
+        itemsize = itemsize * 10 + static_cast<std::uint64_t>(code[i] - '0');
     }
     const auto dtype = digits ? numpy_dtype(code[0], itemsize) : std::nullopt;
     if (!dtype) fail("dtype '" + descr + "' is not supported");
@@ -189,15 +194,18 @@ NpyHeader parse_npy_header(std::span<const std::byte> bytes, const std::string& 
   const auto major = reader.read_le<std::uint8_t>("npy major version");
   reader.read_le<std::uint8_t>("npy minor version");
   std::uint64_t header_length = 0;
-  if (major == 1) header_length = reader.read_le<std::uint16_t>("npy header length");
-  else if (major == 2 || major == 3) header_length = reader.read_le<std::uint32_t>("npy header length");
-  else throw Error(file, where, "unsupported .npy version " + std::to_string(major));
+  if (major == 1)
+    header_length = reader.read_le<std::uint16_t>("npy header length");
+  else if (major == 2 || major == 3)
+    header_length = reader.read_le<std::uint32_t>("npy header length");
+  else
+    throw Error(file, where, "unsupported .npy version " + std::to_string(major));
   if (header_length > kMaxHeaderBytes)
     throw Error(file, where, "header of " + std::to_string(header_length) + " bytes exceeds 1 MiB");
   if (header_length > reader.remaining())
-    throw Error(file, where, "header of " + std::to_string(header_length) +
-                                 " bytes runs past the end (" + std::to_string(reader.remaining()) +
-                                 " bytes left)");
+    throw Error(file, where,
+                "header of " + std::to_string(header_length) + " bytes runs past the end (" +
+                    std::to_string(reader.remaining()) + " bytes left)");
   // Version 1 and 2 headers are latin-1, version 3 UTF-8; the accepted grammar is ASCII anyway.
   const auto text = reader.read_string(header_length, "npy header");
   NpyHeader header = LiteralParser(text, file, where).parse();

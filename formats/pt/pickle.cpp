@@ -18,27 +18,48 @@ constexpr std::size_t kMaxGlobalLine = 256;
 // Opcodes CPython knows that this machine refuses, named for the error message.
 std::string_view refused_opcode_name(std::uint8_t op) noexcept {
   switch (op) {
-    case '2': return "DUP";
-    case 'F': return "FLOAT";
-    case 'I': return "INT";
-    case 'L': return "LONG";
-    case 'P': return "PERSID";
-    case 'S': return "STRING";
-    case 'V': return "UNICODE";
-    case 'g': return "GET";
-    case 'i': return "INST";
-    case 'o': return "OBJ";
-    case 'p': return "PUT";
-    case 0x82: return "EXT1";
-    case 0x83: return "EXT2";
-    case 0x84: return "EXT4";
-    case 0x8f: return "EMPTY_SET";
-    case 0x90: return "ADDITEMS";
-    case 0x91: return "FROZENSET";
-    case 0x92: return "NEWOBJ_EX";
-    case 0x97: return "NEXT_BUFFER";
-    case 0x98: return "READONLY_BUFFER";
-    default: return {};
+    case '2':
+      return "DUP";
+    case 'F':
+      return "FLOAT";
+    case 'I':
+      return "INT";
+    case 'L':
+      return "LONG";
+    case 'P':
+      return "PERSID";
+    case 'S':
+      return "STRING";
+    case 'V':
+      return "UNICODE";
+    case 'g':
+      return "GET";
+    case 'i':
+      return "INST";
+    case 'o':
+      return "OBJ";
+    case 'p':
+      return "PUT";
+    case 0x82:
+      return "EXT1";
+    case 0x83:
+      return "EXT2";
+    case 0x84:
+      return "EXT4";
+    case 0x8f:
+      return "EMPTY_SET";
+    case 0x90:
+      return "ADDITEMS";
+    case 0x91:
+      return "FROZENSET";
+    case 0x92:
+      return "NEWOBJ_EX";
+    case 0x97:
+      return "NEXT_BUFFER";
+    case 0x98:
+      return "READONLY_BUFFER";
+    default:
+      return {};
   }
 }
 
@@ -52,8 +73,10 @@ std::string printable(std::string_view text) {
   std::string out;
   for (char c : text) {
     const auto byte = static_cast<unsigned char>(c);
-    if (byte >= 0x20 && byte < 0x7f) out.push_back(c);
-    else out += "\\x" + hex_byte(byte).substr(2);
+    if (byte >= 0x20 && byte < 0x7f)
+      out.push_back(c);
+    else
+      out += "\\x" + hex_byte(byte).substr(2);
   }
   return out;
 }
@@ -92,7 +115,8 @@ class Machine {
     const auto span = take(sizeof(T), what);
     std::make_unsigned_t<T> value = 0;
     for (std::size_t i = sizeof(T); i-- > 0;)
-      value = static_cast<std::make_unsigned_t<T>>((value << 8) | std::to_integer<std::uint8_t>(span[i]));
+      value = static_cast<std::make_unsigned_t<T>>((value << 8) |
+                                                   std::to_integer<std::uint8_t>(span[i]));
     return static_cast<T>(value);
   }
   std::string_view read_text(std::uint64_t length, const char* what) {
@@ -136,8 +160,9 @@ class Machine {
     if (marks_.empty()) fail("no MARK to pop to");
     const std::size_t mark = marks_.back();
     marks_.pop_back();
-    std::vector<PyValue> items(std::make_move_iterator(stack_.begin() + static_cast<std::ptrdiff_t>(mark)),
-                               std::make_move_iterator(stack_.end()));
+    std::vector<PyValue> items(
+        std::make_move_iterator(stack_.begin() + static_cast<std::ptrdiff_t>(mark)),
+        std::make_move_iterator(stack_.end()));
     stack_.resize(mark);
     return items;
   }
@@ -146,10 +171,14 @@ class Machine {
   // Marks a value as nested inside another container and returns its depth.
   static std::uint64_t freeze(const PyValue& value) {
     Mutable* object = nullptr;
-    if (auto* list = std::get_if<std::shared_ptr<PyList>>(&value)) object = list->get();
-    else if (auto* dict = std::get_if<std::shared_ptr<PyDict>>(&value)) object = dict->get();
-    else if (auto* dtype = std::get_if<std::shared_ptr<NumpyDTypeObject>>(&value)) object = dtype->get();
-    else if (auto* array = std::get_if<std::shared_ptr<NdArrayObject>>(&value)) object = array->get();
+    if (auto* list = std::get_if<std::shared_ptr<PyList>>(&value))
+      object = list->get();
+    else if (auto* dict = std::get_if<std::shared_ptr<PyDict>>(&value))
+      object = dict->get();
+    else if (auto* dtype = std::get_if<std::shared_ptr<NumpyDTypeObject>>(&value))
+      object = dtype->get();
+    else if (auto* array = std::get_if<std::shared_ptr<NdArrayObject>>(&value))
+      object = array->get();
     if (!object) return 0;
     object->frozen = true;
     return object->depth;
@@ -167,7 +196,8 @@ class Machine {
 
   PyList& target_list(const char* op) {
     auto* list = std::get_if<std::shared_ptr<PyList>>(&top());
-    if (!list || (*list)->is_tuple) fail(std::string(op) + " needs a list, not " + std::string(kind_name(top())));
+    if (!list || (*list)->is_tuple)
+      fail(std::string(op) + " needs a list, not " + std::string(kind_name(top())));
     return **list;
   }
   PyDict& target_dict(const char* op) {
@@ -218,7 +248,8 @@ class Machine {
       }
       return push(static_cast<std::int64_t>(value));
     }
-    push(BigInt{std::make_shared<const std::string>(reinterpret_cast<const char*>(le.data()), le.size())});
+    push(BigInt{
+        std::make_shared<const std::string>(reinterpret_cast<const char*>(le.data()), le.size())});
   }
   void push_str(std::string_view text) {
     if (!is_valid_utf8(text)) fail("string is not valid UTF-8");
@@ -251,10 +282,13 @@ class Machine {
 
   void call(PyValue args_value, const PyValue& callable_value, const char* op, PyValue& out) {
     const auto* callable = std::get_if<GlobalRef>(&callable_value);
-    if (!callable) fail(std::string(op) + " needs a global to call, not " + std::string(kind_name(callable_value)));
+    if (!callable)
+      fail(std::string(op) + " needs a global to call, not " +
+           std::string(kind_name(callable_value)));
     auto* args = std::get_if<std::shared_ptr<PyList>>(&args_value);
     if (!args || !(*args)->is_tuple)
-      fail(std::string(op) + " arguments must be a tuple, not " + std::string(kind_name(args_value)));
+      fail(std::string(op) + " arguments must be a tuple, not " +
+           std::string(kind_name(args_value)));
     out = call_global(*callable->entry, (*args)->items, context_);
   }
 
@@ -268,7 +302,8 @@ class Machine {
       }
       case 0x95: {  // FRAME: a length prefix for buffered readers; the bytes are read as usual
         const auto length = read_le<std::uint64_t>("FRAME length");
-        if (length > bytes_.size() - pos_) fail("FRAME of " + std::to_string(length) + " bytes runs past the end");
+        if (length > bytes_.size() - pos_)
+          fail("FRAME of " + std::to_string(length) + " bytes runs past the end");
         return false;
       }
       case '.':  // STOP
@@ -279,20 +314,36 @@ class Machine {
         marks_.push_back(stack_.size());
         return false;
       case '0':  // POP
-        if (stack_.size() > floor()) stack_.pop_back();
-        else pop_mark();
+        if (stack_.size() > floor())
+          stack_.pop_back();
+        else
+          pop_mark();
         return false;
       case '1':  // POP_MARK
         pop_mark();
         return false;
 
-      case 'N': push(PyNone{}); return false;
-      case 0x88: push(true); return false;   // NEWTRUE
-      case 0x89: push(false); return false;  // NEWFALSE
-      case 'J': push(std::int64_t{read_le<std::int32_t>("BININT")}); return false;
-      case 'K': push(std::int64_t{read_le<std::uint8_t>("BININT1")}); return false;
-      case 'M': push(std::int64_t{read_le<std::uint16_t>("BININT2")}); return false;
-      case 0x8a: push_long(take(read_le<std::uint8_t>("LONG1 length"), "LONG1")); return false;
+      case 'N':
+        push(PyNone{});
+        return false;
+      case 0x88:
+        push(true);
+        return false;  // NEWTRUE
+      case 0x89:
+        push(false);
+        return false;  // NEWFALSE
+      case 'J':
+        push(std::int64_t{read_le<std::int32_t>("BININT")});
+        return false;
+      case 'K':
+        push(std::int64_t{read_le<std::uint8_t>("BININT1")});
+        return false;
+      case 'M':
+        push(std::int64_t{read_le<std::uint16_t>("BININT2")});
+        return false;
+      case 0x8a:
+        push_long(take(read_le<std::uint8_t>("LONG1 length"), "LONG1"));
+        return false;
       case 0x8b: {  // LONG4
         const auto length = read_le<std::int32_t>("LONG4 length");
         if (length < 0 || static_cast<std::uint64_t>(length) > limits_.max_long_bytes)
@@ -302,37 +353,63 @@ class Machine {
       }
       case 'G': {  // BINFLOAT, big-endian
         std::uint64_t raw = 0;
-        for (auto byte : take(8, "BINFLOAT")) raw = (raw << 8) | std::to_integer<std::uint64_t>(byte);
+        for (auto byte : take(8, "BINFLOAT"))
+          raw = (raw << 8) | std::to_integer<std::uint64_t>(byte);
         push(std::bit_cast<double>(raw));
         return false;
       }
-      case 'X': push_str(read_text(read_le<std::uint32_t>("BINUNICODE length"), "BINUNICODE")); return false;
-      case 0x8c: push_str(read_text(read_le<std::uint8_t>("SHORT_BINUNICODE length"), "SHORT_BINUNICODE")); return false;
-      case 0x8d: push_str(read_text(read_le<std::uint64_t>("BINUNICODE8 length"), "BINUNICODE8")); return false;
+      case 'X':
+        push_str(read_text(read_le<std::uint32_t>("BINUNICODE length"), "BINUNICODE"));
+        return false;
+      case 0x8c:
+        push_str(read_text(read_le<std::uint8_t>("SHORT_BINUNICODE length"), "SHORT_BINUNICODE"));
+        return false;
+      case 0x8d:
+        push_str(read_text(read_le<std::uint64_t>("BINUNICODE8 length"), "BINUNICODE8"));
+        return false;
       // Python 2 strings; torch.load decodes them as UTF-8.
-      case 'U': push_str(read_text(read_le<std::uint8_t>("SHORT_BINSTRING length"), "SHORT_BINSTRING")); return false;
+      case 'U':
+        push_str(read_text(read_le<std::uint8_t>("SHORT_BINSTRING length"), "SHORT_BINSTRING"));
+        return false;
       case 'T': {  // BINSTRING
         const auto length = read_le<std::int32_t>("BINSTRING length");
         if (length < 0) fail("BINSTRING length is negative");
         push_str(read_text(static_cast<std::uint64_t>(length), "BINSTRING"));
         return false;
       }
-      case 'B': push_bytes(read_text(read_le<std::uint32_t>("BINBYTES length"), "BINBYTES")); return false;
-      case 'C': push_bytes(read_text(read_le<std::uint8_t>("SHORT_BINBYTES length"), "SHORT_BINBYTES")); return false;
-      case 0x8e: push_bytes(read_text(read_le<std::uint64_t>("BINBYTES8 length"), "BINBYTES8")); return false;
-      case 0x96: push_bytes(read_text(read_le<std::uint64_t>("BYTEARRAY8 length"), "BYTEARRAY8")); return false;
+      case 'B':
+        push_bytes(read_text(read_le<std::uint32_t>("BINBYTES length"), "BINBYTES"));
+        return false;
+      case 'C':
+        push_bytes(read_text(read_le<std::uint8_t>("SHORT_BINBYTES length"), "SHORT_BINBYTES"));
+        return false;
+      case 0x8e:
+        push_bytes(read_text(read_le<std::uint64_t>("BINBYTES8 length"), "BINBYTES8"));
+        return false;
+      case 0x96:
+        push_bytes(read_text(read_le<std::uint64_t>("BYTEARRAY8 length"), "BYTEARRAY8"));
+        return false;
 
-      case '}': push(std::make_shared<PyDict>()); return false;  // EMPTY_DICT
-      case ']': push(std::make_shared<PyList>()); return false;  // EMPTY_LIST
-      case ')': push_tuple({}); return false;                    // EMPTY_TUPLE
-      case 't': push_tuple(pop_mark()); return false;            // TUPLE
+      case '}':
+        push(std::make_shared<PyDict>());
+        return false;  // EMPTY_DICT
+      case ']':
+        push(std::make_shared<PyList>());
+        return false;  // EMPTY_LIST
+      case ')':
+        push_tuple({});
+        return false;  // EMPTY_TUPLE
+      case 't':
+        push_tuple(pop_mark());
+        return false;  // TUPLE
       case 0x85:
       case 0x86:
       case 0x87: {  // TUPLE1, TUPLE2, TUPLE3
         const std::size_t count = op - 0x84u;
         if (stack_.size() < floor() + count) fail("stack underflow");
-        std::vector<PyValue> items(std::make_move_iterator(stack_.end() - static_cast<std::ptrdiff_t>(count)),
-                                   std::make_move_iterator(stack_.end()));
+        std::vector<PyValue> items(
+            std::make_move_iterator(stack_.end() - static_cast<std::ptrdiff_t>(count)),
+            std::make_move_iterator(stack_.end()));
         stack_.resize(stack_.size() - count);
         push_tuple(std::move(items));
         return false;
@@ -348,7 +425,8 @@ class Machine {
         auto items = pop_mark();
         if (items.size() % 2 != 0) fail("DICT needs key/value pairs");
         auto dict = std::make_shared<PyDict>();
-        for (std::size_t i = 0; i < items.size(); i += 2) set_item(*dict, items[i], std::move(items[i + 1]), "DICT");
+        for (std::size_t i = 0; i < items.size(); i += 2)
+          set_item(*dict, items[i], std::move(items[i + 1]), "DICT");
         push(std::move(dict));
         return false;
       }
@@ -373,15 +451,26 @@ class Machine {
         auto items = pop_mark();
         if (items.size() % 2 != 0) fail("SETITEMS needs key/value pairs");
         PyDict& dict = target_dict("SETITEMS");
-        for (std::size_t i = 0; i < items.size(); i += 2) set_item(dict, items[i], std::move(items[i + 1]), "SETITEMS");
+        for (std::size_t i = 0; i < items.size(); i += 2)
+          set_item(dict, items[i], std::move(items[i + 1]), "SETITEMS");
         return false;
       }
 
-      case 'q': memo_put(read_le<std::uint8_t>("BINPUT index")); return false;
-      case 'r': memo_put(read_le<std::uint32_t>("LONG_BINPUT index")); return false;
-      case 0x94: memo_put(memo_.size()); return false;  // MEMOIZE
-      case 'h': memo_get(read_le<std::uint8_t>("BINGET index")); return false;
-      case 'j': memo_get(read_le<std::uint32_t>("LONG_BINGET index")); return false;
+      case 'q':
+        memo_put(read_le<std::uint8_t>("BINPUT index"));
+        return false;
+      case 'r':
+        memo_put(read_le<std::uint32_t>("LONG_BINPUT index"));
+        return false;
+      case 0x94:
+        memo_put(memo_.size());
+        return false;  // MEMOIZE
+      case 'h':
+        memo_get(read_le<std::uint8_t>("BINGET index"));
+        return false;
+      case 'j':
+        memo_get(read_le<std::uint32_t>("LONG_BINGET index"));
+        return false;
 
       case 'c': {  // GLOBAL "module\nname\n"
         const auto module = read_line("GLOBAL module");

@@ -17,7 +17,7 @@
 namespace gpucache::detail {
 
 struct PickleLimits {
-  std::uint64_t max_depth = 256;               // container nesting
+  std::uint64_t max_depth = 256;                       // container nesting
   std::uint64_t max_stack = std::uint64_t{1} << 24;    // stack entries, and open MARKs
   std::uint64_t max_memo = std::uint64_t{1} << 24;     // memo entries
   std::uint64_t max_objects = std::uint64_t{1} << 27;  // objects created while unpickling

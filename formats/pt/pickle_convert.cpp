@@ -11,7 +11,8 @@ namespace {
 constexpr std::size_t kMaxKeyDepth = 8;
 
 std::string key_text_at(const PyValue& key, Context& context, std::size_t depth, bool quote) {
-  if (const auto* text = std::get_if<Str>(&key)) return quote ? "'" + *text->text + "'" : *text->text;
+  if (const auto* text = std::get_if<Str>(&key))
+    return quote ? "'" + *text->text + "'" : *text->text;
   if (const auto* number = std::get_if<std::int64_t>(&key)) return std::to_string(*number);
   if (const auto* big = std::get_if<BigInt>(&key)) return signed_le_decimal(*big->le_bytes);
   if (const auto* flag = std::get_if<bool>(&key)) return *flag ? "True" : "False";
@@ -36,7 +37,8 @@ class Converter {
 
   Value convert(const PyValue& value, std::uint64_t depth) {
     if (depth > context_.options.limits.max_depth + 1)
-      context_.fail("objects nest deeper than " + std::to_string(context_.options.limits.max_depth));
+      context_.fail("objects nest deeper than " +
+                    std::to_string(context_.options.limits.max_depth));
     return std::visit([&](const auto& item) { return convert_item(item, depth); }, value);
   }
 
@@ -69,7 +71,8 @@ class Converter {
   Value convert_item(const GlobalRef& global, std::uint64_t) {
     if (global.entry->kind == GlobalKind::torch_dtype)
       return counted(Value("torch." + std::string(global.entry->name)), 1);
-    context_.fail("a reference to '" + global_name(*global.entry) + "' cannot be stored as a value");
+    context_.fail("a reference to '" + global_name(*global.entry) +
+                  "' cannot be stored as a value");
   }
   Value convert_item(const StorageHandle& handle, std::uint64_t) {
     auto& made = storage_tensors_[handle.index];
@@ -89,7 +92,9 @@ class Converter {
     return counted(Value(tensor), 1);
   }
   Value convert_item(const std::shared_ptr<NumpyDTypeObject>& dtype, std::uint64_t) {
-    return counted(Value("numpy.dtype('" + std::string(dtype->big_endian ? ">" : "<") + dtype->code + "')"), 1);
+    return counted(
+        Value("numpy.dtype('" + std::string(dtype->big_endian ? ">" : "<") + dtype->code + "')"),
+        1);
   }
   Value convert_item(const std::shared_ptr<NdArrayObject>& array, std::uint64_t) {
     if (!array->tensor) context_.fail("numpy array was never given its state (BUILD)");

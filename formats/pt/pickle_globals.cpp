@@ -20,8 +20,8 @@ constexpr std::array kAllowed = {
     AllowedGlobal{"torch._utils", "_rebuild_tensor_v2", K::rebuild_tensor_v2, DType::u8},
     AllowedGlobal{"torch._utils", "_rebuild_tensor_v3", K::rebuild_tensor_v3, DType::u8},
     AllowedGlobal{"torch._utils", "_rebuild_parameter", K::rebuild_parameter, DType::u8},
-    AllowedGlobal{"torch._utils", "_rebuild_parameter_with_state",
-                  K::rebuild_parameter_with_state, DType::u8},
+    AllowedGlobal{"torch._utils", "_rebuild_parameter_with_state", K::rebuild_parameter_with_state,
+                  DType::u8},
     AllowedGlobal{"torch.nn.parameter", "Parameter", K::parameter, DType::u8},
     AllowedGlobal{"torch", "DoubleStorage", K::storage_type, DType::f64},
     AllowedGlobal{"torch", "FloatStorage", K::storage_type, DType::f32},
@@ -102,8 +102,8 @@ void expect_arity(const std::vector<PyValue>& args, std::size_t low, std::size_t
                   const AllowedGlobal& callable, Context& context) {
   if (args.size() < low || args.size() > high)
     context.fail(global_name(callable) + " takes " + std::to_string(low) +
-                 (high != low ? " to " + std::to_string(high) : std::string()) + " arguments, got " +
-                 std::to_string(args.size()));
+                 (high != low ? " to " + std::to_string(high) : std::string()) +
+                 " arguments, got " + std::to_string(args.size()));
 }
 
 std::shared_ptr<Tensor> tensor_arg(const PyValue& value, const char* what, Context& context) {
@@ -116,9 +116,12 @@ std::shared_ptr<Tensor> tensor_arg(const PyValue& value, const char* what, Conte
 PyValue rebuild_tensor(const AllowedGlobal& callable, const std::vector<PyValue>& args,
                        Context& context) {
   const bool v3 = callable.kind == K::rebuild_tensor_v3;
-  if (callable.kind == K::rebuild_tensor) expect_arity(args, 4, 4, callable, context);
-  else if (v3) expect_arity(args, 7, 8, callable, context);
-  else expect_arity(args, 6, 7, callable, context);
+  if (callable.kind == K::rebuild_tensor)
+    expect_arity(args, 4, 4, callable, context);
+  else if (v3)
+    expect_arity(args, 7, 8, callable, context);
+  else
+    expect_arity(args, 6, 7, callable, context);
 
   const auto* handle = std::get_if<StorageHandle>(&args[0]);
   if (!handle)
@@ -132,8 +135,8 @@ PyValue rebuild_tensor(const AllowedGlobal& callable, const std::vector<PyValue>
   tensor->shape = dims_arg(args[2], "tensor size", context);
   tensor->strides = dims_arg(args[3], "tensor stride", context);
   if (tensor->shape.size() != tensor->strides.size())
-    context.fail("tensor size has " + std::to_string(tensor->shape.size()) + " entries but stride " +
-                 std::to_string(tensor->strides.size()));
+    context.fail("tensor size has " + std::to_string(tensor->shape.size()) +
+                 " entries but stride " + std::to_string(tensor->strides.size()));
   if (args.size() > 4) {
     bool_arg(args[4], "requires_grad", context);
     if (!std::holds_alternative<std::shared_ptr<PyDict>>(args[5]))
@@ -181,8 +184,10 @@ PyValue numpy_dtype_object(const AllowedGlobal& callable, const std::vector<PyVa
   std::uint64_t itemsize = 0;
   bool digits = code.size() >= 2 && code.size() <= 4;
   for (std::size_t i = 1; digits && i < code.size(); ++i) {
-    if (code[i] < '0' || code[i] > '9') digits = false;
-    else itemsize = itemsize * 10 + static_cast<std::uint64_t>(code[i] - '0');
+    if (code[i] < '0' || code[i] > '9')
+      digits = false;
+    else
+      itemsize = itemsize * 10 + static_cast<std::uint64_t>(code[i] - '0');
   }
   const auto dtype = digits ? numpy_dtype(code[0], itemsize) : std::nullopt;
   if (!dtype) context.fail("numpy dtype '" + code + "' is not supported");
@@ -196,7 +201,9 @@ PyValue numpy_dtype_object(const AllowedGlobal& callable, const std::vector<PyVa
 
 const NumpyDTypeObject& built_dtype(const PyValue& value, const char* what, Context& context) {
   const auto* dtype = std::get_if<std::shared_ptr<NumpyDTypeObject>>(&value);
-  if (!dtype) context.fail(std::string(what) + " must be a numpy.dtype, not " + std::string(kind_name(value)));
+  if (!dtype)
+    context.fail(std::string(what) + " must be a numpy.dtype, not " +
+                 std::string(kind_name(value)));
   return **dtype;
 }
 
@@ -241,7 +248,8 @@ PyValue numpy_scalar(const AllowedGlobal& callable, const std::vector<PyValue>& 
   expect_arity(args, 2, 2, callable, context);
   const auto& dtype = built_dtype(args[0], "numpy scalar dtype", context);
   const auto* bytes = std::get_if<Bytes>(&args[1]);
-  if (!bytes) context.fail("numpy scalar data must be bytes, not " + std::string(kind_name(args[1])));
+  if (!bytes)
+    context.fail("numpy scalar data must be bytes, not " + std::string(kind_name(args[1])));
   return tensor_over_text(bytes->data, dtype.dtype, dtype.big_endian, {}, false, context);
 }
 
@@ -255,8 +263,8 @@ PyValue numpy_frombuffer(const AllowedGlobal& callable, const std::vector<PyValu
   auto shape = dims_arg(args[2], "numpy buffer shape", context);
   const auto& order = str_arg(args[3], "numpy buffer order", context);
   if (order != "C" && order != "F") context.fail("numpy buffer order must be 'C' or 'F'");
-  return tensor_over_text(bytes->data, dtype.dtype, dtype.big_endian, std::move(shape), order == "F",
-                          context);
+  return tensor_over_text(bytes->data, dtype.dtype, dtype.big_endian, std::move(shape),
+                          order == "F", context);
 }
 
 void build_numpy_dtype(NumpyDTypeObject& dtype, const PyValue& state, Context& context) {
@@ -277,7 +285,8 @@ void build_ndarray(NdArrayObject& array, const PyValue& state, Context& context)
   if (array.tensor || array.frozen) context.fail("numpy array is built twice");
   const auto& items = tuple_items(state, "numpy array state", context);
   // (version, shape, dtype, is_fortran, data), or without the version from old numpy.
-  if (items.size() != 4 && items.size() != 5) context.fail("numpy array state must have 4 or 5 entries");
+  if (items.size() != 4 && items.size() != 5)
+    context.fail("numpy array state must have 4 or 5 entries");
   const std::size_t base = items.size() - 4;
   auto shape = dims_arg(items[base], "numpy array shape", context);
   const auto& dtype = built_dtype(items[base + 1], "numpy array dtype", context);

@@ -28,7 +28,8 @@ const AllowedGlobal* find_allowed_global(std::string_view module, std::string_vi
 std::string global_name(const AllowedGlobal& global);
 
 // REDUCE and NEWOBJ: `callable(*args)` for an allowed callable.
-PyValue call_global(const AllowedGlobal& callable, const std::vector<PyValue>& args, Context& context);
+PyValue call_global(const AllowedGlobal& callable, const std::vector<PyValue>& args,
+                    Context& context);
 // BUILD: applies `state` to `target` (OrderedDict attributes, numpy dtype and array state).
 void build(PyValue& target, const PyValue& state, Context& context);
 // BINPERSID: ('storage', StorageType, key, location, numel[, None]) -> StorageHandle.

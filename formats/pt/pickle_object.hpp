@@ -70,10 +70,10 @@ struct PyDict;
 struct NumpyDTypeObject;
 struct NdArrayObject;
 
-using PyValue = std::variant<PyNone, bool, std::int64_t, BigInt, double, Str, Bytes,
-                             std::shared_ptr<PyList>, std::shared_ptr<PyDict>, GlobalRef,
-                             StorageHandle, std::shared_ptr<Tensor>,
-                             std::shared_ptr<NumpyDTypeObject>, std::shared_ptr<NdArrayObject>>;
+using PyValue =
+    std::variant<PyNone, bool, std::int64_t, BigInt, double, Str, Bytes, std::shared_ptr<PyList>,
+                 std::shared_ptr<PyDict>, GlobalRef, StorageHandle, std::shared_ptr<Tensor>,
+                 std::shared_ptr<NumpyDTypeObject>, std::shared_ptr<NdArrayObject>>;
 
 // Mutable objects become frozen once they are placed inside another container: the pickles
 // CPython writes always fill a container before nesting it, and refusing later changes rules out

@@ -67,8 +67,8 @@ std::string python_float_repr(double value) {
   if (std::isinf(value)) return value < 0 ? "-inf" : "inf";
   char buffer[64];
   // The shortest digits that round-trip, as Python's repr uses, in scientific form d.ddde±x.
-  const auto [end, ec] = std::to_chars(buffer, buffer + sizeof(buffer), value,
-                                       std::chars_format::scientific);
+  const auto [end, ec] =
+      std::to_chars(buffer, buffer + sizeof(buffer), value, std::chars_format::scientific);
   std::string_view text(buffer, static_cast<std::size_t>(end - buffer));
   std::string sign;
   if (text.front() == '-') {

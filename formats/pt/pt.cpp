@@ -20,7 +20,8 @@ std::string find_prefix(const ZipArchive& archive) {
     const std::string_view name = member.name;
     if (!name.ends_with(pickle)) continue;
     const auto prefix = name.substr(0, name.size() - pickle.size());
-    if (!prefix.empty() && (prefix.back() != '/' || prefix.find('/') != prefix.size() - 1)) continue;
+    if (!prefix.empty() && (prefix.back() != '/' || prefix.find('/') != prefix.size() - 1))
+      continue;
     if (found)
       throw Error(archive.path(), "member " + member.name,
                   "second data.pkl record (first: " + found->name + ")");
@@ -46,8 +47,10 @@ void check_version(const ZipArchive& archive, const std::string& prefix) {
   std::uint64_t version = 0;
   bool valid = !text.empty() && text.size() <= 4;
   for (char c : text) {
-    if (c < '0' || c > '9') valid = false;
-    else version = version * 10 + static_cast<std::uint64_t>(c - '0');
+    if (c < '0' || c > '9')
+      valid = false;
+    else
+      version = version * 10 + static_cast<std::uint64_t>(c - '0');
   }
   if (!valid || version < 1 || version > kMaxFormatVersion)
     throw Error(archive.path(), "member " + member->name,
@@ -61,8 +64,9 @@ bool read_big_endian(const ZipArchive& archive, const std::string& prefix) {
   const std::string_view text = as_text(bytes);
   if (text == "little") return false;
   if (text == "big") return true;
-  throw Error(archive.path(), "member " + member->name,
-              "byte order must be 'little' or 'big', not '" + std::string(text.substr(0, 16)) + "'");
+  throw Error(
+      archive.path(), "member " + member->name,
+      "byte order must be 'little' or 'big', not '" + std::string(text.substr(0, 16)) + "'");
 }
 
 }  // namespace

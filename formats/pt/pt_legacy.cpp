@@ -73,9 +73,11 @@ Value read_pt_legacy(const std::shared_ptr<const MappedFile>& file) {
   reader.seek(position, "legacy storage data");
   for (const auto& item : key_list->items) {
     const auto* key = item.as_string();
-    if (!key) throw Error(path, "byte " + std::to_string(keys_at), "legacy storage key is not a str");
+    if (!key)
+      throw Error(path, "byte " + std::to_string(keys_at), "legacy storage key is not a str");
     if (!seen.emplace(*key, true).second)
-      throw Error(path, "byte " + std::to_string(keys_at), "storage key '" + *key + "' is listed twice");
+      throw Error(path, "byte " + std::to_string(keys_at),
+                  "storage key '" + *key + "' is listed twice");
     auto found = by_key.find(*key);
     if (found == by_key.end())
       throw Error(path, "byte " + std::to_string(keys_at),

@@ -210,14 +210,14 @@ void check_no_overlap(const std::string& file, const std::vector<ZipMember>& mem
   for (std::size_t i = 1; i < order.size(); ++i) {
     const std::uint64_t previous_end = order[i - 1]->data_offset + order[i - 1]->compressed_size;
     if (order[i]->local_header_offset < previous_end)
-      throw Error(file, "member " + order[i]->name,
-                  "overlaps member " + order[i - 1]->name);
+      throw Error(file, "member " + order[i]->name, "overlaps member " + order[i - 1]->name);
   }
 }
 
 }  // namespace
 
-ZipArchive::ZipArchive(std::shared_ptr<const MappedFile> file) : ZipArchive(std::move(file), Limits{}) {}
+ZipArchive::ZipArchive(std::shared_ptr<const MappedFile> file)
+    : ZipArchive(std::move(file), Limits{}) {}
 
 ZipArchive::ZipArchive(std::shared_ptr<const MappedFile> file, Limits limits)
     : file_(std::move(file)), limits_(limits) {
@@ -239,13 +239,15 @@ void ZipArchive::parse() {
   // Each entry takes at least 46 bytes, so the count is checked before anything is reserved.
   if (directory.entries > directory.size / kCentralHeaderSize)
     throw Error(file_->path(), "byte " + std::to_string(*end_pos),
-                std::to_string(directory.entries) + " entries cannot fit in a central directory of " +
+                std::to_string(directory.entries) +
+                    " entries cannot fit in a central directory of " +
                     std::to_string(directory.size) + " bytes");
 
   ByteReader central(bytes.subspan(directory.offset, directory.size), file_->path(),
                      directory.offset);
   members_.reserve(directory.entries);
-  for (std::uint64_t i = 0; i < directory.entries; ++i) members_.push_back(read_central_header(central));
+  for (std::uint64_t i = 0; i < directory.entries; ++i)
+    members_.push_back(read_central_header(central));
   index_.reserve(members_.size());
   for (std::size_t i = 0; i < members_.size(); ++i) {
     auto& member = members_[i];
@@ -274,8 +276,8 @@ Storage ZipArchive::read(const ZipMember& member) const {
 
 Storage ZipArchive::inflate(const ZipMember& member) const {
   const std::string where = "member " + member.name;
-  const auto ratio_cap = checked_mul(std::max<std::uint64_t>(member.compressed_size, 1),
-                                     limits_.max_inflate_ratio);
+  const auto ratio_cap =
+      checked_mul(std::max<std::uint64_t>(member.compressed_size, 1), limits_.max_inflate_ratio);
   if (member.uncompressed_size > limits_.max_inflated_bytes ||
       (ratio_cap && member.uncompressed_size > *ratio_cap))
     throw Error(file_->path(), where,
@@ -302,7 +304,8 @@ Storage ZipArchive::inflate(const ZipMember& member) const {
     const uInt in_chunk = static_cast<uInt>(std::min<std::uint64_t>(in_left, UINT_MAX));
     // Once the buffer is full, a one-byte probe detects data beyond the declared size.
     const bool probing = out_left == 0;
-    const uInt out_chunk = probing ? 1 : static_cast<uInt>(std::min<std::uint64_t>(out_left, UINT_MAX));
+    const uInt out_chunk =
+        probing ? 1 : static_cast<uInt>(std::min<std::uint64_t>(out_left, UINT_MAX));
     stream.next_in = reinterpret_cast<Bytef*>(const_cast<std::byte*>(in));
     stream.avail_in = in_chunk;
     stream.next_out = probing ? &overflow_probe : reinterpret_cast<Bytef*>(out);
@@ -331,8 +334,7 @@ Storage ZipArchive::inflate(const ZipMember& member) const {
                     " bytes but the central directory declares " +
                     std::to_string(member.uncompressed_size));
   const auto crc = crc32_z(0, reinterpret_cast<const Bytef*>(buffer->data()), buffer->size());
-  if (crc != member.crc32)
-    throw Error(file_->path(), where, "CRC-32 mismatch after inflating");
+  if (crc != member.crc32) throw Error(file_->path(), where, "CRC-32 mismatch after inflating");
   return Storage{std::span<const std::byte>(buffer->data(), buffer->size()), buffer};
 }
 
