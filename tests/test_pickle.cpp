@@ -7,6 +7,7 @@
 
 #include "formats/pt/pickle.hpp"
 #include "formats/pt/pickle_text.hpp"
+#include "formats/zip/zip.hpp"
 #include "gpucache/error.hpp"
 
 using namespace gpucache;
@@ -628,4 +629,39 @@ TEST_CASE("resource limits") {
   for (int i = 0; i < 9; ++i) repeated.get(0);
   repeated.op('l').stop();
   CHECK(contains(error_of(repeated, small), "more than 5000 bytes of text"));
+}
+
+// Random byte changes to real torch pickles: each must unpickle or raise gpucache::Error, never
+// crash (run under -DGPUCACHE_SANITIZE=ON to also catch out-of-bounds reads).
+TEST_CASE("mutated real pickles never crash") {
+  std::uint64_t state = 0x9e3779b97f4a7c15;
+  auto next = [&state] {
+    state ^= state << 13;
+    state ^= state >> 7;
+    state ^= state << 17;
+    return state;
+  };
+  std::size_t loaded = 0, refused = 0;
+  for (const char* name :
+       {"nested", "numpy_inside", "numpy_protocol5", "parameter", "dialogue_list"}) {
+    const ZipArchive archive(
+        MappedFile::open(std::string(GPUCACHE_TEST_DATA) + "/pt/" + name + ".pt"));
+    const ZipMember* member = archive.find(std::string(name) + "/data.pkl");
+    REQUIRE(member != nullptr);
+    const Storage original = archive.read(*member);
+    for (int round = 0; round < 4000; ++round) {
+      std::vector<std::byte> bytes(original.bytes.begin(), original.bytes.end());
+      const int changes = 1 + static_cast<int>(next() % 3);
+      for (int i = 0; i < changes; ++i)
+        bytes[next() % bytes.size()] = static_cast<std::byte>(next() & 0xff);
+      try {
+        unpickle(bytes, options());
+        ++loaded;
+      } catch (const Error&) {
+        ++refused;
+      }
+    }
+  }
+  CHECK(loaded + refused == 20000);
+  CHECK(refused > 0);
 }

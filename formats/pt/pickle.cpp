@@ -263,21 +263,36 @@ class Machine {
     push(GlobalRef{entry});
   }
 
+  // CPython and torch number memo entries 0, 1, 2, ... so a vector holds them; any other index
+  // goes to a map, so a huge index cannot make the vector grow.
+  PyValue* memo_slot(std::uint64_t index) {
+    if (index < memo_.size()) return memo_defined_[index] ? &memo_[index] : nullptr;
+    auto found = sparse_memo_.find(index);
+    return found == sparse_memo_.end() ? nullptr : &found->second;
+  }
   void memo_put(std::uint64_t index) {
     const PyValue& value = top();
-    auto found = memo_.find(index);
-    if (found != memo_.end()) {
-      found->second = value;
+    if (PyValue* slot = memo_slot(index)) {
+      *slot = value;
       return;
     }
-    if (memo_.size() >= limits_.max_memo)
+    if (memo_count_ >= limits_.max_memo)
       fail("memo holds more than " + std::to_string(limits_.max_memo) + " objects");
-    memo_.emplace(index, value);
+    ++memo_count_;
+    if (index == memo_.size()) {
+      memo_.push_back(value);
+      memo_defined_.push_back(true);
+    } else if (index < memo_.size()) {
+      memo_[index] = value;
+      memo_defined_[index] = true;
+    } else {
+      sparse_memo_.emplace(index, value);
+    }
   }
   void memo_get(std::uint64_t index) {
-    auto found = memo_.find(index);
-    if (found == memo_.end()) fail("memo index " + std::to_string(index) + " is not defined");
-    push(found->second, false);
+    const PyValue* slot = memo_slot(index);
+    if (!slot) fail("memo index " + std::to_string(index) + " is not defined");
+    push(*slot, false);
   }
 
   void call(PyValue args_value, const PyValue& callable_value, const char* op, PyValue& out) {
@@ -326,12 +341,12 @@ class Machine {
       case 'N':
         push(PyNone{});
         return false;
-      case 0x88:
+      case 0x88:  // NEWTRUE
         push(true);
-        return false;  // NEWTRUE
-      case 0x89:
+        return false;
+      case 0x89:  // NEWFALSE
         push(false);
-        return false;  // NEWFALSE
+        return false;
       case 'J':
         push(std::int64_t{read_le<std::int32_t>("BININT")});
         return false;
@@ -390,18 +405,18 @@ class Machine {
         push_bytes(read_text(read_le<std::uint64_t>("BYTEARRAY8 length"), "BYTEARRAY8"));
         return false;
 
-      case '}':
+      case '}':  // EMPTY_DICT
         push(std::make_shared<PyDict>());
-        return false;  // EMPTY_DICT
-      case ']':
+        return false;
+      case ']':  // EMPTY_LIST
         push(std::make_shared<PyList>());
-        return false;  // EMPTY_LIST
-      case ')':
+        return false;
+      case ')':  // EMPTY_TUPLE
         push_tuple({});
-        return false;  // EMPTY_TUPLE
-      case 't':
+        return false;
+      case 't':  // TUPLE
         push_tuple(pop_mark());
-        return false;  // TUPLE
+        return false;
       case 0x85:
       case 0x86:
       case 0x87: {  // TUPLE1, TUPLE2, TUPLE3
@@ -462,9 +477,9 @@ class Machine {
       case 'r':
         memo_put(read_le<std::uint32_t>("LONG_BINPUT index"));
         return false;
-      case 0x94:
-        memo_put(memo_.size());
-        return false;  // MEMOIZE
+      case 0x94:  // MEMOIZE: the next index, len(memo) in CPython
+        memo_put(memo_count_);
+        return false;
       case 'h':
         memo_get(read_le<std::uint8_t>("BINGET index"));
         return false;
@@ -543,7 +558,10 @@ class Machine {
   std::uint64_t objects_ = 0;
   std::vector<PyValue> stack_;
   std::vector<std::size_t> marks_;
-  std::unordered_map<std::uint64_t, PyValue> memo_;
+  std::vector<PyValue> memo_;
+  std::vector<bool> memo_defined_;
+  std::unordered_map<std::uint64_t, PyValue> sparse_memo_;
+  std::uint64_t memo_count_ = 0;
 };
 
 }  // namespace
