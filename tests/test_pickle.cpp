@@ -169,6 +169,22 @@ TEST_CASE("containers, memo and protocol 4/5 framing") {
   CHECK(dict.find("one")->is_none());
 }
 
+TEST_CASE("memo indices: sequential, overwritten, sparse") {
+  Pickle p;
+  p.proto(4).op('(').small(1).op('\x94').small(2).op('\x94');  // MEMOIZE as 0 and 1
+  p.small(3).op('r').le(4000000000u, 4);                       // LONG_BINPUT far away
+  p.small(4).op('\x94');                                       // MEMOIZE: len(memo) = 3
+  p.small(5).put(0);                                           // overwrite 0
+  p.get(0).get(1).op('j').le(4000000000u, 4).op('h').le(3, 1).op('l').stop();
+  const Value value = run(p).value;
+  const auto& items = value.as_list()->items;
+  REQUIRE(items.size() == 9);
+  CHECK(*items[5].as_int() == 5);
+  CHECK(*items[6].as_int() == 2);
+  CHECK(*items[7].as_int() == 3);
+  CHECK(*items[8].as_int() == 4);
+}
+
 TEST_CASE("dict keys that are not strings are stored as their Python repr") {
   Pickle p;
   p.proto().op('}').op('(');
