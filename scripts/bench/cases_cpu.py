@@ -46,6 +46,11 @@ def _copy_measures(stats: dict, src: Path, dst: str) -> dict:
     }
 
 
+def _text(argv) -> str:
+    """A command for the report: program and file arguments by their base names."""
+    return " ".join(Path(str(a)).name if "/" in str(a) else str(a) for a in argv)
+
+
 PACK_FSYNC_NOTE = ("pack fsyncs every shard and the manifest before renaming them into place "
                    "(crash safety); plain cp does not, so it is also compared with cp followed "
                    "by sync of the copy.")
@@ -57,9 +62,9 @@ def pack_npy(ctx: Context) -> list:
     out, copy = ctx.scratch / "pack-npy", ctx.scratch / "copy.npy"
     warm_read(src)
     runs = {
-        "pack f16": lambda: time_command(ctx.cli("pack", src, "-o", out, "--dtype", "f16", "-q"),
+        "pack f16": lambda: time_command(ctx.pack(src, "-o", out, "--dtype", "f16", "-q"),
                                          before=_fresh(out)),
-        "pack f32": lambda: time_command(ctx.cli("pack", src, "-o", out, "-q"),
+        "pack f32": lambda: time_command(ctx.pack(src, "-o", out, "-q"),
                                          before=_fresh(out)),
     } | _copy_runs(src, copy)
     stats = interleaved(runs, ctx.reps)
@@ -68,8 +73,8 @@ def pack_npy(ctx: Context) -> list:
     results = []
     for dtype in ("f16", "f32"):
         subject = Measure(f"gpucache pack .npy f32→{dtype}", stats[f"pack {dtype}"],
-                          f"gpucache pack {src.name} -o OUT" + (" --dtype f16" if dtype == "f16"
-                                                                else "") + " -q", size)
+                          _text(ctx.pack(src, "-o", "OUT", *(["--dtype", "f16"] if dtype == "f16"
+                                                             else []), "-q")), size)
         for peer in ("cp", "cp+sync"):
             results.append(Comparison(
                 id=f"pack_npy_{dtype}_vs_{peer.replace('+', '_')}", group="cpu", section="tools",
@@ -84,13 +89,13 @@ def pack_pt_single(ctx: Context) -> list:
     size = src.stat().st_size
     out, copy = ctx.scratch / "pack-pt", ctx.scratch / "copy.pt"
     warm_read(src)
-    runs = {"pack": lambda: time_command(ctx.cli("pack", src, "-o", out, "-q"),
+    runs = {"pack": lambda: time_command(ctx.pack(src, "-o", out, "-q"),
                                          before=_fresh(out))} | _copy_runs(src, copy)
     stats = interleaved(runs, ctx.reps)
     remove(out), remove(copy)
     peers = _copy_measures(stats, src, "copy.pt")
     subject = Measure("gpucache pack .pt [N, D] tensor", stats["pack"],
-                      f"gpucache pack {src.name} -o OUT -q", size)
+                      _text(ctx.pack(src, "-o", "OUT", "-q")), size)
     return [Comparison(id=f"pack_pt_single_vs_{peer.replace('+', '_')}", group="cpu",
                        section="tools",
                        title=f"pack .pt one [N, D] tensor ({benchlib.human_bytes(size)}) vs {peer}",
@@ -162,13 +167,13 @@ def pack_dialogue(ctx: Context) -> list:
         comparison.status, comparison.reason = "not_available", str(error)
         return [comparison]
     out = ctx.scratch / "pack-dialogue"
-    stats = interleaved({"pack": lambda: time_command(ctx.cli("pack", src, "-o", out, "-q"),
+    stats = interleaved({"pack": lambda: time_command(ctx.pack(src, "-o", out, "-q"),
                                                       before=_fresh(out))},
                         ctx.slow_reps, warmup=0 if ctx.quick else 1)["pack"]
     comparison.extra["gpucache_rows"] = _manifest_rows(out)
     remove(out)
     comparison.subject = Measure("gpucache pack dialogue.pt", stats,
-                                 f"gpucache pack {src.name} -o OUT -q", src.stat().st_size)
+                                 _text(ctx.pack(src, "-o", "OUT", "-q")), src.stat().st_size)
     return [comparison]
 
 
@@ -307,29 +312,33 @@ def load_pass_vs_cat(ctx: Context, load_table: dict) -> list:
 
 # --- the whole training start ------------------------------------------------------------
 
-def unified(ctx: Context) -> list:
+def unified(ctx: Context, device: str = "cpu") -> list:
     """The users' loader (baseline_unified_loader.py) against pack + gpucache.load of the same
-    three .pt files, and against gpucache.load alone (every later start)."""
+    three .pt files, and against gpucache.load alone (every later start), both ending with the
+    data on `device` ("cpu", or "cuda" for the GPU section)."""
+    group, suffix = ("cpu", "") if device == "cpu" else ("gpu", "_cuda")
+    section = "pipeline" if device == "cpu" else "gpu"
     inputs = {"dialogue": ctx.files["dialogue.pt"], "embeddings": ctx.files["emb.pt"],
               "llm-cache": ctx.files["llm_cache.pt"]}
     warm_read(*inputs.values())
     result = ctx.child("baseline_unified_loader.py",
                        ["--dialogue", inputs["dialogue"], "--embeddings", inputs["embeddings"],
-                        "--llm-cache", inputs["llm-cache"], "--device", "cpu",
+                        "--llm-cache", inputs["llm-cache"], "--device", device,
                         "--reps", ctx.slow_reps, "--warmup", 0 if ctx.quick else 1])
     size = sum(p.stat().st_size for p in inputs.values())
-    peer = Measure("users' loader: torch.load + per-row .item() checks + stack + .to('cpu')",
-                   Stats(result["samples"]), "baseline_unified_loader.py --device cpu "
-                   "--dialogue dialogue.pt --embeddings emb.pt --llm-cache llm_cache.pt", size)
+    peer = Measure(f"users' loader: torch.load + per-row .item() checks + stack + "
+                   f".to('{device}')", Stats(result["samples"]),
+                   f"baseline_unified_loader.py --device {device} --dialogue dialogue.pt "
+                   "--embeddings emb.pt --llm-cache llm_cache.pt", size)
     extra = {"baseline_rows_kept": {Path(k).name: v for k, v in result["rows_kept"].items()}}
-    first = Comparison(id="unified_first_run", group="cpu", section="pipeline",
-                       title="training start, first run: pack + gpucache.load(cpu) vs users' "
-                             "loader (3 .pt files)", peer=peer, extra=extra,
+    first = Comparison(id=f"unified_first_run{suffix}", group=group, section=section,
+                       title=f"training start, first run: pack + gpucache.load({device}) vs "
+                             "users' loader (3 .pt files)", peer=peer, extra=extra,
                        notes="pack of the three files plus a load of the three datasets "
                              "(verify=True), summed per repetition.")
-    later = Comparison(id="unified_later_start", group="cpu", section="pipeline",
-                       title="training start, every later run: gpucache.load(cpu) vs users' "
-                             "loader", peer=peer, extra=extra,
+    later = Comparison(id=f"unified_later_start{suffix}", group=group, section=section,
+                       title=f"training start, every later run: gpucache.load({device}) vs "
+                             "users' loader", peer=peer, extra=extra,
                        notes="The datasets are already packed; gpucache.load(verify=True).")
     try:
         require(ctx, "pack .pt dialogue", "pack .pt embeddings", "pack .pt llm-cache",
@@ -339,20 +348,21 @@ def unified(ctx: Context) -> list:
             c.status, c.reason = "not_available", str(error)
         return [first, later]
     outs = {kind: ctx.scratch / f"unified-{kind}" for kind in inputs}
+    pack_device = "cpu" if device == "cpu" else "auto"  # on a GPU machine, validate there
 
     def pack_all():
         total = 0.0
         for kind, src in inputs.items():
-            total += time_command(ctx.cli("pack", src, "-o", outs[kind], "-q"),
+            total += time_command(ctx.pack(src, "-o", outs[kind], "-q", device=pack_device),
                                   before=_fresh(outs[kind]))
         return total
 
     pack_stats = interleaved({"pack": pack_all}, ctx.slow_reps,
                              warmup=0 if ctx.quick else 1)["pack"]
     extra["gpucache_rows"] = {kind: _manifest_rows(out) for kind, out in outs.items()}
-    data = ctx.child("load_child.py", ["--loader", "gpucache", "--verify", 1, "--reps",
-                                       ctx.slow_reps, "--warmup", 0 if ctx.quick else 1,
-                                       "--paths"] + list(outs.values()))
+    data = ctx.child("load_child.py", ["--loader", "gpucache", "--verify", 1, "--device", device,
+                                       "--reps", ctx.slow_reps, "--warmup",
+                                       0 if ctx.quick else 1, "--paths"] + list(outs.values()))
     for out in outs.values():
         remove(out)
     if "not_available" in data:
@@ -362,11 +372,11 @@ def unified(ctx: Context) -> list:
     load_samples = data["first"]
     first.subject = Measure("gpucache pack ×3 + gpucache.load ×3",
                             Stats([p + l for p, l in zip(pack_stats.samples, load_samples)]),
-                            "gpucache pack FILE -o OUT (×3); gpucache.load(OUT, device='cpu')",
-                            size)
+                            f"gpucache pack FILE -o OUT --device {pack_device} (×3); "
+                            f"gpucache.load(OUT, device='{device}')", size)
     first.extra["pack_seconds"] = pack_stats.to_json()
     later.subject = Measure("gpucache.load ×3", Stats(load_samples),
-                            "gpucache.load(OUT, device='cpu', verify=True) ×3", size)
+                            f"gpucache.load(OUT, device='{device}', verify=True) ×3", size)
     return [first, later]
 
 

@@ -45,6 +45,12 @@ class Context:
     def cli(self, *args) -> list:
         return [str(self.gpucache)] + [str(a) for a in args]
 
+    def pack(self, *args, device: str = "cpu") -> list:
+        """`gpucache pack ...`; for the CPU figures validation is pinned to the CPU when the
+        build can choose (on a GPU machine `--device auto` would use the GPU)."""
+        flag = ["--device", device] if self.features.get("pack --device", {}).get("ok") else []
+        return self.cli("pack", *args, *flag)
+
     def child(self, script: str, args: list, timeout: Optional[float] = None) -> dict:
         return benchlib.run_python_child(self.python, HERE / script, args, timeout=timeout)
 

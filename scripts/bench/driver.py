@@ -140,7 +140,7 @@ def prepare_shards(ctx: Context) -> None:
             out = base / kind
             benchlib.remove(out)
             try:
-                benchlib.run_command(ctx.cli("pack", ctx.files[name], "-o", out, "-q"))
+                benchlib.run_command(ctx.pack(ctx.files[name], "-o", out, "-q"))
             except CommandFailed as error:
                 tried.append(f"{feature}: {error}")
                 continue
@@ -246,6 +246,17 @@ def main(argv=None) -> int:
             gpu_raw.update(raw)
             return comparisons
         runner.run("GPU", gpu, [(spec[0], "gpu", "gpu", spec[1]) for spec in cases_gpu.SPECS])
+        unified_gpu = [("unified_first_run_cuda", "gpu", "gpu", "training start, first run: pack + "
+                        "gpucache.load(cuda) vs users' loader .to('cuda')"),
+                       ("unified_later_start_cuda", "gpu", "gpu", "training start, every later "
+                        "run: gpucache.load(cuda) vs users' loader .to('cuda')")]
+        if gpu_raw.get("gpu"):
+            runner.run("users' loader vs pack + load, on the GPU",
+                       lambda: cases_cpu.unified(ctx, "cuda"), unified_gpu)
+        else:
+            runner.comparisons += [Comparison(id=cid, group=group, section=section, title=title,
+                                              status="not_measured", reason=gpu_raw["reason"])
+                                   for cid, group, section, title in unified_gpu]
 
     machine["load_average_end"] = sysinfo.load_average()
     by_id = {c.id: c for c in runner.comparisons}

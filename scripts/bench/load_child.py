@@ -80,9 +80,13 @@ def main() -> int:
     parser.add_argument("--warmup", type=int, default=1)
     args = parser.parse_args()
 
-    import torch  # noqa: F401  (imported before timing for every loader alike)
+    import torch  # imported before timing for every loader alike
     if args.loader == "gpucache":
         gpucache_adapter.require("load")
+
+    def synchronize():
+        if args.device.startswith("cuda"):
+            torch.cuda.synchronize()
 
     def one():
         gc.collect()
@@ -91,6 +95,7 @@ def main() -> int:
             loaded = [gpucache_adapter.load(p, args.device, bool(args.verify)) for p in args.paths]
             objects = [gpucache_adapter.tensors(x) for x in loaded]
             first_tensor(objects[0][0])
+            synchronize()
             t_first = time.perf_counter() - start
             for tensors in objects:
                 for t in tensors:
@@ -100,9 +105,11 @@ def main() -> int:
                       "numpy_mmap": load_numpy_mmap}[args.loader]
             objects = loader(args.paths, args.device)
             first_tensor(objects[0])
+            synchronize()
             t_first = time.perf_counter() - start
             for obj in objects:
                 full_pass(obj)
+        synchronize()
         t_full = time.perf_counter() - start
         del objects
         return t_first, t_full
