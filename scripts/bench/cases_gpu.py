@@ -36,7 +36,8 @@ SPECS = [
      "host→device staging: a lower bound of the kernels' own bandwidth."),
     ("gpu_batches_vs_dataloader", "GPUBatches vs torch DataLoader (same tensors, batch 1024)",
      "batches_gpucache", "gpucache.GPUBatches(shuffle=True)", "batches_dataloader",
-     "DataLoader(TensorDataset, shuffle=True, pin_memory=True) + .to('cuda', non_blocking=True)",
+     "DataLoader(TensorDataset, shuffle=True, pin_memory=True, num_workers=0) + "
+     ".to('cuda', non_blocking=True)",
      "Same number of batches each; ratio = batches per second relative to the DataLoader."),
 ]
 

@@ -135,7 +135,12 @@ def main() -> int:
             raise gpucache_adapter.FeatureMissing("gpucache_bench_validate is not built")
         run = subprocess.run([args.validate_bench, "--rows", str(args.rows), "--dim",
                               str(args.dim), "--device", "cuda", "--threads", "0", "--reps",
-                              str(args.reps)], capture_output=True, text=True, check=True)
+                              str(args.reps)], capture_output=True, text=True)
+        if run.returncode != 0:
+            message = (run.stderr.strip().splitlines() or ["exit code %d" % run.returncode])[-1]
+            if "CUDA" in message or "cuda" in message:
+                raise gpucache_adapter.FeatureMissing(message)
+            raise RuntimeError(message)
         data = json.loads(run.stdout.strip().splitlines()[-1])
         info["validation_bytes"] = data["bytes"]
         info["validation_description"] = data["description"]

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <exception>
 #include <string>
 #include <vector>
 
@@ -59,7 +60,7 @@ std::string samples_json(const std::vector<double>& samples) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int run(int argc, char** argv) {
   std::uint64_t rows = 65536, dim = 1024, batch_rows = 16384;
   unsigned columns = 1, threads = 1, reps = 5;
   std::string device_name = "cpu";
@@ -130,4 +131,13 @@ int main(int argc, char** argv) {
       static_cast<unsigned long long>(kept), samples_json(check).c_str(),
       samples_json(total).c_str(), samples_json(memcpy_seconds).c_str());
   return 0;
+}
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& error) {
+    std::fprintf(stderr, "gpucache_bench_validate: %s\n", error.what());
+    return 3;
+  }
 }
