@@ -9,10 +9,12 @@
 #include <random>
 #include <set>
 
+#include "formats/shard/manifest.hpp"
 #include "formats/shard/shard_reader.hpp"
 #include "gpucache/error.hpp"
 #include "gpucache/npy.hpp"
 #include "gpucache/pack.hpp"
+#include "gpucache/verify.hpp"
 #include "test_support.hpp"
 
 using namespace gpucache;
@@ -182,4 +184,34 @@ TEST_CASE("--device cuda without a usable GPU is an error, not a silent CPU run"
   options.output_dir = scratch / "ds";
   options.validation.device = Device::cuda;
   CHECK_THROWS_WITH_AS(pack(options), doctest::Contains("CUDA"), Error);
+}
+
+TEST_CASE("verify --deep passes on packed data and finds rows that break the recorded rules") {
+  test_support::ScratchDir scratch;
+  PackOptions options;
+  options.inputs = {save(scratch, planted_rows())};
+  options.output_dir = scratch / "ds";
+  options.dtype = DType::f16;
+  options.validation.normalize = true;
+  pack(options);
+  VerifyOptions deep;
+  deep.deep = true;
+  CHECK(verify(options.output_dir, deep).ok());
+
+  // Intact bytes, stricter recorded rules: only --deep can tell.
+  options.output_dir = scratch / "loose";
+  options.validation.normalize = false;
+  options.validation.norm_min = 1e-3;
+  pack(options);
+  bool hash_ok = false;
+  const std::string manifest_path = options.output_dir + "/manifest.json";
+  auto manifest = shard::read_manifest(manifest_path, hash_ok);
+  manifest.options["validation"]["norm_min"] = 4.5;
+  const auto text = shard::manifest_to_text(manifest);
+  test_support::write_bytes(manifest_path, {text.begin(), text.end()});
+  CHECK(verify(options.output_dir).ok());
+  const auto report = verify(options.output_dir, deep);
+  REQUIRE_FALSE(report.ok());
+  CHECK(report.problems.front().cause.find("norm_low") != std::string::npos);
+  CHECK(report.problems.front().location.find("column 'embedding' row") != std::string::npos);
 }
