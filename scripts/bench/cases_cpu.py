@@ -113,16 +113,28 @@ def verify(ctx: Context) -> list:
         "t1": lambda: time_command(ctx.cli("verify", dataset, "--threads", "1", "-q")),
         "t2": lambda: time_command(ctx.cli("verify", dataset, "--threads", "2", "-q")),
     }
+    deep = ctx.features.get("verify --deep", {}).get("ok")
+    if deep:
+        runs["deep"] = lambda: time_command(ctx.cli("verify", dataset, "--deep", "-q"))
     stats = interleaved(runs, ctx.reps)
     peer = Measure("xxhsum -H3", stats["xxhsum"], "xxhsum -H3 shard-*.gcs", size)
-    return [Comparison(
+    note = ("xxhsum is single-threaded and hashes whole files; verify checks the structure, "
+            "every 4 MiB chunk hash and the manifest.")
+    results = [Comparison(
         id=f"verify_t{n}_vs_xxhsum", group="cpu", section="tools",
         title=f"verify --threads {n} ({benchlib.human_bytes(size)}) vs xxhsum -H3",
         subject=Measure(f"gpucache verify --threads {n}", stats[f"t{n}"],
                         f"gpucache verify DATASET --threads {n} -q", size),
-        peer=peer, notes="xxhsum is single-threaded and hashes whole files; verify checks the "
-                         "structure, every 4 MiB chunk hash and the manifest.")
-        for n in (1, 2)]
+        peer=peer, notes=note) for n in (1, 2)]
+    if deep:
+        results.append(Comparison(
+            id="verify_deep_vs_xxhsum", group="cpu", section="tools",
+            title=f"verify --deep, all threads ({benchlib.human_bytes(size)}) vs xxhsum -H3",
+            subject=Measure("gpucache verify --deep", stats["deep"],
+                            "gpucache verify DATASET --deep -q", size), peer=peer,
+            notes="--deep also re-checks every stored row against the manifest's validation "
+                  "rules."))
+    return results
 
 
 def inspect(ctx: Context) -> list:

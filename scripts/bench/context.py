@@ -85,6 +85,10 @@ def probe_features(ctx: Context) -> dict:
     for flag in ("--device", "--norm-min", "--norm-max", "--kind", "--field"):
         record(f"pack {flag}", flag in pack_help, "in `gpucache pack --help`" if flag in pack_help
                else "not in `gpucache pack --help`")
+    verify_help = subprocess.run(ctx.cli("verify", "--help"), capture_output=True,
+                                 text=True).stdout
+    record("verify --deep", "--deep" in verify_help, "in `gpucache verify --help`" if "--deep"
+           in verify_help else "not in `gpucache verify --help`")
 
     # Tiny inputs in every format, from the same tensors as the real data's generator would make.
     made = benchlib.run_python_child(ctx.python, HERE / "probe_inputs.py", [probe])
