@@ -32,5 +32,4 @@ if [ "$help" = 0 ]; then
 fi
 
 venv=$("$root/scripts/bench/setup-venv.sh")
-export GPUCACHE_BENCH_COMMAND="scripts/bench.sh${*:+ $*}"
 exec "$venv/bin/python" "$root/scripts/bench/driver.py" --root "$root" --build-dir "$build_dir" "$@"

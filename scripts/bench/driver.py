@@ -92,6 +92,29 @@ def parse_args(argv):
     return args
 
 
+def reproduce_command(argv) -> str:
+    """The scripts/bench.sh line that reproduces the figures: the given options without the
+    ones that only say where things are or what to do with the report."""
+    drop_with_value = {"--root", "--build-dir", "--gpucache", "--out", "--smoke-note"}
+    kept, skip = [], False
+    for arg in argv:
+        if skip:
+            skip = False
+            continue
+        name = arg.split("=", 1)[0]
+        if name in drop_with_value:
+            skip = "=" not in arg
+            continue
+        if name == "--publish":
+            continue
+        kept.append(arg)
+    env = " ".join(f"{k}={v}" for k, v in sorted(os.environ.items())
+                   if k.startswith("GPUCACHE_BENCH_") and k not in (
+                       "GPUCACHE_BENCH_PUBLISH", "GPUCACHE_BENCH_SMOKE_NOTE",
+                       "GPUCACHE_BENCH_OUT", "GPUCACHE_BENCH_VENV", "GPUCACHE_BENCH_PYTHON"))
+    return " ".join(x for x in (env, "scripts/bench.sh", *kept) if x)
+
+
 class Runner:
     """Runs cases, turning a missing feature or a failure into records instead of a crash."""
 
@@ -264,8 +287,7 @@ def main(argv=None) -> int:
     smoke = args.smoke_note or (
         "`--quick`: tiny sizes and 1 repetition, a check that every case runs; the figures mean "
         "nothing." if args.quick else "")
-    command = os.environ.get("GPUCACHE_BENCH_COMMAND") or "scripts/bench.sh " + " ".join(
-        sys.argv[1:])
+    command = reproduce_command(sys.argv[1:] if argv is None else argv)
     results = {
         "meta": {"started": time.strftime("%Y-%m-%d %H:%M:%S %Z", time.localtime(started)),
                  "finished": time.strftime("%Y-%m-%d %H:%M %Z"),

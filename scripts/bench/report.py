@@ -282,10 +282,10 @@ What is compared (every peer on the same bytes, in the same run):
 | Training start | `gpucache pack` + `gpucache.load` | the users' loader, [`scripts/bench/baseline_unified_loader.py`](../scripts/bench/baseline_unified_loader.py): `torch.load` of dialogue, embeddings and LLM-cache `.pt` files, per-row `.item()` norm and NaN checks, stack, `.to(device)` |
 | Loading | `gpucache.load(device="cpu", verify=False/True)` | `torch.load`, safetensors `load_file`, `numpy.load(mmap_mode="r")`: first usable tensor and one full pass |
 | pack | `.npy` f32→f16 and f32, `.pt` single 1 GiB tensor, dialogue list-of-dicts `.pt` | `cp` and `cp` + `sync` (pack fsyncs its output); the Python load-validate-save path |
-| verify | `--threads 1`, `--threads 2` | `xxhsum -H3` |
+| verify | `--threads 1`, `--threads 2` (and `--deep`) | `xxhsum -H3` |
 | inspect | 1 GiB dataset | 10 MiB dataset |
 | Validation | CPU check pass, 1 thread and all | memcpy |
-| GPU | `gpucache.load(device="cuda")`, validation on CUDA, `GPUBatches` | pinned H2D copy, `torch.load(map_location="cuda")`, safetensors `load_file(device="cuda")`, D2D copy, torch `DataLoader` |
+| GPU | `gpucache.load(device="cuda")`, validation on CUDA, `GPUBatches`, pack + load to the GPU | pinned H2D copy, `torch.load(map_location="cuda")`, safetensors `load_file(device="cuda")`, D2D copy, torch `DataLoader`, the users' loader with `.to("cuda")` |
 
 Figures that were not measured say so (no GPU, or the feature is not in the build that ran).
 
