@@ -51,6 +51,10 @@ def _text(argv) -> str:
     return " ".join(Path(str(a)).name if "/" in str(a) else str(a) for a in argv)
 
 
+# The Python-heavy paths (seconds per run, in a fresh process each) get no warm-up run: the
+# page cache is warm already and the budget is better spent on repetitions.
+SLOW_WARMUP = 0
+
 PACK_FSYNC_NOTE = ("pack fsyncs every shard and the manifest before renaming them into place "
                    "(crash safety); plain cp does not, so it is also compared with cp followed "
                    "by sync of the copy.")
@@ -161,7 +165,7 @@ def pack_dialogue(ctx: Context) -> list:
     python_out = ctx.scratch / "python-dialogue.pt"
     result = ctx.child("baseline_unified_loader.py",
                        ["--dialogue", src, "--pack-dialogue-to", python_out,
-                        "--reps", ctx.slow_reps, "--warmup", 0 if ctx.quick else 1])
+                        "--reps", ctx.slow_reps, "--warmup", SLOW_WARMUP])
     remove(python_out)
     peer = Measure("Python: torch.load + per-row .item() checks + torch.save",
                    Stats(result["samples"]),
@@ -181,7 +185,7 @@ def pack_dialogue(ctx: Context) -> list:
     out = ctx.scratch / "pack-dialogue"
     stats = interleaved({"pack": lambda: time_command(ctx.pack(src, "-o", out, "-q"),
                                                       before=_fresh(out))},
-                        ctx.slow_reps, warmup=0 if ctx.quick else 1)["pack"]
+                        ctx.slow_reps, warmup=SLOW_WARMUP)["pack"]
     comparison.extra["gpucache_rows"] = _manifest_rows(out)
     remove(out)
     comparison.subject = Measure("gpucache pack dialogue.pt", stats,
@@ -236,8 +240,9 @@ def loads(ctx: Context, kind_files: dict) -> tuple[list, dict]:
         for loader, (label, fmt) in LOADERS.items():
             slow = loader == "torch" and kind != "embeddings"
             reps = ctx.slow_reps if slow else ctx.reps
+            warmup = SLOW_WARMUP if slow or ctx.quick else 1
             data = ctx.child("load_child.py", ["--loader", loader, "--reps", reps, "--warmup",
-                                               0 if ctx.quick else 1, "--paths"] + formats[fmt])
+                                               warmup, "--paths"] + formats[fmt])
             measured[loader] = _load_entry(label, data, formats[fmt])
         for verify_flag in (0, 1):
             name = f"gpucache_verify{verify_flag}"
@@ -336,7 +341,7 @@ def unified(ctx: Context, device: str = "cpu") -> list:
     result = ctx.child("baseline_unified_loader.py",
                        ["--dialogue", inputs["dialogue"], "--embeddings", inputs["embeddings"],
                         "--llm-cache", inputs["llm-cache"], "--device", device,
-                        "--reps", ctx.slow_reps, "--warmup", 0 if ctx.quick else 1])
+                        "--reps", ctx.slow_reps, "--warmup", SLOW_WARMUP])
     size = sum(p.stat().st_size for p in inputs.values())
     peer = Measure(f"users' loader: torch.load + per-row .item() checks + stack + "
                    f".to('{device}')", Stats(result["samples"]),
@@ -370,11 +375,11 @@ def unified(ctx: Context, device: str = "cpu") -> list:
         return total
 
     pack_stats = interleaved({"pack": pack_all}, ctx.slow_reps,
-                             warmup=0 if ctx.quick else 1)["pack"]
+                             warmup=SLOW_WARMUP)["pack"]
     extra["gpucache_rows"] = {kind: _manifest_rows(out) for kind, out in outs.items()}
     data = ctx.child("load_child.py", ["--loader", "gpucache", "--verify", 1, "--device", device,
                                        "--reps", ctx.slow_reps, "--warmup",
-                                       0 if ctx.quick else 1, "--paths"] + list(outs.values()))
+                                       SLOW_WARMUP, "--paths"] + list(outs.values()))
     for out in outs.values():
         remove(out)
     if "not_available" in data:

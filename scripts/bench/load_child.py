@@ -7,7 +7,7 @@ Per repetition, from the call into the loader:
          the first tensor was taken from its result);
   full   seconds until one full pass over every embedding value is done as well (a torch sum of
          every tensor the loader handed back; for per-row .pt layouts, of every row's tensor).
-Imports and one warm-up repetition are not timed.
+Imports are not timed, nor are the --warmup repetitions.
 """
 from __future__ import annotations
 

@@ -145,8 +145,9 @@ def results_section(results: dict, chart_name: str, heading: str = "##") -> list
               "First usable tensor: from the call until the loader has returned and the first "
               "embedding tensor is taken from its result. Full pass: until a torch sum over every "
               "embedding value it returned is done as well (per row for the per-row .pt "
-              "layouts). One fresh process per loader; imports and one warm-up repetition are "
-              "not timed.", ""]
+              "layouts). One fresh process per loader; imports are not timed, nor is one warm-up "
+              "repetition (none for torch.load of the per-row dialogue and LLM-cache files, "
+              "which take seconds).", ""]
     lines += _comparison_table(headline_loads) + [""]
     if results.get("loads"):
         lines += _loads_table(results["loads"]) + [""]
