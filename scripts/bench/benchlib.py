@@ -8,13 +8,12 @@ its ratio is always peer median / gpucache median, so a ratio above 1 means gpuc
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import statistics
 import subprocess
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
 
@@ -197,10 +196,3 @@ def parse_size(text: str) -> int:
         return int(float(text[:-1]) * scale[text[-1]])
     return int(float(text))
 
-
-def env_default(name: str, default):
-    return os.environ.get(name, default)
-
-
-def dataclass_json(obj) -> dict:
-    return asdict(obj)

@@ -12,8 +12,8 @@ import os
 from pathlib import Path
 
 import benchlib
-from benchlib import Comparison, Measure, NotAvailable, Stats, interleaved, log, remove, \
-    time_command, warm_read
+from benchlib import Comparison, Measure, NotAvailable, Stats, interleaved, remove, time_command, \
+    warm_read
 from context import Context, require
 
 CP = ["cp", "--reflink=never"]  # a real copy of the bytes, never a reflink

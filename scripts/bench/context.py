@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Optional
 
 import benchlib
-from benchlib import CommandFailed, NotAvailable, log
+from benchlib import CommandFailed, NotAvailable
 
 HERE = Path(__file__).resolve().parent
 

@@ -1,6 +1,6 @@
 """The one place that knows how the gpucache Python package is called, so the harness follows the
-package as it grows. Every function raises benchlib-style NotAvailable (a RuntimeError subclass
-here, so child processes need no other import) when the feature is not in the installed build.
+package as it grows. Every function raises FeatureMissing when the feature is not in the
+installed build; the measuring child processes report it as "not available in this build".
 """
 from __future__ import annotations
 
@@ -13,10 +13,9 @@ class FeatureMissing(RuntimeError):
 
 def module():
     try:
-        import gpucache  # noqa: F401
+        import gpucache
     except ImportError as error:
         raise FeatureMissing(f"Python package gpucache is not installed ({error})") from None
-    import gpucache
     return gpucache
 
 
