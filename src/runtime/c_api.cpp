@@ -1,0 +1,1 @@
+#include "gpucache/runtime.hpp"
