@@ -1,17 +1,34 @@
 // The gpucache command line: parses arguments with CLI11 and calls the library. Nothing else.
-#include <CLI/CLI.hpp>
+// Exit codes: 0 ok, 1 a problem was found (verify), 2 bad usage or unreadable input.
 #include <cstdio>
+#include <map>
 
 #include "gpucache/error.hpp"
+#include "src/cli/commands.hpp"
 
 int main(int argc, char** argv) {
   CLI::App app{"gpucache: verified, GPU-ready embedding datasets"};
   app.set_version_flag("--version", GPUCACHE_VERSION);
   app.require_subcommand(1);
+  app.footer("Run 'gpucache COMMAND --help' for a command's options and examples.");
+  std::map<std::string, gpucache::cli::Runner> runners{
+      {"pack", gpucache::cli::add_pack(app)},
+      {"verify", gpucache::cli::add_verify(app)},
+      {"inspect", gpucache::cli::add_inspect(app)},
+      {"export", gpucache::cli::add_export(app)},
+  };
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {
-    return app.exit(error) == 0 ? 0 : 2;
+    const int code = app.exit(error);
+    return code == 0 ? 0 : 2;
   }
-  return 0;
+  try {
+    for (auto* subcommand : app.get_subcommands()) return runners.at(subcommand->get_name())();
+  } catch (const gpucache::Error& error) {
+    std::fprintf(stderr, "gpucache: error: %s\n", error.what());
+  } catch (const std::exception& error) {
+    std::fprintf(stderr, "gpucache: error: %s\n", error.what());
+  }
+  return 2;
 }

@@ -1,0 +1,71 @@
+// Builds one shard: the caller fills the logical data image (zeroed, so all padding is already
+// zero), then write() hashes and optionally compresses the chunks in parallel and writes the file
+// atomically (temporary name, fsync, rename).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "formats/shard/shard_layout.hpp"
+
+namespace gpucache::shard {
+
+struct ColumnSpec {
+  std::string name;
+  ColumnKind kind = ColumnKind::tensor;
+  DType dtype = DType::f32;
+  std::uint8_t rank = 2;
+  std::uint64_t dim = 1;
+  std::uint64_t padded_dim = 1;
+};
+
+struct WriteOptions {
+  std::uint64_t first_row = 0;
+  std::uint32_t shard_index = 0;
+  std::uint64_t chunk_size = kDefaultChunkSize;
+  int zstd_level = 0;  // 0: uncompressed
+  unsigned threads = 0;
+};
+
+struct WrittenShard {
+  std::string path;
+  std::uint64_t rows = 0;
+  std::uint64_t bytes = 0;
+  std::uint64_t header_hash = 0;
+};
+
+class ShardBuilder {
+ public:
+  // text_bytes[i] is the total UTF-8 size of text column i (ignored for tensor columns).
+  ShardBuilder(const std::vector<ColumnSpec>& columns, std::uint64_t rows,
+               const std::vector<std::uint64_t>& text_bytes);
+  ~ShardBuilder();
+  ShardBuilder(const ShardBuilder&) = delete;
+  ShardBuilder& operator=(const ShardBuilder&) = delete;
+
+  std::uint64_t rows() const noexcept { return rows_; }
+  const std::vector<ColumnEntry>& columns() const noexcept { return columns_; }
+  // A tensor column's rows × row_pitch_bytes region.
+  std::span<std::byte> tensor_data(std::size_t column) noexcept;
+  // A text column's rows + 1 offsets and its UTF-8 bytes.
+  std::span<std::uint64_t> text_offsets(std::size_t column) noexcept;
+  std::span<char> text_bytes(std::size_t column) noexcept;
+
+  WrittenShard write(const std::string& path, const WriteOptions& options) const;
+
+ private:
+  std::span<std::byte> region(std::uint64_t absolute_offset, std::uint64_t size) const noexcept;
+  std::vector<ColumnEntry> columns_;
+  std::uint64_t rows_ = 0;
+  std::uint64_t data_offset_ = 0;
+  std::uint64_t data_size_ = 0;
+  std::byte* image_ = nullptr;  // anonymous mapping: zero-filled by the kernel
+};
+
+// Bytes a shard of `rows` rows with these columns and text sizes takes on disk, uncompressed.
+std::uint64_t estimate_shard_bytes(const std::vector<ColumnSpec>& columns, std::uint64_t rows,
+                                   const std::vector<std::uint64_t>& text_bytes);
+
+}  // namespace gpucache::shard

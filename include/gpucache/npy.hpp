@@ -1,0 +1,33 @@
+// NumPy .npy files: reading (zero-copy from a memory map) and writing (for `gpucache export`).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "gpucache/dtype.hpp"
+#include "gpucache/value.hpp"
+
+namespace gpucache {
+
+// Parses the .npy bytes in `file` into a Tensor whose storage points into `file` (kept alive by
+// owner). Handles format versions 1-3, little- and big-endian, C and Fortran order. Refuses object
+// and structured dtypes. `origin` names the file (or npz member) in errors.
+Tensor parse_npy(std::span<const std::byte> file, std::shared_ptr<const void> owner,
+                 const std::string& origin);
+// Maps path and returns its array as a tensor Value.
+Value read_npy(const std::string& path);
+
+// Writes a C-order little-endian .npy atomically. fill(out, first_row, rows) writes `rows` rows of
+// row_bytes each into out, and is called with blocks of rows so memory stays bounded.
+// Types numpy lacks (bf16) must be converted by the caller first.
+void write_npy(const std::string& path, DType dtype, const std::vector<std::uint64_t>& shape,
+               const std::function<void(std::span<std::byte> out, std::uint64_t first_row,
+                                        std::uint64_t rows)>& fill);
+// The numpy descr of a dtype ("<f4", "|b1", ...); throws for types numpy does not have.
+std::string npy_descr(DType dtype);
+
+}  // namespace gpucache

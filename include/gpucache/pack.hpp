@@ -1,0 +1,48 @@
+// `gpucache pack`: reads raw inputs, maps them to columns, converts and pads them, and writes a
+// dataset directory of hash-checked shards plus manifest.json (formats/shard/SPEC.md).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "gpucache/dtype.hpp"
+
+namespace gpucache {
+
+struct PackOptions {
+  std::vector<std::string> inputs;
+  std::string output_dir;
+  // Storage type of float (embedding) columns: f32, f16 or bf16. Unset keeps f32/f16/bf16 inputs
+  // as they are and stores f64 inputs as f32.
+  std::optional<DType> dtype;
+  std::uint64_t shard_size = 1ull << 30;  // bytes per shard, at most (one row always fits)
+  std::optional<std::uint64_t> shard_rows;
+  std::uint64_t pad_to = 16;  // row pitch: a multiple of this many elements (and of 16 bytes)
+  int zstd_level = 0;         // 0: uncompressed (mmap zero-copy); 1-22: per-chunk zstd
+  bool force = false;         // replace a dataset already in output_dir
+  unsigned threads = 0;       // 0: every core
+  bool show_progress = false;
+};
+
+struct PackedShard {
+  std::string file;
+  std::uint64_t rows = 0;
+  std::uint64_t bytes = 0;
+};
+
+struct PackResult {
+  std::string output_dir;
+  std::uint64_t input_rows = 0;
+  std::uint64_t rows = 0;
+  std::uint64_t bytes = 0;
+  std::vector<PackedShard> shards;
+
+  std::string to_json() const;
+  std::string to_text() const;
+};
+
+PackResult pack(const PackOptions& options);
+
+}  // namespace gpucache

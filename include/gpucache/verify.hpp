@@ -1,0 +1,42 @@
+// `gpucache verify`: proves a dataset (or one shard) is intact. Checks structure, every chunk
+// hash (multithreaded) and the manifest against the shard set, and reports each problem with the
+// file, the column and the byte range involved.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace gpucache {
+
+struct VerifyOptions {
+  unsigned threads = 0;  // 0: every core
+  bool show_progress = false;
+};
+
+struct Problem {
+  std::string file;      // shard or manifest, relative to the dataset directory
+  std::string location;  // "header", "column 'embedding' rows 0-99", ...
+  std::string cause;
+  std::optional<std::uint64_t> byte_begin;  // inclusive byte range in `file`, when known
+  std::optional<std::uint64_t> byte_end;
+};
+
+struct VerifyReport {
+  std::string path;
+  std::vector<Problem> problems;
+  std::uint64_t shards_checked = 0;
+  std::uint64_t chunks_checked = 0;
+  std::uint64_t bytes_checked = 0;
+
+  bool ok() const noexcept { return problems.empty(); }
+  std::string to_json() const;
+  std::string to_text() const;
+};
+
+// Never throws for corruption: every finding becomes a Problem. Throws gpucache::Error only when
+// `path` cannot be read at all (missing, permission denied).
+VerifyReport verify(const std::string& path, const VerifyOptions& options = {});
+
+}  // namespace gpucache

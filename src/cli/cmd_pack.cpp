@@ -1,0 +1,66 @@
+#include <cstdio>
+
+#include "gpucache/error.hpp"
+#include "gpucache/pack.hpp"
+#include "src/cli/commands.hpp"
+
+namespace gpucache::cli {
+
+Runner add_pack(CLI::App& app) {
+  auto* command =
+      app.add_subcommand("pack", "Validate, convert and pack raw embedding files into a dataset");
+  struct Arguments {
+    PackOptions options;
+    std::string dtype, shard_size = "1G", compress;
+    bool json = false, quiet = false;
+  };
+  auto args = std::make_shared<Arguments>();
+  command->add_option("inputs", args->options.inputs, "Input files (.npy)")->required();
+  command->add_option("-o,--output", args->options.output_dir, "Output dataset directory")
+      ->required();
+  command->add_option("--dtype", args->dtype,
+                      "Storage type of embedding columns: f32, f16 or bf16");
+  command->add_option("--shard-size", args->shard_size, "Largest shard in bytes (K, M, G suffixes)")
+      ->capture_default_str();
+  command->add_option("--shard-rows", args->options.shard_rows, "Most rows per shard");
+  command
+      ->add_option("--pad-to", args->options.pad_to, "Pad rows to a multiple of this many elements")
+      ->capture_default_str();
+  command->add_option("--compress", args->compress,
+                      "Per-chunk compression: zstd or zstd:LEVEL (default off)");
+  command->add_option("--threads", args->options.threads, "Worker threads (default: every core)");
+  command->add_flag("--force", args->options.force,
+                    "Replace a dataset already in the output directory");
+  command->add_flag("--json", args->json, "Print the result as JSON");
+  command->add_flag("-q,--quiet", args->quiet, "No progress line");
+  command->footer(R"(Examples:
+  gpucache pack embeddings.npy -o data/emb
+  gpucache pack part-*.npy -o data/emb --dtype f16 --shard-size 512M
+  gpucache pack emb.npy -o data/emb --compress zstd:3 --json)");
+  return [command, args] {
+    auto& options = args->options;
+    if (!args->dtype.empty()) {
+      options.dtype = parse_dtype(args->dtype);
+      if (!options.dtype)
+        throw UsageError("--dtype '" + args->dtype + "' is not one of f32, f16, bf16");
+    }
+    options.shard_size = parse_size(args->shard_size, "--shard-size");
+    if (!args->compress.empty()) {
+      if (args->compress == "zstd")
+        options.zstd_level = 3;
+      else if (args->compress.starts_with("zstd:"))
+        options.zstd_level = std::atoi(args->compress.c_str() + 5);
+      else
+        throw UsageError("--compress must be zstd or zstd:LEVEL");
+      if (options.zstd_level < 1 || options.zstd_level > 22)
+        throw UsageError("zstd level must be 1 to 22");
+    }
+    options.show_progress = show_progress(args->quiet || args->json);
+    const auto result = pack(options);
+    std::puts((args->json ? result.to_json() : result.to_text()).c_str());
+    (void)command;
+    return 0;
+  };
+}
+
+}  // namespace gpucache::cli

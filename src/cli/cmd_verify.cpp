@@ -1,0 +1,36 @@
+#include <cstdio>
+
+#include "gpucache/verify.hpp"
+#include "src/cli/commands.hpp"
+
+namespace gpucache::cli {
+
+Runner add_verify(CLI::App& app) {
+  auto* command =
+      app.add_subcommand("verify", "Check every byte of a dataset or shard against its hashes");
+  struct Arguments {
+    std::string path;
+    VerifyOptions options;
+    bool json = false, quiet = false;
+  };
+  auto args = std::make_shared<Arguments>();
+  command->add_option("path", args->path, "Dataset directory or shard file")->required();
+  command->add_option("--threads", args->options.threads, "Hashing threads (default: every core)");
+  command->add_flag("--json", args->json, "Print the report as JSON");
+  command->add_flag("-q,--quiet", args->quiet, "No progress line");
+  command->footer(
+      R"(Exit code 0: intact; 1: corruption found (each problem names the file, column and bytes);
+2: the path cannot be read.
+Examples:
+  gpucache verify data/emb
+  gpucache verify data/emb/shard-00003.gcs --threads 8
+  gpucache verify data/emb --json | jq .problems)");
+  return [args] {
+    args->options.show_progress = show_progress(args->quiet || args->json);
+    const auto report = verify(args->path, args->options);
+    std::puts((args->json ? report.to_json() : report.to_text()).c_str());
+    return report.ok() ? 0 : 1;
+  };
+}
+
+}  // namespace gpucache::cli

@@ -1,0 +1,22 @@
+// Each subcommand registers its CLI11 options and returns the function that runs it. The runner
+// calls the library and returns the process exit code; errors propagate as gpucache::Error.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <functional>
+
+namespace gpucache::cli {
+
+using Runner = std::function<int()>;
+
+Runner add_pack(CLI::App& app);
+Runner add_verify(CLI::App& app);
+Runner add_inspect(CLI::App& app);
+Runner add_export(CLI::App& app);
+
+// Progress is drawn when stderr is a terminal, unless --quiet.
+bool show_progress(bool quiet);
+// "1G", "512MiB", "4096" → bytes.
+std::uint64_t parse_size(const std::string& text, const std::string& option);
+
+}  // namespace gpucache::cli

@@ -1,0 +1,96 @@
+#include "gpucache/detail/atomic_file.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <vector>
+
+#include "gpucache/error.hpp"
+
+namespace gpucache::detail {
+namespace {
+
+[[noreturn]] void fail_errno(const std::string& path, const char* action) {
+  const int saved = errno;
+  std::string cause = std::string(action) + ": " + std::strerror(saved);
+  if (saved == ENOSPC) cause += " (the disk is full)";
+  throw Error(path, "", cause);
+}
+
+}  // namespace
+
+AtomicFile::AtomicFile(std::string path) : path_(std::move(path)), temporary_path_(path_ + ".tmp") {
+  fd_ = ::open(temporary_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd_ < 0) fail_errno(path_, "cannot create");
+}
+
+AtomicFile::~AtomicFile() {
+  if (fd_ >= 0) {
+    ::close(fd_);
+    ::unlink(temporary_path_.c_str());
+  }
+}
+
+void AtomicFile::write(std::span<const std::byte> bytes) {
+  const std::byte* data = bytes.data();
+  std::size_t left = bytes.size();
+  while (left > 0) {
+    const ssize_t done = ::write(fd_, data, std::min<std::size_t>(left, 1u << 30));
+    if (done < 0) {
+      if (errno == EINTR) continue;
+      fail_errno(path_, "cannot write");
+    }
+    data += done;
+    left -= static_cast<std::size_t>(done);
+  }
+  written_ += bytes.size();
+}
+
+void AtomicFile::write_zeros(std::size_t count) {
+  static const std::vector<std::byte> zeros(1 << 16);
+  while (count > 0) {
+    const std::size_t piece = std::min(count, zeros.size());
+    write({zeros.data(), piece});
+    count -= piece;
+  }
+}
+
+void AtomicFile::commit() {
+  if (::fsync(fd_) != 0) fail_errno(path_, "cannot sync");
+  if (::close(fd_) != 0) {
+    fd_ = -1;
+    ::unlink(temporary_path_.c_str());
+    fail_errno(path_, "cannot close");
+  }
+  fd_ = -1;
+  if (::rename(temporary_path_.c_str(), path_.c_str()) != 0) {
+    const int saved = errno;
+    ::unlink(temporary_path_.c_str());
+    errno = saved;
+    fail_errno(path_, "cannot rename into place");
+  }
+  sync_directory(std::filesystem::path(path_).parent_path().string());
+}
+
+void write_file_atomic(const std::string& path, std::span<const std::byte> bytes) {
+  AtomicFile file(path);
+  file.write(bytes);
+  file.commit();
+}
+
+void write_file_atomic(const std::string& path, const std::string& text) {
+  write_file_atomic(path, std::as_bytes(std::span(text.data(), text.size())));
+}
+
+void sync_directory(const std::string& directory) {
+  const int fd =
+      ::open(directory.empty() ? "." : directory.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return;  // best effort: some file systems refuse to open directories
+  ::fsync(fd);
+  ::close(fd);
+}
+
+}  // namespace gpucache::detail

@@ -1,0 +1,83 @@
+#include "gpucache/progress.hpp"
+
+#include <unistd.h>
+
+#include <cstdio>
+
+namespace gpucache {
+namespace {
+
+std::string human_bytes(double bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int unit = 0;
+  while (bytes >= 1024.0 && unit < 4) {
+    bytes /= 1024.0;
+    ++unit;
+  }
+  char text[32];
+  std::snprintf(text, sizeof text, unit == 0 ? "%.0f %s" : "%.1f %s", bytes, units[unit]);
+  return text;
+}
+
+}  // namespace
+
+bool stderr_is_terminal() noexcept {
+  return ::isatty(STDERR_FILENO) == 1;
+}
+
+Progress::Progress(bool enabled, std::string label, std::uint64_t total_bytes)
+    : enabled_(enabled),
+      label_(std::move(label)),
+      total_(total_bytes),
+      start_(std::chrono::steady_clock::now()),
+      last_draw_(start_) {}
+
+Progress::~Progress() {
+  finish();
+}
+
+void Progress::set_total(std::uint64_t total_bytes) {
+  total_ = total_bytes;
+}
+
+void Progress::advance(std::uint64_t bytes) {
+  done_.fetch_add(bytes, std::memory_order_relaxed);
+  if (!enabled_) return;
+  const auto now = std::chrono::steady_clock::now();
+  std::unique_lock lock(draw_mutex_, std::try_to_lock);
+  if (!lock.owns_lock() || now - last_draw_ < std::chrono::milliseconds(100)) return;
+  last_draw_ = now;
+  draw(false);
+}
+
+void Progress::finish() {
+  if (!enabled_ || finished_) return;
+  std::lock_guard lock(draw_mutex_);
+  finished_ = true;
+  std::fprintf(stderr, "\r\033[K");
+  std::fflush(stderr);
+}
+
+void Progress::draw(bool) {
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  const double done = static_cast<double>(done_.load());
+  const double total = static_cast<double>(total_.load());
+  const double rate = seconds > 0 ? done / seconds : 0;
+  std::string line = "\r\033[K" + label_ + ": " + human_bytes(done);
+  if (total > 0) {
+    char percent[16];
+    std::snprintf(percent, sizeof percent, " (%.0f%%)", 100.0 * done / total);
+    line += " of " + human_bytes(total) + percent;
+  }
+  line += ", " + human_bytes(rate) + "/s";
+  if (total > 0 && rate > 0 && done < total) {
+    char eta[32];
+    std::snprintf(eta, sizeof eta, ", ETA %.0f s", (total - done) / rate);
+    line += eta;
+  }
+  std::fputs(line.c_str(), stderr);
+  std::fflush(stderr);
+}
+
+}  // namespace gpucache

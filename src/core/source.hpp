@@ -1,0 +1,40 @@
+// One opened input of `gpucache pack`, seen as columns of rows: what pack needs from any reader,
+// whatever the file format and layout.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "formats/shard/shard_layout.hpp"
+#include "gpucache/value.hpp"
+
+namespace gpucache::detail {
+
+struct SourceColumn {
+  std::string name;
+  shard::ColumnKind kind = shard::ColumnKind::tensor;
+  DType dtype = DType::f32;  // source element type (tensor columns)
+  std::uint8_t rank = 2;
+  std::uint64_t dim = 1;
+  // Tensor columns: copies rows [first, first + count) into out, row-major, `dim` elements of
+  // `dtype` per row.
+  std::function<void(std::uint64_t first, std::uint64_t count, std::span<std::byte> out)> read_rows;
+  // Text columns: the UTF-8 text of one row.
+  std::function<std::string_view(std::uint64_t row)> text_row;
+};
+
+struct Source {
+  std::string path;
+  std::uint64_t rows = 0;
+  std::vector<SourceColumn> columns;
+  Value root;  // keeps the parsed input (and its memory map) alive
+};
+
+// Opens an input and maps it to columns.
+Source open_source(const std::string& path);
+
+}  // namespace gpucache::detail
