@@ -66,7 +66,8 @@ struct ShardOptions {
 
 inline void write_bytes(const std::string& path, const std::vector<std::byte>& bytes) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  out.write(reinterpret_cast<const char*>(bytes.data()),
+            static_cast<std::streamsize>(bytes.size()));
 }
 
 inline std::vector<std::byte> read_bytes(const std::string& path) {
@@ -79,7 +80,8 @@ inline std::vector<std::byte> read_bytes(const std::string& path) {
 
 // Rows [first_row, first_row + rows) of `columns` as one shard file.
 inline std::vector<std::byte> build_shard(std::uint32_t shard_index, std::uint64_t first_row,
-                                          std::uint64_t rows, const std::vector<TestColumn>& columns,
+                                          std::uint64_t rows,
+                                          const std::vector<TestColumn>& columns,
                                           const ShardOptions& options = {}) {
   using namespace shard;
   Layout layout;

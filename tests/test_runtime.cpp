@@ -185,11 +185,13 @@ TEST_CASE("select_columns and select_rows narrow the load") {
   CHECK(narrowed.select_rows(1, 2).row_begin() == 5);
   CHECK(narrowed.select_rows(1, 2).needed_shards() == std::vector<std::size_t>{1});
 
-  CHECK(error_of([&] { dataset.select_columns({"nope"}); })
-            .find("column 'nope': no such column; the dataset has emb, label, caption") !=
+  CHECK(error_of([&] {
+          dataset.select_columns({"nope"});
+        }).find("column 'nope': no such column; the dataset has emb, label, caption") !=
         std::string::npos);
-  CHECK(error_of([&] { dataset.select_columns({"emb", "emb"}); }).find("selected twice") !=
-        std::string::npos);
+  CHECK(error_of([&] {
+          dataset.select_columns({"emb", "emb"});
+        }).find("selected twice") != std::string::npos);
   CHECK(error_of([&] { dataset.select_rows(3, 17); }).find("outside the selection") !=
         std::string::npos);
 }
@@ -252,8 +254,9 @@ TEST_CASE("a corrupted chunk fails the load with the shard, chunk and byte range
   CHECK(dataset.for_rank(0, 2).to_host().rows() == 75);
   CHECK(dataset.select_columns({"label", "caption"}).to_host().rows() == rows);
   CHECK(dataset.select_rows(100, 120).to_host().rows() == 20);
-  CHECK(error_of([&] { dataset.select_rows(100 + 30, 100 + 31).to_host(); })
-            .find("chunk hash mismatch") != std::string::npos);
+  CHECK(error_of([&] {
+          dataset.select_rows(100 + 30, 100 + 31).to_host();
+        }).find("chunk hash mismatch") != std::string::npos);
   // verify=false skips the hashes: the flipped value is visible.
   const HostData unchecked = dataset.to_host({.verify = false, .threads = 1});
   CHECK(read_f32(unchecked, "emb")[130][2] != test::test_value(130, 2));
@@ -269,8 +272,9 @@ TEST_CASE("corrupt text offsets are refused even without verification") {
   std::memcpy(bytes.data() + offsets + 2 * 8, &huge, 8);
   test::write_bytes(shard0.string(), bytes);
   const Dataset dataset = Dataset::open(dir.path().string());
-  CHECK(error_of([&] { dataset.to_host({.verify = false}); })
-            .find("text offset 1099511627776 of column 'caption' decreases or points past") !=
+  CHECK(error_of([&] {
+          dataset.to_host({.verify = false});
+        }).find("text offset 1099511627776 of column 'caption' decreases or points past") !=
         std::string::npos);
   CHECK(error_of([&] { dataset.to_host(); }).find("chunk hash mismatch") != std::string::npos);
   CHECK(dataset.select_columns({"emb"}).to_host({.verify = false}).rows() == kRows);
@@ -289,8 +293,7 @@ TEST_CASE("inconsistent or incomplete shard sets are refused") {
   reset();
   std::filesystem::remove(dir / "shard-00002.gcs");
   std::filesystem::copy_file(dir / "shard-00001.gcs", dir / "shard-00002.gcs");
-  CHECK(open_error().find("the file name says shard 2 but the header says 1") !=
-        std::string::npos);
+  CHECK(open_error().find("the file name says shard 2 but the header says 1") != std::string::npos);
 
   reset();
   std::filesystem::copy_file(dir / "shard-00001.gcs", dir / "shard-0001.gcs");
@@ -333,8 +336,9 @@ TEST_CASE("inconsistent or incomplete shard sets are refused") {
   std::filesystem::remove_all(dir.path());
   std::filesystem::create_directories(dir.path());
   CHECK(open_error().find("no shard-*.gcs files") != std::string::npos);
-  CHECK(error_of([&] { Dataset::open((dir / "absent").string()); })
-            .find("no such dataset directory or shard file") != std::string::npos);
+  CHECK(error_of([&] {
+          Dataset::open((dir / "absent").string());
+        }).find("no such dataset directory or shard file") != std::string::npos);
   test::write_bytes((dir / "junk.gcs").string(), std::vector<std::byte>(400, std::byte{7}));
   CHECK(error_of([&] { Dataset::open((dir / "junk.gcs").string()); }).find("bad magic") !=
         std::string::npos);
@@ -360,6 +364,7 @@ TEST_CASE("a shard replaced after open is noticed at load") {
   columns[0] = test::f32_column("emb", kRows, 3);
   std::memset(columns[0].values.data(), 0x7f, 4);
   test::write_bytes((dir / "shard-00000.gcs").string(), test::build_shard(0, 0, 5, columns));
-  CHECK(error_of([&] { dataset.to_host(); }).find("the shard changed since the dataset was opened") !=
-        std::string::npos);
+  CHECK(error_of([&] {
+          dataset.to_host();
+        }).find("the shard changed since the dataset was opened") != std::string::npos);
 }

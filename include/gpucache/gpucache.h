@@ -29,11 +29,11 @@ enum { GPUCACHE_PLACEMENT_DEVICE = 0, GPUCACHE_PLACEMENT_HOST_PINNED = 1 };
 enum { GPUCACHE_READ_AUTOMATIC = 0, GPUCACHE_READ_REGISTER_MMAP = 1, GPUCACHE_READ_PREAD = 2 };
 
 typedef struct {
-  const char* name;  /* valid while the handle that returned it lives */
-  int kind;          /* GPUCACHE_KIND_* */
-  int dtype;         /* the shard format's dtype code (SPEC.md): 1 = f32, 2 = f16, 3 = bf16, ... */
+  const char* name; /* valid while the handle that returned it lives */
+  int kind;         /* GPUCACHE_KIND_* */
+  int dtype;        /* the shard format's dtype code (SPEC.md): 1 = f32, 2 = f16, 3 = bf16, ... */
   const char* dtype_name; /* "f32", "bf16", "bool", ... (static storage) */
-  int rank;          /* 1 or 2 */
+  int rank;               /* 1 or 2 */
   uint64_t dim;
   uint64_t padded_dim;
   uint64_t row_pitch_bytes;
@@ -43,18 +43,18 @@ typedef struct {
   const void* data;       /* tensor: rows × row_pitch_bytes; text: rows + 1 u64 offsets */
   const void* text_bytes; /* text columns: the UTF-8 bytes the offsets index; else NULL */
   uint64_t rows;
-  uint64_t first_row;     /* first row of this piece within the selection */
+  uint64_t first_row; /* first row of this piece within the selection */
   uint32_t shard_index;
 } gpucache_host_piece;
 
 typedef struct {
-  int verify;        /* nonzero: hash every chunk the selection touches (default 1) */
-  unsigned threads;  /* 0: automatic */
+  int verify;       /* nonzero: hash every chunk the selection touches (default 1) */
+  unsigned threads; /* 0: automatic */
 } gpucache_host_options;
 
 typedef struct {
-  int placement;     /* GPUCACHE_PLACEMENT_* */
-  int read_mode;     /* GPUCACHE_READ_* */
+  int placement; /* GPUCACHE_PLACEMENT_* */
+  int read_mode; /* GPUCACHE_READ_* */
   int verify;
   unsigned threads;
   uint64_t staging_bytes;
@@ -80,8 +80,8 @@ GPUCACHE_API int gpucache_dataset_column(const gpucache_dataset* dataset, size_t
 /* Selections make a new handle; the original is unchanged and must still be freed. */
 GPUCACHE_API int gpucache_select_columns(const gpucache_dataset* dataset, const char* const* names,
                                          size_t count, gpucache_dataset** out);
-GPUCACHE_API int gpucache_select_rows(const gpucache_dataset* dataset, uint64_t begin,
-                                      uint64_t end, gpucache_dataset** out);
+GPUCACHE_API int gpucache_select_rows(const gpucache_dataset* dataset, uint64_t begin, uint64_t end,
+                                      gpucache_dataset** out);
 /* Equal contiguous slices of the selection; the last rows % world_size rows are dropped. */
 GPUCACHE_API int gpucache_for_rank(const gpucache_dataset* dataset, uint32_t rank,
                                    uint32_t world_size, gpucache_dataset** out);

@@ -35,10 +35,10 @@ struct Column {
   std::string name;
   ColumnKind kind = ColumnKind::tensor;
   DType dtype = DType::f32;
-  std::uint8_t rank = 2;                // 1: one value per row, 2: a vector per row
-  std::uint64_t dim = 1;                // logical elements per row
-  std::uint64_t padded_dim = 1;         // stored elements per row (zero padding after dim)
-  std::uint64_t row_pitch_bytes = 1;    // padded_dim × dtype size
+  std::uint8_t rank = 2;              // 1: one value per row, 2: a vector per row
+  std::uint64_t dim = 1;              // logical elements per row
+  std::uint64_t padded_dim = 1;       // stored elements per row (zero padding after dim)
+  std::uint64_t row_pitch_bytes = 1;  // padded_dim × dtype size
 };
 
 struct ShardInfo {
@@ -70,8 +70,8 @@ struct MappedRange {
 };
 
 struct HostOptions {
-  bool verify = true;        // hash every chunk the selection touches before returning
-  unsigned threads = 0;      // hashing threads; 0 = min(hardware threads, 8)
+  bool verify = true;    // hash every chunk the selection touches before returning
+  unsigned threads = 0;  // hashing threads; 0 = min(hardware threads, 8)
 };
 
 // Host data: zero-copy views into the memory-mapped shards. Copies of HostData share the mappings,
@@ -109,15 +109,15 @@ struct DeviceOptions {
   Placement placement = Placement::device;
   ReadMode read_mode = ReadMode::automatic;
   bool verify = true;
-  unsigned threads = 0;                       // 0 = min(hardware threads, 8)
-  std::size_t staging_bytes = 16ull << 20;    // per staging buffer (raised to the chunk size)
+  unsigned threads = 0;                     // 0 = min(hardware threads, 8)
+  std::size_t staging_bytes = 16ull << 20;  // per staging buffer (raised to the chunk size)
 };
 
 struct DeviceColumn {
   Column column;
-  void* data = nullptr;          // device-accessible pointer to [rows, padded_dim]
-  std::uint64_t offset = 0;      // byte offset in the allocation (a multiple of 4096)
-  std::uint64_t bytes = 0;       // rows × row_pitch_bytes
+  void* data = nullptr;      // device-accessible pointer to [rows, padded_dim]
+  std::uint64_t offset = 0;  // byte offset in the allocation (a multiple of 4096)
+  std::uint64_t bytes = 0;   // rows × row_pitch_bytes
 };
 
 struct LoadStats {

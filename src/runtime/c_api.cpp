@@ -67,9 +67,13 @@ int make_dataset(gpucache_dataset** out, Make&& make) noexcept {
 
 extern "C" {
 
-const char* gpucache_last_error(void) { return last_error.c_str(); }
+const char* gpucache_last_error(void) {
+  return last_error.c_str();
+}
 
-int gpucache_cuda_available(void) { return cuda_available() ? 1 : 0; }
+int gpucache_cuda_available(void) {
+  return cuda_available() ? 1 : 0;
+}
 
 int gpucache_open(const char* path, gpucache_dataset** out) {
   return make_dataset(out, [&] {
@@ -78,7 +82,9 @@ int gpucache_open(const char* path, gpucache_dataset** out) {
   });
 }
 
-void gpucache_dataset_free(gpucache_dataset* dataset) { delete dataset; }
+void gpucache_dataset_free(gpucache_dataset* dataset) {
+  delete dataset;
+}
 
 uint64_t gpucache_dataset_total_rows(const gpucache_dataset* dataset) {
   return dataset ? dataset->value.total_rows() : 0;
@@ -108,8 +114,8 @@ int gpucache_dataset_column(const gpucache_dataset* dataset, size_t index, gpuca
   });
 }
 
-int gpucache_select_columns(const gpucache_dataset* dataset, const char* const* names,
-                            size_t count, gpucache_dataset** out) {
+int gpucache_select_columns(const gpucache_dataset* dataset, const char* const* names, size_t count,
+                            gpucache_dataset** out) {
   return make_dataset(out, [&] {
     require(dataset, "dataset");
     if (count > 0) require(names, "names");
@@ -160,7 +166,9 @@ int gpucache_to_host(const gpucache_dataset* dataset, const gpucache_host_option
   });
 }
 
-void gpucache_host_data_free(gpucache_host_data* data) { delete data; }
+void gpucache_host_data_free(gpucache_host_data* data) {
+  delete data;
+}
 
 uint64_t gpucache_host_data_rows(const gpucache_host_data* data) {
   return data ? data->value.rows() : 0;
@@ -176,7 +184,7 @@ int gpucache_host_piece_count(const gpucache_host_data* data, const char* column
 }
 
 int gpucache_host_get_piece(const gpucache_host_data* data, const char* column, size_t index,
-                        gpucache_host_piece* out) {
+                            gpucache_host_piece* out) {
   return guarded([&] {
     require(data, "data");
     require(column, "column");
@@ -184,8 +192,8 @@ int gpucache_host_get_piece(const gpucache_host_data* data, const char* column, 
     const auto pieces = data->value.pieces(column);
     if (index >= pieces.size())
       throw gpucache::Error("", "column '" + std::string(column) + "'",
-                            "piece " + std::to_string(index) + " out of range: " +
-                                std::to_string(pieces.size()) + " pieces");
+                            "piece " + std::to_string(index) +
+                                " out of range: " + std::to_string(pieces.size()) + " pieces");
     const HostPiece& piece = pieces[index];
     out->data = piece.data;
     out->text_bytes = piece.text_bytes;
@@ -228,11 +236,11 @@ int gpucache_to_device(const gpucache_dataset* dataset, int device,
     if (options) {
       if (options->placement != GPUCACHE_PLACEMENT_DEVICE &&
           options->placement != GPUCACHE_PLACEMENT_HOST_PINNED)
-        throw gpucache::Error("", "placement", "unknown value " +
-                                                   std::to_string(options->placement));
+        throw gpucache::Error("", "placement",
+                              "unknown value " + std::to_string(options->placement));
       if (options->read_mode < GPUCACHE_READ_AUTOMATIC || options->read_mode > GPUCACHE_READ_PREAD)
-        throw gpucache::Error("", "read_mode", "unknown value " +
-                                                   std::to_string(options->read_mode));
+        throw gpucache::Error("", "read_mode",
+                              "unknown value " + std::to_string(options->read_mode));
       device_options.placement = static_cast<Placement>(options->placement);
       device_options.read_mode = static_cast<ReadMode>(options->read_mode);
       device_options.verify = options->verify != 0;
@@ -243,7 +251,9 @@ int gpucache_to_device(const gpucache_dataset* dataset, int device,
   });
 }
 
-void gpucache_device_data_free(gpucache_device_data* data) { delete data; }
+void gpucache_device_data_free(gpucache_device_data* data) {
+  delete data;
+}
 
 uint64_t gpucache_device_data_rows(const gpucache_device_data* data) {
   return data ? data->value.rows() : 0;

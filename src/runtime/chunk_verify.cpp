@@ -58,8 +58,8 @@ std::vector<std::uint64_t> chunks_touching(const shard::Header& header,
   return chunks;
 }
 
-void check_chunk(std::span<const std::byte> bytes, const shard::Layout& layout,
-                 std::uint64_t chunk, const std::string& path) {
+void check_chunk(std::span<const std::byte> bytes, const shard::Layout& layout, std::uint64_t chunk,
+                 const std::string& path) {
   const std::uint64_t stored = layout.chunks[chunk].hash;
   const std::uint64_t computed = shard::xxh3_64(bytes);
   if (stored == computed) return;

@@ -22,7 +22,7 @@ ByteRange chunk_range(const shard::Header& header, std::uint64_t chunk) noexcept
 std::vector<std::uint64_t> chunks_touching(const shard::Header& header,
                                            const std::vector<ByteRange>& ranges);
 // Hashes `bytes` (the chunk's logical bytes) and throws gpucache::Error on a mismatch.
-void check_chunk(std::span<const std::byte> bytes, const shard::Layout& layout,
-                 std::uint64_t chunk, const std::string& path);
+void check_chunk(std::span<const std::byte> bytes, const shard::Layout& layout, std::uint64_t chunk,
+                 const std::string& path);
 
 }  // namespace gpucache::runtime::detail

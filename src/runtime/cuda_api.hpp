@@ -54,7 +54,8 @@ struct CudaApi {
 const CudaApi* load_cuda_api(std::string* why = nullptr) noexcept;
 // Like load_cuda_api but throws gpucache::Error when CUDA is unusable; `what` names the caller.
 const CudaApi& require_cuda_api(const std::string& what);
-// Throws gpucache::Error("", location, call + " failed: <CUDA's message>") unless status is success.
+// Throws gpucache::Error("", location, call + " failed: <CUDA's message>") unless status is
+// success.
 void check_cuda(const CudaApi& api, cuda_error_t status, const std::string& location,
                 const std::string& call);
 std::string cuda_error_text(const CudaApi& api, cuda_error_t status);

@@ -17,13 +17,27 @@ Dataset Dataset::open(const std::string& path) {
   return Dataset(std::move(state));
 }
 
-const std::string& Dataset::path() const noexcept { return state_->table->path; }
-std::uint64_t Dataset::total_rows() const noexcept { return state_->table->total_rows; }
-std::uint64_t Dataset::row_begin() const noexcept { return state_->row_begin; }
-std::uint64_t Dataset::row_end() const noexcept { return state_->row_end; }
-const std::vector<Column>& Dataset::all_columns() const noexcept { return state_->table->columns; }
-const std::vector<Column>& Dataset::columns() const noexcept { return state_->columns; }
-const std::vector<ShardInfo>& Dataset::shards() const noexcept { return state_->table->shards; }
+const std::string& Dataset::path() const noexcept {
+  return state_->table->path;
+}
+std::uint64_t Dataset::total_rows() const noexcept {
+  return state_->table->total_rows;
+}
+std::uint64_t Dataset::row_begin() const noexcept {
+  return state_->row_begin;
+}
+std::uint64_t Dataset::row_end() const noexcept {
+  return state_->row_end;
+}
+const std::vector<Column>& Dataset::all_columns() const noexcept {
+  return state_->table->columns;
+}
+const std::vector<Column>& Dataset::columns() const noexcept {
+  return state_->columns;
+}
+const std::vector<ShardInfo>& Dataset::shards() const noexcept {
+  return state_->table->shards;
+}
 
 std::vector<std::size_t> Dataset::needed_shards() const {
   std::vector<std::size_t> needed;
@@ -70,9 +84,9 @@ Dataset Dataset::select_rows(std::uint64_t begin, std::uint64_t end) const {
 
 Dataset Dataset::for_rank(std::uint32_t rank, std::uint32_t world_size) const {
   if (world_size == 0 || rank >= world_size)
-    throw Error(path(), "rank " + std::to_string(rank),
-                "must be below world_size " + std::to_string(world_size) +
-                    " (and world_size at least 1)");
+    throw Error(
+        path(), "rank " + std::to_string(rank),
+        "must be below world_size " + std::to_string(world_size) + " (and world_size at least 1)");
   const std::uint64_t per_rank = rows() / world_size;
   return select_rows(rank * per_rank, (rank + 1) * per_rank);
 }
@@ -81,8 +95,12 @@ std::string_view column_kind_name(ColumnKind kind) noexcept {
   return kind == ColumnKind::text ? "text" : "tensor";
 }
 
-std::string_view dtype_text(DType dtype) noexcept { return gpucache::dtype_name(dtype); }
-std::size_t dtype_bytes(DType dtype) noexcept { return gpucache::dtype_size(dtype); }
+std::string_view dtype_text(DType dtype) noexcept {
+  return gpucache::dtype_name(dtype);
+}
+std::size_t dtype_bytes(DType dtype) noexcept {
+  return gpucache::dtype_size(dtype);
+}
 
 namespace detail {
 

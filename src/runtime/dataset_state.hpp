@@ -14,10 +14,10 @@
 namespace gpucache::runtime::detail {
 
 struct ShardTable {
-  std::string path;                          // as given to Dataset::open
-  std::vector<ShardInfo> shards;             // ordered by shard_index
-  std::vector<shard::Layout> layouts;        // decoded at open, one per shard
-  std::vector<std::uint64_t> starts;         // row of the dataset where each shard begins
+  std::string path;                    // as given to Dataset::open
+  std::vector<ShardInfo> shards;       // ordered by shard_index
+  std::vector<shard::Layout> layouts;  // decoded at open, one per shard
+  std::vector<std::uint64_t> starts;   // row of the dataset where each shard begins
   std::vector<Column> columns;
   std::uint64_t total_rows = 0;
 };

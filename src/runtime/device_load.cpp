@@ -48,8 +48,10 @@ struct DeviceState {
 namespace {
 
 std::string gib(std::uint64_t bytes) {
+  const double value = static_cast<double>(bytes) / (1ull << 30);
   char text[32];
-  std::snprintf(text, sizeof text, "%.2f", static_cast<double>(bytes) / (1ull << 30));
+  // Two decimals for real sizes; small ones keep three significant digits instead of "0.00".
+  std::snprintf(text, sizeof text, value >= 0.1 || bytes == 0 ? "%.2f" : "%.3g", value);
   return text;
 }
 
@@ -73,7 +75,8 @@ class DeviceScope {
 };
 
 // The copy stream. Destroyed first on every exit path, and it waits for the copies before it goes,
-// so nothing they read (registered mappings, staging) or write (the allocation) is freed under them.
+// so nothing they read (registered mappings, staging) or write (the allocation) is freed under
+// them.
 class CopyStream {
  public:
   CopyStream(const CudaApi& cuda, const std::string& where) : cuda_(cuda) {
@@ -132,8 +135,7 @@ class Registrations {
       }
       registered.pointers.push_back(base + range.begin);
     }
-    if (cuda_.event_create_with_flags(&registered.event, kCudaEventDisableTiming) !=
-        kCudaSuccess) {
+    if (cuda_.event_create_with_flags(&registered.event, kCudaEventDisableTiming) != kCudaSuccess) {
       for (void* pointer : registered.pointers) cuda_.host_unregister(pointer);
       cuda_.get_last_error();
       return false;
@@ -289,7 +291,8 @@ DeviceData Dataset::to_device(int device, const DeviceOptions& options) const {
       // Two shards stay registered: one being copied while the next one is paged in and pinned.
       registrations.enqueued(stream.get(), 2);
       if (options.verify)
-        result->stats.bytes_verified += submit_chunk_checks(hashing, shards[s], ranges, verified[s]);
+        result->stats.bytes_verified +=
+            submit_chunk_checks(hashing, shards[s], ranges, verified[s]);
       ++result->stats.shards_registered;
     }
     if (!staged.empty()) {
@@ -311,13 +314,27 @@ DeviceData Dataset::to_device(int device, const DeviceOptions& options) const {
   return data;
 }
 
-int DeviceData::device() const noexcept { return state_->device; }
-Placement DeviceData::placement() const noexcept { return state_->placement; }
-std::uint64_t DeviceData::rows() const noexcept { return state_->rows; }
-std::uint64_t DeviceData::bytes() const noexcept { return state_->bytes; }
-const std::vector<DeviceColumn>& DeviceData::columns() const noexcept { return state_->columns; }
-const LoadStats& DeviceData::stats() const noexcept { return state_->stats; }
-std::shared_ptr<const void> DeviceData::owner() const noexcept { return state_; }
+int DeviceData::device() const noexcept {
+  return state_->device;
+}
+Placement DeviceData::placement() const noexcept {
+  return state_->placement;
+}
+std::uint64_t DeviceData::rows() const noexcept {
+  return state_->rows;
+}
+std::uint64_t DeviceData::bytes() const noexcept {
+  return state_->bytes;
+}
+const std::vector<DeviceColumn>& DeviceData::columns() const noexcept {
+  return state_->columns;
+}
+const LoadStats& DeviceData::stats() const noexcept {
+  return state_->stats;
+}
+std::shared_ptr<const void> DeviceData::owner() const noexcept {
+  return state_;
+}
 
 const DeviceColumn& DeviceData::column(std::string_view name) const {
   for (const auto& column : state_->columns)

@@ -77,8 +77,12 @@ HostData Dataset::to_host(const HostOptions& options) const {
   return data;
 }
 
-std::uint64_t HostData::rows() const noexcept { return state_->rows; }
-const std::vector<Column>& HostData::columns() const noexcept { return state_->columns; }
+std::uint64_t HostData::rows() const noexcept {
+  return state_->rows;
+}
+const std::vector<Column>& HostData::columns() const noexcept {
+  return state_->columns;
+}
 const Column& HostData::column(std::string_view name) const {
   return state_->columns[state_->find(name)];
 }
@@ -93,12 +97,13 @@ std::string_view HostData::text(std::string_view column, std::uint64_t row) cons
     throw Error("", "column '" + std::string(column) + "'", "is not a text column");
   if (row >= state_->rows)
     throw Error("", "column '" + std::string(column) + "'",
-                "row " + std::to_string(row) + " is outside the " +
-                    std::to_string(state_->rows) + " selected rows");
+                "row " + std::to_string(row) + " is outside the " + std::to_string(state_->rows) +
+                    " selected rows");
   const auto& pieces = state_->pieces[c];
   // The last piece starting at or before `row`.
-  const auto it = std::upper_bound(pieces.begin(), pieces.end(), row,
-                                   [](std::uint64_t r, const HostPiece& p) { return r < p.first_row; });
+  const auto it =
+      std::upper_bound(pieces.begin(), pieces.end(), row,
+                       [](std::uint64_t r, const HostPiece& p) { return r < p.first_row; });
   const HostPiece& piece = *(it - 1);
   const std::uint64_t local = row - piece.first_row;
   std::uint64_t begin = 0, end = 0;
@@ -115,6 +120,8 @@ std::vector<MappedRange> HostData::mapped_ranges() const {
   return ranges;
 }
 
-std::shared_ptr<const void> HostData::owner() const noexcept { return state_; }
+std::shared_ptr<const void> HostData::owner() const noexcept {
+  return state_;
+}
 
 }  // namespace gpucache::runtime

@@ -78,8 +78,8 @@ std::uint64_t submit_chunk_checks(TaskPool& pool, const MappedShard& shard,
     const ByteRange range = chunk_range(header, chunk);
     bytes += range.end - range.begin;
     pool.submit([&shard, chunk, range] {
-      check_chunk({shard.file->data() + range.begin, range.end - range.begin}, *shard.layout,
-                  chunk, shard.file->path());
+      check_chunk({shard.file->data() + range.begin, range.end - range.begin}, *shard.layout, chunk,
+                  shard.file->path());
     });
   }
   std::vector<std::uint64_t> merged;

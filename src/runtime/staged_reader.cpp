@@ -67,7 +67,8 @@ void pread_full(int fd, std::byte* out, ByteRange range, const std::string& path
   std::uint64_t done = 0;
   const std::uint64_t size = range.end - range.begin;
   while (done < size) {
-    const ssize_t got = ::pread(fd, out + done, size - done, static_cast<off_t>(range.begin + done));
+    const ssize_t got =
+        ::pread(fd, out + done, size - done, static_cast<off_t>(range.begin + done));
     if (got < 0 && errno == EINTR) continue;
     const std::string where =
         "bytes " + std::to_string(range.begin) + "-" + std::to_string(range.end - 1);
@@ -137,15 +138,16 @@ class StagingRing {
     ~Lease() {
       // A task that failed midway may have enqueued copies out of this buffer: keep it fenced.
       if (ring_.cuda_ && !recorded_)
-        recorded_ = ring_.cuda_->event_record(ring_.buffers_[index_].event, ring_.stream_) ==
-                    kCudaSuccess;
+        recorded_ =
+            ring_.cuda_->event_record(ring_.buffers_[index_].event, ring_.stream_) == kCudaSuccess;
       ring_.release(index_, recorded_);
     }
     std::byte* data() const { return ring_.buffers_[index_].data; }
     // After the copies out of this buffer are enqueued on the ring's stream.
     void record() {
-      check_cuda(*ring_.cuda_, ring_.cuda_->event_record(ring_.buffers_[index_].event, ring_.stream_),
-                 "staging", "cudaEventRecord");
+      check_cuda(*ring_.cuda_,
+                 ring_.cuda_->event_record(ring_.buffers_[index_].event, ring_.stream_), "staging",
+                 "cudaEventRecord");
       recorded_ = true;
     }
 
@@ -218,7 +220,7 @@ class FileHandles {
 StagedResult run_staged(const std::vector<StagedShard>& shards, const StagedOptions& options) {
   StagedResult result;
   if (shards.empty()) return result;
-  std::uint64_t limit = std::max<std::uint64_t>(options.staging_bytes, 1 << 20);
+  std::uint64_t limit = std::max<std::uint64_t>(options.staging_bytes, 64 << 10);
   if (options.verify)
     for (const auto& staged : shards)
       limit = std::max(limit, staged.shard->layout->header.chunk_size);
@@ -230,7 +232,8 @@ StagedResult run_staged(const std::vector<StagedShard>& shards, const StagedOpti
   std::optional<FileHandles> files;
   if (options.read_with_pread) files.emplace(shards);
   std::optional<StagingRing> ring;
-  if (options.read_with_pread || options.cuda) ring.emplace(options.cuda, options.stream, threads + 2, limit);
+  if (options.read_with_pread || options.cuda)
+    ring.emplace(options.cuda, options.stream, threads + 2, limit);
   std::atomic<std::uint64_t> verified{0};
   TaskPool pool(threads);  // declared last: its workers stop before the ring and files go away
 
