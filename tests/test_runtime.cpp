@@ -368,3 +368,17 @@ TEST_CASE("a shard replaced after open is noticed at load") {
           dataset.to_host();
         }).find("the shard changed since the dataset was opened") != std::string::npos);
 }
+
+TEST_CASE("host views are copy-on-write: writing to one changes neither the file nor other loads") {
+  TempDir dir;
+  test::write_dataset(dir.path(), standard_columns(), kShardRows);
+  const Dataset dataset = Dataset::open(dir.path().string());
+  const auto before = test::read_bytes((dir / "shard-00000.gcs").string());
+  const HostData first = dataset.to_host();
+  // What PyTorch does with a tensor it cannot mark read-only.
+  auto* writable = const_cast<std::byte*>(first.pieces("emb")[0].data);
+  writable[0] = std::byte{0x55};
+  CHECK(first.pieces("emb")[0].data[0] == std::byte{0x55});
+  CHECK(dataset.to_host().pieces("emb")[0].data[0] == std::byte{0});
+  CHECK(test::read_bytes((dir / "shard-00000.gcs").string()) == before);
+}

@@ -104,7 +104,7 @@ std::size_t dtype_bytes(DType dtype) noexcept {
 
 namespace detail {
 
-std::vector<MappedShard> map_needed_shards(const DatasetState& state) {
+std::vector<MappedShard> map_needed_shards(const DatasetState& state, ShardMapping::Access access) {
   const auto& table = *state.table;
   std::vector<MappedShard> mapped;
   std::uint64_t out_row = 0;
@@ -115,9 +115,9 @@ std::vector<MappedShard> map_needed_shards(const DatasetState& state) {
     const ShardInfo& info = table.shards[k];
     MappedShard shard;
     shard.table_index = k;
-    shard.file = gpucache::detail::MappedFile::open(info.path);
+    shard.file = ShardMapping::open(info.path, access);
     // Decoded again because the file may have been replaced or truncated since open.
-    const auto layout = shard::decode_layout(shard.file->bytes(), info.path);
+    const auto layout = shard::decode_layout({shard.file->data(), shard.file->size()}, info.path);
     if (layout.header.header_hash != info.header_hash)
       throw Error(info.path, "header", "the shard changed since the dataset was opened");
     shard.layout = &table.layouts[k];

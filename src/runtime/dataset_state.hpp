@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "formats/shard/shard_layout.hpp"
-#include "gpucache/detail/mapped_file.hpp"
 #include "gpucache/runtime.hpp"
+#include "src/runtime/shard_mapping.hpp"
 
 namespace gpucache::runtime::detail {
 
@@ -33,7 +33,7 @@ struct DatasetState {
 // One shard a load needs, mapped and checked again (the file may have changed since open).
 struct MappedShard {
   std::size_t table_index = 0;  // into ShardTable::shards
-  std::shared_ptr<const gpucache::detail::MappedFile> file;
+  std::shared_ptr<const ShardMapping> file;
   const shard::Layout* layout = nullptr;
   std::uint64_t row_lo = 0, row_hi = 0;  // rows [row_lo, row_hi) of this shard are selected
   std::uint64_t out_row = 0;             // where row_lo lands in the selection
@@ -42,7 +42,7 @@ struct MappedShard {
 // Discovers and checks the shards under `path` (see Dataset::open).
 std::shared_ptr<const ShardTable> open_shard_table(const std::string& path);
 // The shards the selection needs, mapped, in row order.
-std::vector<MappedShard> map_needed_shards(const DatasetState& state);
+std::vector<MappedShard> map_needed_shards(const DatasetState& state, ShardMapping::Access access);
 Column column_from_entry(const shard::ColumnEntry& entry);
 
 }  // namespace gpucache::runtime::detail

@@ -228,7 +228,7 @@ DeviceData Dataset::to_device(int device, const DeviceOptions& options) const {
   }
   for (auto& column : result->columns) column.data = result->device_base + column.offset;
 
-  const std::vector<MappedShard> shards = map_needed_shards(state);
+  const std::vector<MappedShard> shards = map_needed_shards(state, ShardMapping::Access::read_only);
   std::vector<std::vector<CopyItem>> copies(shards.size());
   for (std::size_t s = 0; s < shards.size(); ++s) {
     for (std::size_t t = 0; t < tensor_positions.size(); ++t) {

@@ -25,7 +25,7 @@ struct HostState {
 HostData Dataset::to_host(const HostOptions& options) const {
   const detail::DatasetState& state = *state_;
   auto host = std::make_shared<detail::HostState>();
-  host->shards = detail::map_needed_shards(state);
+  host->shards = detail::map_needed_shards(state, detail::ShardMapping::Access::copy_on_write);
   host->columns = state.columns;
   host->rows = rows();
 

@@ -41,8 +41,8 @@ bool same_shape(const Column& a, const Column& b) {
 }
 
 void add_shard(ShardTable& table, const std::string& path) {
-  const auto file = gpucache::detail::MappedFile::open(path);
-  shard::Layout layout = shard::decode_layout(file->bytes(), path);
+  const auto file = ShardMapping::open(path, ShardMapping::Access::read_only);
+  shard::Layout layout = shard::decode_layout({file->data(), file->size()}, path);
   if (layout.header.compressed())
     throw Error(path, "header byte 16",
                 "the shard is compressed (packed with --compress); the runtime reader maps shards "
