@@ -37,10 +37,10 @@ int main(int argc, char** argv) {
       std::memcpy(&header_hash, bytes.data() + 248, 8);
       char hash[17];
       std::snprintf(hash, sizeof hash, "%016llx", static_cast<unsigned long long>(header_hash));
-      shards += std::string(shards.empty() ? "" : ", ") + "{\"file\": \"" +
-                test::shard_name(index) + "\", \"rows\": " + std::to_string(count) +
-                ", \"first_row\": " + std::to_string(first) + ", \"bytes\": " +
-                std::to_string(bytes.size()) + ", \"header_hash\": \"" + hash + "\"}";
+      shards +=
+          std::string(shards.empty() ? "" : ", ") + "{\"file\": \"" + test::shard_name(index) +
+          "\", \"rows\": " + std::to_string(count) + ", \"first_row\": " + std::to_string(first) +
+          ", \"bytes\": " + std::to_string(bytes.size()) + ", \"header_hash\": \"" + hash + "\"}";
     }
     std::ofstream(dir / "manifest.json")
         << "{\"format\": \"gpucache-dataset\", \"format_version\": 1, \"rows\": " << rows
