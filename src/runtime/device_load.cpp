@@ -265,6 +265,7 @@ DeviceData Dataset::to_device(int device, const DeviceOptions& options) const {
     std::vector<std::vector<std::uint64_t>> verified(shards.size());
     bool registering = options.read_mode != ReadMode::pread;
     for (std::size_t s = 0; s < shards.size(); ++s) {
+      if (hashing.failed()) hashing.wait();  // a corrupt chunk: stop uploading, report it
       std::vector<ByteRange> ranges;
       for (const auto& copy : copies[s]) ranges.push_back({copy.source, copy.source + copy.bytes});
       if (registering) {
