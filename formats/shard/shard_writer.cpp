@@ -91,6 +91,8 @@ ShardBuilder::ShardBuilder(const std::vector<ColumnSpec>& specs, std::uint64_t r
                   "cannot allocate " + std::to_string(data_size_) +
                       " bytes for a shard: " + std::strerror(errno));
     image_ = static_cast<std::byte*>(mapping);
+    // Huge pages cut the page faults of filling a 1 GiB shard by 512x; a hint, not a requirement.
+    ::madvise(image_, data_size_, MADV_HUGEPAGE);
   }
 }
 

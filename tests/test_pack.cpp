@@ -1,0 +1,181 @@
+#include <doctest/doctest.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include "formats/shard/manifest.hpp"
+#include "formats/shard/shard_reader.hpp"
+#include "gpucache/error.hpp"
+#include "gpucache/npy.hpp"
+#include "gpucache/pack.hpp"
+#include "gpucache/verify.hpp"
+#include "test_support.hpp"
+
+using namespace gpucache;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::vector<float> random_rows(std::uint64_t rows, std::uint64_t dim, unsigned seed) {
+  std::mt19937 random(seed);
+  std::normal_distribution<float> normal;
+  std::vector<float> values(rows * dim);
+  for (auto& v : values) v = normal(random);
+  return values;
+}
+
+void save_f32(const std::string& path, const std::vector<float>& values, std::uint64_t rows,
+              std::uint64_t dim) {
+  write_npy(path, DType::f32, {rows, dim},
+            [&](std::span<std::byte> out, std::uint64_t first, std::uint64_t count) {
+              std::memcpy(out.data(), values.data() + first * dim, count * dim * 4);
+            });
+}
+
+std::vector<std::string> dataset_files(const std::string& dir) {
+  std::vector<std::string> names;
+  for (const auto& entry : fs::directory_iterator(dir))
+    names.push_back(entry.path().filename().string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+}  // namespace
+
+TEST_CASE("packing twice gives byte-identical datasets") {
+  test_support::ScratchDir scratch;
+  save_f32(scratch / "a.npy", random_rows(300, 33, 1), 300, 33);
+  PackOptions options;
+  options.inputs = {scratch / "a.npy"};
+  options.dtype = DType::bf16;
+  options.shard_rows = 128;
+  options.output_dir = scratch / "one";
+  pack(options);
+  options.output_dir = scratch / "two";
+  options.threads = 1;
+  pack(options);
+  const auto names = dataset_files(scratch / "one");
+  REQUIRE(names == dataset_files(scratch / "two"));
+  CHECK(names.size() == 4);  // 3 shards + manifest
+  for (const auto& name : names)
+    CHECK(test_support::read_bytes(scratch / ("one/" + name)) ==
+          test_support::read_bytes(scratch / ("two/" + name)));
+}
+
+TEST_CASE(
+    "several inputs are concatenated, with source and source_row recording each row's origin") {
+  test_support::ScratchDir scratch;
+  const auto a = random_rows(10, 8, 1), b = random_rows(6, 8, 2);
+  save_f32(scratch / "a.npy", a, 10, 8);
+  save_f32(scratch / "b.npy", b, 6, 8);
+  PackOptions options;
+  options.inputs = {scratch / "a.npy", scratch / "b.npy"};
+  options.output_dir = scratch / "ds";
+  options.shard_rows = 7;
+  const auto result = pack(options);
+  CHECK(result.rows == 16);
+  CHECK(result.shards.size() == 3);
+  std::vector<float> seen;
+  std::vector<std::uint16_t> sources;
+  std::vector<std::uint64_t> source_rows;
+  for (const auto& shard : result.shards) {
+    shard::ShardReader reader(scratch / ("ds/" + shard.file));
+    const auto& column = reader.layout().columns[0];
+    CHECK(column.name == "embedding");
+    CHECK(column.padded_dim == 16);
+    for (std::uint64_t r = 0; r < reader.rows(); ++r) {
+      const float* row =
+          reinterpret_cast<const float*>(reader.tensor_data(0).data() + r * column.row_pitch_bytes);
+      seen.insert(seen.end(), row, row + 8);
+      sources.push_back(reinterpret_cast<const std::uint16_t*>(reader.tensor_data(1).data())[r]);
+      source_rows.push_back(
+          reinterpret_cast<const std::uint64_t*>(reader.tensor_data(2).data())[r]);
+    }
+  }
+  std::vector<float> expected = a;
+  expected.insert(expected.end(), b.begin(), b.end());
+  CHECK(seen == expected);
+  CHECK(sources == std::vector<std::uint16_t>{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1});
+  CHECK(source_rows == std::vector<std::uint64_t>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 0, 1, 2, 3, 4, 5});
+}
+
+TEST_CASE("shard size splits rows so each shard stays within the budget") {
+  test_support::ScratchDir scratch;
+  save_f32(scratch / "a.npy", random_rows(2000, 64, 3), 2000, 64);
+  PackOptions options;
+  options.inputs = {scratch / "a.npy"};
+  options.output_dir = scratch / "ds";
+  options.shard_size = 200 * 1024;
+  const auto result = pack(options);
+  CHECK(result.shards.size() > 1);
+  std::uint64_t rows = 0;
+  for (const auto& shard : result.shards) {
+    CHECK(shard.bytes <= options.shard_size);
+    rows += shard.rows;
+  }
+  CHECK(rows == 2000);
+}
+
+TEST_CASE("inputs with different dims are refused, listing every file and its dim") {
+  test_support::ScratchDir scratch;
+  save_f32(scratch / "a.npy", random_rows(4, 8, 1), 4, 8);
+  save_f32(scratch / "b.npy", random_rows(4, 9, 1), 4, 9);
+  PackOptions options;
+  options.inputs = {scratch / "a.npy", scratch / "b.npy"};
+  options.output_dir = scratch / "ds";
+  try {
+    pack(options);
+    FAIL("expected an error");
+  } catch (const Error& error) {
+    const std::string text = error.what();
+    CHECK(text.find("a.npy: embedding[8]") != std::string::npos);
+    CHECK(text.find("b.npy: embedding[9]") != std::string::npos);
+  }
+  CHECK_FALSE(fs::exists(scratch / "ds"));
+}
+
+TEST_CASE("an existing dataset is replaced only with force") {
+  test_support::ScratchDir scratch;
+  save_f32(scratch / "a.npy", random_rows(4, 8, 1), 4, 8);
+  PackOptions options;
+  options.inputs = {scratch / "a.npy"};
+  options.output_dir = scratch / "ds";
+  pack(options);
+  CHECK_THROWS_WITH_AS(pack(options), doctest::Contains("--force"), Error);
+  options.force = true;
+  options.dtype = DType::f16;
+  pack(options);
+  CHECK(verify(scratch / "ds").ok());
+}
+
+TEST_CASE("a pack that fails while writing leaves no dataset files behind") {
+  test_support::ScratchDir scratch;
+  save_f32(scratch / "a.npy", random_rows(40, 8, 1), 40, 8);
+  fs::create_directories(scratch / "ds");
+  // A directory squatting on the second shard's temporary name makes its creation fail midway.
+  fs::create_directories(scratch / "ds/shard-00001.gcs.tmp");
+  PackOptions options;
+  options.inputs = {scratch / "a.npy"};
+  options.output_dir = scratch / "ds";
+  options.shard_rows = 10;
+  CHECK_THROWS_AS(pack(options), Error);
+  CHECK_FALSE(fs::exists(scratch / "ds/shard-00000.gcs"));
+  CHECK_FALSE(fs::exists(scratch / "ds/manifest.json"));
+}
+
+TEST_CASE("f64 big-endian Fortran input is converted through f32, as documented") {
+  PackOptions options;
+  test_support::ScratchDir scratch;
+  options.inputs = {test_support::data_path("npy/f64_big_fortran.npy")};
+  options.output_dir = scratch / "ds";
+  pack(options);
+  shard::ShardReader reader(scratch / "ds/shard-00000.gcs");
+  CHECK(reader.layout().columns[0].dtype == DType::f32);
+  const auto want = read_npy(test_support::data_path("npy/f32_c.npy"));
+  const float* expected =
+      reinterpret_cast<const float*>(want.as_tensor()->contiguous_bytes().data());
+  for (std::uint64_t r = 0; r < 7; ++r)
+    CHECK(std::memcmp(reader.tensor_data(0).data() + r * 64, expected + r * 5, 20) == 0);
+}

@@ -1,0 +1,199 @@
+#include <doctest/doctest.h>
+
+#include <cstring>
+#include <random>
+
+#include "formats/shard/shard_layout.hpp"
+#include "formats/shard/shard_reader.hpp"
+#include "formats/shard/shard_writer.hpp"
+#include "gpucache/error.hpp"
+#include "test_support.hpp"
+
+using namespace gpucache;
+using namespace gpucache::shard;
+
+namespace {
+
+std::vector<DType> all_dtypes() {
+  return {DType::f32, DType::f16, DType::bf16,    DType::f64, DType::i64, DType::i32, DType::i16,
+          DType::i8,  DType::u8,  DType::boolean, DType::u16, DType::u32, DType::u64};
+}
+
+// A shard with one rank-2 column of every dtype plus a text column, filled with random bytes.
+struct Sample {
+  std::vector<ColumnSpec> specs;
+  std::vector<std::vector<std::byte>> logical;  // per tensor column, rows × dim × size
+  std::vector<std::string> texts;
+};
+
+Sample make_sample(std::uint64_t rows, std::uint64_t dim, std::uint64_t pad_to) {
+  Sample sample;
+  std::mt19937 random(42);
+  for (DType dtype : all_dtypes()) {
+    ColumnSpec spec{std::string("col_") + std::string(dtype_name(dtype)),
+                    ColumnKind::tensor,
+                    dtype,
+                    2,
+                    dim,
+                    padded_dim_for(dim, dtype, pad_to)};
+    sample.specs.push_back(spec);
+    std::vector<std::byte> bytes(rows * dim * dtype_size(dtype));
+    for (auto& b : bytes)
+      b = static_cast<std::byte>(dtype == DType::boolean ? random() & 1 : random() & 0xff);
+    sample.logical.push_back(std::move(bytes));
+  }
+  sample.specs.push_back({"text", ColumnKind::text, DType::u8, 1, 1, 1});
+  for (std::uint64_t r = 0; r < rows; ++r)
+    sample.texts.push_back(std::string(r % 7, static_cast<char>('a' + r % 26)) + "é");
+  return sample;
+}
+
+std::string write_sample(const Sample& sample, std::uint64_t rows, const std::string& path,
+                         WriteOptions options = {}) {
+  std::uint64_t text_total = 0;
+  for (const auto& text : sample.texts) text_total += text.size();
+  std::vector<std::uint64_t> text_bytes(sample.specs.size(), 0);
+  text_bytes.back() = text_total;
+  ShardBuilder builder(sample.specs, rows, text_bytes);
+  for (std::size_t c = 0; c + 1 < sample.specs.size(); ++c) {
+    const auto& column = builder.columns()[c];
+    const std::uint64_t row_bytes = column.dim * dtype_size(column.dtype);
+    for (std::uint64_t r = 0; r < rows; ++r)
+      std::memcpy(builder.tensor_data(c).data() + r * column.row_pitch_bytes,
+                  sample.logical[c].data() + r * row_bytes, row_bytes);
+  }
+  const std::size_t text_column = sample.specs.size() - 1;
+  std::uint64_t cursor = 0;
+  for (std::uint64_t r = 0; r < rows; ++r) {
+    builder.text_offsets(text_column)[r] = cursor;
+    std::memcpy(builder.text_bytes(text_column).data() + cursor, sample.texts[r].data(),
+                sample.texts[r].size());
+    cursor += sample.texts[r].size();
+  }
+  builder.text_offsets(text_column)[rows] = cursor;
+  builder.write(path, options);
+  return path;
+}
+
+void check_round_trip(const Sample& sample, std::uint64_t rows, const ShardReader& reader) {
+  REQUIRE(reader.rows() == rows);
+  for (std::size_t c = 0; c + 1 < sample.specs.size(); ++c) {
+    const auto& column = reader.layout().columns[c];
+    CAPTURE(column.name);
+    CHECK(column.dtype == sample.specs[c].dtype);
+    const std::uint64_t row_bytes = column.dim * dtype_size(column.dtype);
+    const auto data = reader.tensor_data(c);
+    for (std::uint64_t r = 0; r < rows; ++r) {
+      CHECK(std::memcmp(data.data() + r * column.row_pitch_bytes,
+                        sample.logical[c].data() + r * row_bytes, row_bytes) == 0);
+      for (std::uint64_t b = row_bytes; b < column.row_pitch_bytes; ++b)
+        CHECK(data[r * column.row_pitch_bytes + b] == std::byte{0});
+    }
+  }
+  for (std::uint64_t r = 0; r < rows; ++r)
+    CHECK(reader.text(sample.specs.size() - 1, r) == sample.texts[r]);
+}
+
+}  // namespace
+
+TEST_CASE("every dtype round-trips through a shard, uncompressed and compressed") {
+  test_support::ScratchDir scratch;
+  const std::uint64_t rows = 37, dim = 5;
+  const Sample sample = make_sample(rows, dim, 16);
+  check_round_trip(sample, rows, ShardReader(write_sample(sample, rows, scratch / "plain.gcs")));
+  WriteOptions compressed;
+  compressed.zstd_level = 3;
+  compressed.chunk_size = 4096;
+  check_round_trip(sample, rows,
+                   ShardReader(write_sample(sample, rows, scratch / "zstd.gcs", compressed)));
+}
+
+TEST_CASE("columns start on 4096-byte boundaries and rows are padded to 16 elements and 16 bytes") {
+  test_support::ScratchDir scratch;
+  const Sample sample = make_sample(9, 3, 16);
+  ShardReader reader(write_sample(sample, 9, scratch / "s.gcs"));
+  for (const auto& column : reader.layout().columns) {
+    CAPTURE(column.name);
+    CHECK(column.data_offset % 4096 == 0);
+    if (column.kind == ColumnKind::text) {
+      CHECK(column.aux_offset % 4096 == 0);
+      continue;
+    }
+    CHECK(column.padded_dim % 16 == 0);
+    CHECK(column.row_pitch_bytes % 16 == 0);
+  }
+}
+
+TEST_CASE("padded_dim follows --pad-to and the 16-byte rule") {
+  CHECK(padded_dim_for(100, DType::f32, 16) == 112);
+  CHECK(padded_dim_for(384, DType::f16, 16) == 384);
+  CHECK(padded_dim_for(1, DType::f32, 1) == 4);  // 16 bytes at least
+  CHECK(padded_dim_for(5, DType::f64, 1) == 6);  // 48 bytes
+  CHECK(padded_dim_for(3, DType::u8, 8) == 16);  // 8 elements would be 8 bytes
+  CHECK(padded_dim_for(10, DType::f16, 8) == 16);
+  CHECK_THROWS_AS(padded_dim_for(10, DType::f32, 0), Error);
+}
+
+TEST_CASE("chunk hashes are XXH3-64 of each fixed-size piece of the data region") {
+  test_support::ScratchDir scratch;
+  const Sample sample = make_sample(300, 40, 16);
+  WriteOptions options;
+  options.chunk_size = 8192;
+  write_sample(sample, 300, scratch / "s.gcs", options);
+  const auto bytes = test_support::read_bytes(scratch / "s.gcs");
+  const auto file = std::as_bytes(std::span(bytes.data(), bytes.size()));
+  const auto layout = decode_layout(file, "s.gcs");
+  REQUIRE(layout.chunks.size() > 3);
+  for (std::uint64_t k = 0; k < layout.chunks.size(); ++k) {
+    const auto piece =
+        file.subspan(layout.header.data_offset + k * 8192, chunk_logical_size(layout.header, k));
+    CHECK(layout.chunks[k].hash == xxh3_64(piece));
+    CHECK_FALSE(check_chunk(file, layout, k).has_value());
+  }
+}
+
+TEST_CASE("identical content gives identical bytes, whatever the thread count") {
+  test_support::ScratchDir scratch;
+  const Sample sample = make_sample(50, 17, 16);
+  WriteOptions one, many;
+  one.threads = 1;
+  many.threads = 8;
+  one.chunk_size = many.chunk_size = 4096;
+  write_sample(sample, 50, scratch / "a.gcs", one);
+  write_sample(sample, 50, scratch / "b.gcs", many);
+  CHECK(test_support::read_bytes(scratch / "a.gcs") == test_support::read_bytes(scratch / "b.gcs"));
+}
+
+TEST_CASE(
+    "decode_layout refuses every flipped byte outside the data region, truncation and extension") {
+  test_support::ScratchDir scratch;
+  const Sample sample = make_sample(5, 4, 16);
+  write_sample(sample, 5, scratch / "s.gcs");
+  const auto original = test_support::read_bytes(scratch / "s.gcs");
+  const auto layout =
+      decode_layout(std::as_bytes(std::span(original.data(), original.size())), "s.gcs");
+  auto decodes = [](std::vector<char> bytes) {
+    try {
+      decode_layout(std::as_bytes(std::span(bytes.data(), bytes.size())), "s.gcs");
+      return true;
+    } catch (const Error&) {
+      return false;
+    }
+  };
+  std::vector<std::uint64_t> positions;
+  for (std::uint64_t at = 0; at < layout.header.data_offset; ++at) positions.push_back(at);
+  for (std::uint64_t at = layout.header.data_offset + layout.header.stored_data_size;
+       at < original.size(); ++at)
+    positions.push_back(at);
+  for (std::uint64_t at : positions) {
+    auto corrupted = original;
+    corrupted[at] = static_cast<char>(corrupted[at] ^ 0x10);
+    CAPTURE(at);
+    CHECK_FALSE(decodes(corrupted));
+  }
+  CHECK_FALSE(decodes({original.begin(), original.end() - 1}));
+  auto extended = original;
+  extended.push_back(0);
+  CHECK_FALSE(decodes(extended));
+  CHECK(decodes(original));
+}
