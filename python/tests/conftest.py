@@ -26,9 +26,10 @@ def pack(inputs, out, *options):
 
 
 def embeddings(rows: int, dim: int) -> numpy.ndarray:
-    """Row r is [r*100, r*100 + 1, ...]: every value says which row it came from."""
-    return (numpy.arange(rows, dtype=numpy.float32)[:, None] * 100
-            + numpy.arange(dim, dtype=numpy.float32)[None, :])
+    """Element j of row r is (r + 16) / 128 + j / 4096: exact in f32, every value says which row
+    it came from, and norms stay inside pack's default validation range [0.1, 100]."""
+    return ((numpy.arange(rows, dtype=numpy.float32)[:, None] + 16) / 128
+            + numpy.arange(dim, dtype=numpy.float32)[None, :] / 4096)
 
 
 @pytest.fixture(scope="session")
