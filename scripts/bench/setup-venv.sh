@@ -29,8 +29,10 @@ fi
 # This repository's package (gpucache.load, GPUBatches), rebuilt when its sources change.
 if [ -f "$root/pyproject.toml" ]; then
   stamp="$venv/.gpucache-source"
-  state=$(cd "$root" && { git rev-parse HEAD; git status --porcelain -- . ':!bench-out'; } 2>/dev/null |
-    sha256sum | cut -d' ' -f1)
+  # Only what the package is built from: committed trees plus uncommitted changes to them.
+  sources=(pyproject.toml CMakeLists.txt cmake include src formats kernels)
+  state=$(cd "$root" && { git rev-parse "${sources[@]/#/HEAD:}"; git diff HEAD -- "${sources[@]}"; } \
+    2>/dev/null | sha256sum | cut -d' ' -f1)
   if [ "$(cat "$stamp" 2>/dev/null)" != "$state" ]; then
     log "installing the gpucache Python package into $venv (pip install .)"
     mkdir -p "$root/bench-out"
