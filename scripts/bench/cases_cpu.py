@@ -240,7 +240,7 @@ def loads(ctx: Context, kind_files: dict) -> tuple[list, dict]:
         for loader, (label, fmt) in LOADERS.items():
             slow = loader == "torch" and kind != "embeddings"
             reps = ctx.slow_reps if slow else ctx.reps
-            warmup = SLOW_WARMUP if slow or ctx.quick else 1
+            warmup = SLOW_WARMUP if slow else 1
             data = ctx.child("load_child.py", ["--loader", loader, "--reps", reps, "--warmup",
                                                warmup, "--paths"] + formats[fmt])
             measured[loader] = _load_entry(label, data, formats[fmt])
@@ -257,8 +257,8 @@ def loads(ctx: Context, kind_files: dict) -> tuple[list, dict]:
                                   ctx.features.get("gpucache.load", {}).get("detail", "")}
                 continue
             data = ctx.child("load_child.py", ["--loader", "gpucache", "--verify", verify_flag,
-                                               "--reps", ctx.reps, "--warmup", 0 if ctx.quick
-                                               else 1, "--paths", shard_dir])
+                                               "--reps", ctx.reps, "--warmup", 1,
+                                               "--paths", shard_dir])
             measured[name] = _load_entry(label, data, [shard_dir])
         table[kind] = {k: {kk: (vv.to_json(v.get("bytes") if kk == "full" else None)
                                if isinstance(vv, Stats) else vv)

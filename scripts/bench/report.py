@@ -170,8 +170,12 @@ def results_section(results: dict, chart_name: str, heading: str = "##") -> list
                 if k in extra}
         if kept:
             text = "; ".join(f"{k.replace('_', ' ')}: {json.dumps(v)}" for k, v in kept.items())
-            notes.setdefault(f"Rows kept (the two sides should agree once pack validates with the "
-                             f"same bounds): {text}", c["title"])
+            counts = [sorted(v.values()) if isinstance(v, dict) else [v] for v in kept.values()]
+            verdict = ("" if len(counts) < 2 else " — they agree" if all(
+                x == counts[0] for x in counts) else " — **they differ**: the two sides did not "
+                "drop the same rows, so they did not do the same work")
+            notes.setdefault(f"Rows kept by each side (same norm bounds and NaN checks on both): "
+                             f"{text}{verdict}", c["title"])
     if notes or results.get("errors"):
         lines += [f"{h} Notes", ""] + [f"- *{_escape(title)}*: {_escape(note)}"
                                        for note, title in notes.items()]
