@@ -2,6 +2,7 @@
 // Value tree. Numeric arrays never become a Value per number: their elements go into one f32
 // arena for the whole file, and each array becomes a 1-D tensor viewing its slice of it, so a
 // million 384-d embeddings cost one growing buffer, not 384 million variant nodes.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -25,8 +26,9 @@ class LineBuilder : public nlohmann::json_sax<Json> {
   LineBuilder(const std::string& path, std::vector<float>& arena, std::vector<std::shared_ptr<Tensor>>& pending)
       : path_(path), arena_(arena), pending_(pending) {}
 
-  void start_line(std::uint64_t line_number) {
+  void start_line(std::uint64_t line_number, std::string_view text) {
     line_ = line_number;
+    text_ = text;
     frames_.clear();
     result_.reset();
   }
@@ -100,19 +102,18 @@ class LineBuilder : public nlohmann::json_sax<Json> {
     return emit(Value(std::move(frame.list)));
   }
 
-  bool parse_error(std::size_t position, const std::string& last_token,
+  bool parse_error(std::size_t position, const std::string& /*last_token*/,
                    const nlohmann::detail::exception& error) override {
-    // nlohmann's message counts lines and columns within the single line it was given; keep only
-    // the description after "column N: ".
+    // nlohmann's message starts with an exception id and counts lines and columns within the
+    // single line it was given; keep only the description.
     std::string cause = error.what();
-    if (auto at = cause.find("column "); at != std::string::npos) {
-      if (auto colon = cause.find(": ", at); colon != std::string::npos)
-        cause = cause.substr(colon + 2);
-    }
+    if (cause.starts_with("[json.exception")) cause.erase(0, cause.find("] ") + 2);
+    if (cause.starts_with("parse error at line 1, column ")) cause.erase(0, cause.find(": ") + 2);
+    // Python's json.dumps writes NaN and Infinity unless told not to; say so when that is the cause.
+    const std::size_t at = std::min(position, text_.size());
+    const std::string_view near = text_.substr(at > 10 ? at - 10 : 0, 20);
     std::string hint;
-    if (last_token.find("NaN") != std::string::npos ||
-        last_token.find("Infinity") != std::string::npos ||
-        last_token.find("nan") != std::string::npos || last_token.find("inf") != std::string::npos)
+    if (near.find("NaN") != std::string_view::npos || near.find("Infinity") != std::string_view::npos)
       hint = " (NaN and Infinity are not valid JSON numbers: non-finite values cannot be stored)";
     throw Error(path_, "line " + std::to_string(line_) + ", column " + std::to_string(position),
                 "not valid JSON: " + cause + hint);
@@ -190,6 +191,7 @@ class LineBuilder : public nlohmann::json_sax<Json> {
   std::vector<float>& arena_;
   std::vector<std::shared_ptr<Tensor>>& pending_;
   std::uint64_t line_ = 0;
+  std::string_view text_;
   std::vector<Frame> frames_;
   std::shared_ptr<Dict> result_;
 };
@@ -218,7 +220,7 @@ Value read_jsonl(const std::string& path) {
     ++line_number;
     if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
     if (is_blank(line)) continue;
-    builder.start_line(line_number);
+    builder.start_line(line_number, line);
     Json::sax_parse(line.begin(), line.end(), &builder);
     auto row = builder.take_result();
     if (!row) throw Error(path, "line " + std::to_string(line_number), "is not a JSON object");

@@ -97,7 +97,10 @@ Json parse_header(std::string_view text, const std::string& path) {
   try {
     return Json::parse(text.begin(), text.end(), refuse_duplicates);
   } catch (const Json::exception& error) {
-    throw Error(path, "header", std::string("is not valid JSON: ") + error.what());
+    // Drop nlohmann's exception id; its "line 1, column N" is the byte within the header.
+    std::string cause = error.what();
+    if (cause.starts_with("[json.exception")) cause.erase(0, cause.find("] ") + 2);
+    throw Error(path, "header", "is not valid JSON: " + cause);
   }
 }
 
