@@ -145,16 +145,18 @@ TEST_CASE("every broken file is refused with an error naming the file and line")
 
 TEST_CASE("line numbers count blank lines") {
   const auto path = write_temp("blank_lines", "{\"a\": 1}\n\n\r\n{\"a\": [1, \"x\"]}\n");
-  CHECK(error_of(path.string()).find(": line 4: \"a[1]\" mixes number and str") != std::string::npos);
+  CHECK(error_of(path.string()).find(": line 4: \"a[1]\" mixes number and str") !=
+        std::string::npos);
   fs::remove(path);
 }
 
 TEST_CASE("empty files, byte-order marks, escapes, scalars and empty arrays") {
   auto path = write_temp("empty", "\n  \n");
   CHECK(read_jsonl(path.string()).as_list()->items.empty());
-  path = write_temp("bom", "\xEF\xBB\xBF{\"t\": \"caf\\u00e9\", \"n\": null, \"b\": true, \"f\": 0.25, "
-                           "\"big\": 18446744073709551615, \"e\": [], \"s\": [\"x\", \"y\"], "
-                           "\"o\": [{\"k\": 1}]}");
+  path = write_temp("bom",
+                    "\xEF\xBB\xBF{\"t\": \"caf\\u00e9\", \"n\": null, \"b\": true, \"f\": 0.25, "
+                    "\"big\": 18446744073709551615, \"e\": [], \"s\": [\"x\", \"y\"], "
+                    "\"o\": [{\"k\": 1}]}");
   const Value root = read_jsonl(path.string());
   const Dict& row = *root.as_list()->items.at(0).as_dict();
   CHECK(*row.find("t")->as_string() == "caf\u00e9");

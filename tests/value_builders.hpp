@@ -13,7 +13,8 @@
 namespace gpucache::test {
 
 inline Value tensor(DType dtype, std::vector<std::int64_t> shape, std::vector<std::byte> bytes) {
-  return Value(std::make_shared<Tensor>(Tensor::from_buffer(dtype, std::move(shape), std::move(bytes))));
+  return Value(
+      std::make_shared<Tensor>(Tensor::from_buffer(dtype, std::move(shape), std::move(bytes))));
 }
 
 template <typename T>
@@ -48,6 +49,8 @@ inline Value list(std::vector<Value> items) {
   return Value(std::move(result));
 }
 
-inline Value str(std::string text) { return Value(std::move(text)); }
+inline Value str(std::string text) {
+  return Value(std::move(text));
+}
 
 }  // namespace gpucache::test

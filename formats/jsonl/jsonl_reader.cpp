@@ -23,7 +23,8 @@ using Json = nlohmann::json;
 
 class LineBuilder : public nlohmann::json_sax<Json> {
  public:
-  LineBuilder(const std::string& path, std::vector<float>& arena, std::vector<std::shared_ptr<Tensor>>& pending)
+  LineBuilder(const std::string& path, std::vector<float>& arena,
+              std::vector<std::shared_ptr<Tensor>>& pending)
       : path_(path), arena_(arena), pending_(pending) {}
 
   void start_line(std::uint64_t line_number, std::string_view text) {
@@ -109,11 +110,13 @@ class LineBuilder : public nlohmann::json_sax<Json> {
     std::string cause = error.what();
     if (cause.starts_with("[json.exception")) cause.erase(0, cause.find("] ") + 2);
     if (cause.starts_with("parse error at line 1, column ")) cause.erase(0, cause.find(": ") + 2);
-    // Python's json.dumps writes NaN and Infinity unless told not to; say so when that is the cause.
+    // Python's json.dumps writes NaN and Infinity unless told not to; say so when that is the
+    // cause.
     const std::size_t at = std::min(position, text_.size());
     const std::string_view near = text_.substr(at > 10 ? at - 10 : 0, 20);
     std::string hint;
-    if (near.find("NaN") != std::string_view::npos || near.find("Infinity") != std::string_view::npos)
+    if (near.find("NaN") != std::string_view::npos ||
+        near.find("Infinity") != std::string_view::npos)
       hint = " (NaN and Infinity are not valid JSON numbers: non-finite values cannot be stored)";
     throw Error(path_, "line " + std::to_string(line_) + ", column " + std::to_string(position),
                 "not valid JSON: " + cause + hint);
@@ -122,12 +125,12 @@ class LineBuilder : public nlohmann::json_sax<Json> {
  private:
   struct Frame {
     enum Kind { object, array } kind;
-    std::shared_ptr<Dict> dict{};       // object
-    std::string key{};                  // object: key of the value being parsed
-    std::shared_ptr<List> list{};       // array of non-numbers
-    std::string element_type{};         // array: type of its first element, "" while empty
-    std::uint64_t first_number = 0;     // array: where its numbers start in the arena
-    std::uint64_t count = 0;            // array: elements so far
+    std::shared_ptr<Dict> dict{};    // object
+    std::string key{};               // object: key of the value being parsed
+    std::shared_ptr<List> list{};    // array of non-numbers
+    std::string element_type{};      // array: type of its first element, "" while empty
+    std::uint64_t first_number = 0;  // array: where its numbers start in the arena
+    std::uint64_t count = 0;         // array: elements so far
   };
 
   bool number(double as_double, Value as_value, std::string_view text) {

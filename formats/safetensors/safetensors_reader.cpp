@@ -68,7 +68,9 @@ struct TensorEntry {
   std::uint64_t end;
 };
 
-std::string tensor_location(std::string_view name) { return "tensor '" + std::string(name) + "'"; }
+std::string tensor_location(std::string_view name) {
+  return "tensor '" + std::string(name) + "'";
+}
 
 std::string shape_text(const std::vector<std::int64_t>& shape) {
   std::string text = "[";
@@ -131,8 +133,9 @@ TensorEntry parse_entry(const std::string& name, const Json& entry, const std::s
   auto known = std::find_if(kDTypes.begin(), kDTypes.end(),
                             [&](const auto& candidate) { return candidate.name == dtype_text; });
   if (known == kDTypes.end())
-    throw Error(path, where,
-                "dtype \"" + dtype_text + "\" is not supported (accepted: " + accepted_dtypes() + ")");
+    throw Error(
+        path, where,
+        "dtype \"" + dtype_text + "\" is not supported (accepted: " + accepted_dtypes() + ")");
   result.dtype = known->dtype;
 
   const Json& shape = field("shape");
@@ -264,16 +267,15 @@ Value read_safetensors(const std::string& path) {
                     std::to_string(kMaxHeaderBytes) + "-byte cap");
   if (header_size > reader.remaining())
     throw Error(path, "byte 0",
-                "header length " + std::to_string(header_size) + " runs past the end of the file (" +
-                    std::to_string(file->size()) + " bytes)");
+                "header length " + std::to_string(header_size) +
+                    " runs past the end of the file (" + std::to_string(file->size()) + " bytes)");
   const std::string_view header_text = reader.read_string(header_size, "header");
   const std::uint64_t data_start = reader.position();
   const std::uint64_t data_size = reader.remaining();
 
   const Json header = parse_header(header_text, path);
   if (!header.is_object())
-    throw Error(path, "header",
-                std::string("must be a JSON object, found ") + header.type_name());
+    throw Error(path, "header", std::string("must be a JSON object, found ") + header.type_name());
 
   std::vector<TensorEntry> entries;
   entries.reserve(header.size());
@@ -297,8 +299,8 @@ Value read_safetensors(const std::string& path) {
   dict->items.reserve(entries.size() + (has_metadata ? 1 : 0));
   if (has_metadata) dict->items.emplace_back(std::string(kMetadataKey), std::move(metadata));
   for (const auto& entry : entries)
-    dict->items.emplace_back(entry.name,
-                             Value(std::make_shared<Tensor>(make_tensor(entry, *file, file, data_start))));
+    dict->items.emplace_back(
+        entry.name, Value(std::make_shared<Tensor>(make_tensor(entry, *file, file, data_start))));
   return Value(std::move(dict));
 }
 

@@ -20,7 +20,8 @@ std::string_view input_format_name(InputFormat format) noexcept;
 std::optional<InputFormat> format_from_extension(std::string_view path) noexcept;
 // From the first bytes: NumPy magic, zip (npz when its first entry is a .npy, else a torch zip),
 // a pickle (legacy torch.save), a safetensors header length followed by '{', or a '{' line.
-std::optional<InputFormat> format_from_magic(std::string_view head, std::uint64_t file_size) noexcept;
+std::optional<InputFormat> format_from_magic(std::string_view head,
+                                             std::uint64_t file_size) noexcept;
 // Extension first, then magic bytes. Throws gpucache::Error naming the file when neither tells.
 InputFormat detect_input_format(const std::string& path);
 

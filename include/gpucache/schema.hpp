@@ -52,12 +52,13 @@ struct ColumnSource {
   ColumnKind kind = ColumnKind::numeric;
   DType dtype = DType::f32;  // element type in the input; u8 (UTF-8 bytes) for text
   std::uint64_t rows = 0;
-  std::uint64_t dim = 0;     // values per row; 0 for text
-  std::string path;          // where in the input it comes from, as --field accepts it
-  std::string origin;        // the input file, for error messages
+  std::uint64_t dim = 0;  // values per row; 0 for text
+  std::string path;       // where in the input it comes from, as --field accepts it
+  std::string origin;     // the input file, for error messages
 
-  // Numeric columns hold exactly one of these two. A matrix is [rows, dim] (or [rows, 1, ..., dim]),
-  // possibly strided or big-endian; row tensors are [dim] (or [1, ..., dim]) each, one per row.
+  // Numeric columns hold exactly one of these two. A matrix is [rows, dim] (or [rows, 1, ...,
+  // dim]), possibly strided or big-endian; row tensors are [dim] (or [1, ..., dim]) each, one per
+  // row.
   std::shared_ptr<const Tensor> matrix;
   std::vector<const Tensor*> row_tensors;
   // Text columns: one view per row into the tree's strings.
@@ -91,7 +92,8 @@ struct SourceMapping {
 // out are still detected when detection succeeds; any other column name adds an extra column).
 // Touches no tensor data. Throws gpucache::Error naming `origin`: for an ambiguous or unknown
 // layout (with what was found and the exact --kind/--field flags to use), for columns whose row
-// counts differ (listing each), and for rows whose vectors differ in size or dtype (naming the row).
+// counts differ (listing each), and for rows whose vectors differ in size or dtype (naming the
+// row).
 SourceMapping map_source(const Value& root, const std::string& origin,
                          std::optional<SourceKind> kind = std::nullopt,
                          const std::vector<FieldSpec>& fields = {});

@@ -28,8 +28,8 @@ void read_elements(const Tensor& tensor, std::uint64_t first, std::uint64_t coun
   }
   // out_dtype is f32 and the source a float type (checked by read_rows).
   if (tensor.is_contiguous_le()) {
-    detail::convert_to_f32(tensor.dtype, tensor.contiguous_bytes().subspan(first * in_size, count * in_size),
-                           out);
+    detail::convert_to_f32(
+        tensor.dtype, tensor.contiguous_bytes().subspan(first * in_size, count * in_size), out);
     return;
   }
   std::vector<std::byte> bounce(std::min(count, kBounceElements) * in_size);
@@ -56,11 +56,11 @@ void read_rows(const ColumnSource& column, std::uint64_t first_row, std::uint64_
   if (out_dtype != column.dtype && !widening)
     throw Error(column.origin, where(column),
                 "cannot be read as " + std::string(dtype_name(out_dtype)) + ": it holds " +
-                    std::string(dtype_name(column.dtype)) +
-                    ", readable as itself" +
+                    std::string(dtype_name(column.dtype)) + ", readable as itself" +
                     (detail::converts_to_f32(column.dtype) ? " or as f32" : ""));
   const auto elements = detail::checked_mul(count, column.dim);
-  const auto bytes = elements ? detail::checked_mul(*elements, dtype_size(out_dtype)) : std::nullopt;
+  const auto bytes =
+      elements ? detail::checked_mul(*elements, dtype_size(out_dtype)) : std::nullopt;
   if (!bytes || *bytes != out.size())
     throw Error(column.origin, where(column),
                 std::to_string(count) + " rows of " + std::to_string(column.dim) + " " +

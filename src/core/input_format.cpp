@@ -55,11 +55,13 @@ std::optional<InputFormat> format_from_extension(std::string_view path) noexcept
   if (extension == "safetensors") return InputFormat::safetensors;
   if (extension == "npy") return InputFormat::npy;
   if (extension == "npz") return InputFormat::npz;
-  if (extension == "jsonl" || extension == "ndjson" || extension == "json") return InputFormat::jsonl;
+  if (extension == "jsonl" || extension == "ndjson" || extension == "json")
+    return InputFormat::jsonl;
   return std::nullopt;
 }
 
-std::optional<InputFormat> format_from_magic(std::string_view head, std::uint64_t file_size) noexcept {
+std::optional<InputFormat> format_from_magic(std::string_view head,
+                                             std::uint64_t file_size) noexcept {
   if (head.substr(0, 6) == "\x93NUMPY") return InputFormat::npy;
   if (head.size() >= 30 && head.substr(0, 4) == std::string_view("PK\x03\x04", 4)) {
     // Local file header: the name length is at byte 26, the name at byte 30.
@@ -69,7 +71,7 @@ std::optional<InputFormat> format_from_magic(std::string_view head, std::uint64_
     return npy_entry ? InputFormat::npz : InputFormat::pt;
   }
   if (!head.empty() && static_cast<unsigned char>(head[0]) == 0x80) return InputFormat::pt;
-  if (head.size() >= 9 && head[8] == '{') {
+  if (head.size() >= 9 && file_size >= 8 && head[8] == '{') {
     const std::uint64_t header_length = load_u64_le(head);
     if (header_length <= file_size - 8) return InputFormat::safetensors;
   }
@@ -84,9 +86,10 @@ InputFormat detect_input_format(const std::string& path) {
   const std::string_view head(reinterpret_cast<const char*>(file->data()),
                               std::min<std::size_t>(file->size(), 4096));
   if (auto format = format_from_magic(head, file->size())) return *format;
-  throw Error(path, "",
-              "cannot tell its format from the extension or the first bytes; supported: .pt/.pth/.bin "
-              "(torch.save), .safetensors, .npy, .npz, .jsonl/.json (JSON lines)");
+  throw Error(
+      path, "",
+      "cannot tell its format from the extension or the first bytes; supported: .pt/.pth/.bin "
+      "(torch.save), .safetensors, .npy, .npz, .jsonl/.json (JSON lines)");
 }
 
 }  // namespace gpucache

@@ -12,7 +12,7 @@ std::vector<ElementVariant> group_elements(const std::vector<const Value*>& elem
   std::vector<ElementVariant> variants;
   std::unordered_map<std::string, std::size_t> index_of;
   for (std::uint64_t i = 0; i < elements.size(); ++i) {
-    std::string signature = value_signature(*elements[i], false);
+    std::string signature = value_signature(*elements[i], 0);
     auto [found, inserted] = index_of.try_emplace(signature, variants.size());
     if (inserted) variants.push_back({std::move(signature), 0, i});
     ++variants[found->second].count;
@@ -36,12 +36,14 @@ std::vector<const Value*> dict_values(const Dict& dict) {
   return values;
 }
 
-ProbeMapping try_mapping(const Value& root, const std::string& origin, const ProbeOptions& options) {
+ProbeMapping try_mapping(const Value& root, const std::string& origin,
+                         const ProbeOptions& options) {
   ProbeMapping result;
   try {
     result.mapping = map_source(root, origin, options.kind, options.fields);
   } catch (const Error& error) {
-    result.error = error.location().empty() ? error.cause() : error.location() + ": " + error.cause();
+    result.error =
+        error.location().empty() ? error.cause() : error.location() + ": " + error.cause();
   }
   return result;
 }

@@ -12,12 +12,13 @@
 namespace gpucache::detail {
 
 struct ElementVariant {
-  std::string signature;     // value_signature of the elements, without nested list lengths
+  std::string signature;  // value_signature of the elements, without nested list lengths
   std::uint64_t count = 0;
   std::uint64_t first_index = 0;
 };
 
-// Elements grouped by signature, most frequent first (ties: first seen first). Reads no tensor data.
+// Elements grouped by signature, most frequent first (ties: first seen first). Reads no tensor
+// data.
 std::vector<ElementVariant> group_elements(const std::vector<const Value*>& elements);
 
 std::vector<const Value*> list_elements(const List& list);

@@ -123,7 +123,8 @@ class JsonRenderer {
 
 Json layout_json(const SourceMapping& mapping) {
   Json fields = Json::array();
-  for (const auto& field : mapping.fields) fields.push_back({{"column", field.column}, {"path", field.path}});
+  for (const auto& field : mapping.fields)
+    fields.push_back({{"column", field.column}, {"path", field.path}});
   Json columns = Json::array();
   for (const auto& column : mapping.columns) {
     Json entry{{"name", column.name},

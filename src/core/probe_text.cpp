@@ -27,20 +27,23 @@ std::string scalar_text(const Value& value) {
 
 // Keys come from untrusted files: quote the ones that would break the outline.
 std::string key_label(const std::string& key) {
-  const bool plain = !key.empty() && key.size() <= 80 && std::none_of(key.begin(), key.end(), [](char c) {
-    return static_cast<unsigned char>(c) < 0x20 || c == 0x7f;
-  });
+  const bool plain =
+      !key.empty() && key.size() <= 80 && std::none_of(key.begin(), key.end(), [](char c) {
+        return static_cast<unsigned char>(c) < 0x20 || c == 0x7f;
+      });
   return (plain ? key : detail::quote_text(key, 60)) + ": ";
 }
 
 class TextRenderer {
  public:
-  TextRenderer(const ProbeOptions& options, std::ostringstream& out) : options_(options), out_(out) {}
+  TextRenderer(const ProbeOptions& options, std::ostringstream& out)
+      : options_(options), out_(out) {}
 
   // Writes "<label><description>" and, for expanded containers, their entries below it.
   void node(const std::string& label, const Value& value, std::size_t indent, std::size_t depth) {
     const std::string pad(indent, ' ');
-    if (const List* list = value.as_list()) return list_node(pad + label, *list, value, indent, depth);
+    if (const List* list = value.as_list())
+      return list_node(pad + label, *list, value, indent, depth);
     if (const Dict* dict = value.as_dict()) return dict_node(pad + label, *dict, indent, depth);
     if (const Tensor* tensor = value.as_tensor()) {
       out_ << pad << label << detail::tensor_text(*tensor) << '\n';
@@ -170,9 +173,9 @@ void mapping_section(const detail::ProbeMapping& result, std::ostringstream& out
   std::size_t width = 0;
   for (const auto& column : mapping.columns) width = std::max(width, column.name.size());
   for (const auto& column : mapping.columns) {
-    std::string type = column.kind == ColumnKind::text
-                           ? std::string("text")
-                           : std::string(dtype_name(column.dtype)) + " dim " + std::to_string(column.dim);
+    std::string type = column.kind == ColumnKind::text ? std::string("text")
+                                                       : std::string(dtype_name(column.dtype)) +
+                                                             " dim " + std::to_string(column.dim);
     type.resize(std::max<std::size_t>(type.size(), 16), ' ');
     out << "  " << column.name << std::string(width - column.name.size() + 2, ' ') << type
         << " from " << column.path << '\n';

@@ -36,7 +36,8 @@ std::vector<StandardColumn> standard_columns(SourceKind kind) {
   return {};
 }
 
-const StandardColumn* find_standard(const std::vector<StandardColumn>& columns, std::string_view name) {
+const StandardColumn* find_standard(const std::vector<StandardColumn>& columns,
+                                    std::string_view name) {
   for (const auto& column : columns)
     if (column.name == name) return &column;
   return nullptr;
@@ -49,17 +50,18 @@ bool interchangeable(SourceKind a, SourceKind b) {
 
 bool valid_column_name(std::string_view name) {
   if (name.empty() || name.size() > 64) return false;
-  if (!(std::islower(static_cast<unsigned char>(name.front())) || name.front() == '_')) return false;
+  if (!(std::islower(static_cast<unsigned char>(name.front())) || name.front() == '_'))
+    return false;
   return std::all_of(name.begin(), name.end(), [](char c) {
-    return std::islower(static_cast<unsigned char>(c)) || std::isdigit(static_cast<unsigned char>(c)) ||
-           c == '_';
+    return std::islower(static_cast<unsigned char>(c)) ||
+           std::isdigit(static_cast<unsigned char>(c)) || c == '_';
   });
 }
 
 std::string shell_quote(std::string_view text) {
   const bool plain = !text.empty() && std::all_of(text.begin(), text.end(), [](char c) {
-    return std::isalnum(static_cast<unsigned char>(c)) || std::string_view("_-./=:@,").find(c) !=
-                                                              std::string_view::npos;
+    return std::isalnum(static_cast<unsigned char>(c)) ||
+           std::string_view("_-./=:@,").find(c) != std::string_view::npos;
   });
   if (plain) return std::string(text);
   std::string quoted = "'";
@@ -134,7 +136,8 @@ FieldSpec parse_field_spec(std::string_view text) {
 
 std::string format_flags(SourceKind kind, const std::vector<FieldSpec>& fields) {
   std::string text = "--kind " + std::string(source_kind_name(kind));
-  for (const auto& field : fields) text += " --field " + shell_quote(field.column + "=" + field.path);
+  for (const auto& field : fields)
+    text += " --field " + shell_quote(field.column + "=" + field.path);
   return text;
 }
 
@@ -148,7 +151,8 @@ SourceMapping map_source(const Value& root, const std::string& origin,
                          std::optional<SourceKind> kind, const std::vector<FieldSpec>& fields) {
   for (std::size_t i = 0; i < fields.size(); ++i) {
     if (!valid_column_name(fields[i].column))
-      throw UsageError("--field column name '" + fields[i].column + "' must match [a-z_][a-z0-9_]*");
+      throw UsageError("--field column name '" + fields[i].column +
+                       "' must match [a-z_][a-z0-9_]*");
     detail::parse_path(fields[i].path);
     for (std::size_t j = 0; j < i; ++j) {
       if (fields[j].column == fields[i].column)
@@ -228,13 +232,15 @@ SourceMapping map_source(const Value& root, const std::string& origin,
   for (const auto& field : ordered) {
     mapping.columns.push_back(detail::build_column(root, origin, field));
     const ColumnSource& column = mapping.columns.back();
-    if (const auto* standard = find_standard(standards, column.name)) check_column_type(column, *standard);
+    if (const auto* standard = find_standard(standards, column.name))
+      check_column_type(column, *standard);
     mapping.fields.push_back({column.name, column.path});
   }
 
   mapping.rows = mapping.columns.front().rows;
-  const bool rows_agree = std::all_of(mapping.columns.begin(), mapping.columns.end(),
-                                      [&](const ColumnSource& column) { return column.rows == mapping.rows; });
+  const bool rows_agree =
+      std::all_of(mapping.columns.begin(), mapping.columns.end(),
+                  [&](const ColumnSource& column) { return column.rows == mapping.rows; });
   if (!rows_agree) {
     std::string counts;
     for (const auto& column : mapping.columns)
@@ -295,12 +301,16 @@ void check_compatible(const std::vector<SourceMapping>& mappings) {
       const ColumnSource& other = *mapping.find(column.name);
       const bool same_kind = other.kind == column.kind;
       const bool same_dim = other.dim == column.dim;
-      const bool both_float = detail::converts_to_f32(other.dtype) && detail::converts_to_f32(column.dtype);
-      const bool same_dtype = column.kind == ColumnKind::text || other.dtype == column.dtype || both_float;
+      const bool both_float =
+          detail::converts_to_f32(other.dtype) && detail::converts_to_f32(column.dtype);
+      const bool same_dtype =
+          column.kind == ColumnKind::text || other.dtype == column.dtype || both_float;
       if (!same_kind || !same_dim || !same_dtype)
         throw Error("", "inputs",
                     "disagree on column " + column.name + " (" +
-                        (!same_kind ? "text vs numbers" : !same_dim ? "dims differ" : "dtypes differ") +
+                        (!same_kind  ? "text vs numbers"
+                         : !same_dim ? "dims differ"
+                                     : "dtypes differ") +
                         "):" + listing(describe));
     }
   }

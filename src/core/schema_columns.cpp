@@ -47,11 +47,15 @@ class ColumnBuilder {
     fail("is a single " + std::string(node.type_name()) + ", not a column");
   }
 
-  void check_bounds(const Tensor& tensor, const std::string& row) const {
+  // row < 0: the column's single tensor. The row's name is only built on failure: this runs
+  // once per row.
+  void check_bounds(const Tensor& tensor, std::int64_t row) const {
     try {
       tensor.check_bounds(column_.origin);
     } catch (const Error& error) {
-      throw Error(column_.origin, where() + (row.empty() ? "" : ", " + row), error.cause());
+      throw Error(column_.origin,
+                  where() + (row < 0 ? "" : ", " + row_name(static_cast<std::size_t>(row))),
+                  error.cause());
     }
   }
 
@@ -63,7 +67,7 @@ class ColumnBuilder {
         fail("is " + tensor_text(*tensor) +
              "; a column is [rows, dim], with any dims between those equal to 1");
     }
-    check_bounds(*tensor, "");
+    check_bounds(*tensor, -1);
     column_.kind = ColumnKind::numeric;
     column_.dtype = tensor->dtype;
     column_.rows = static_cast<std::uint64_t>(shape.front());
@@ -93,7 +97,8 @@ class ColumnBuilder {
   }
 
   void mismatch(std::size_t row, const Value& value, std::string_view expected) const {
-    fail(row_name(row) + " is " + value_signature(value) + " but row 0 is " + std::string(expected));
+    fail(row_name(row) + " is " + value_signature(value) + " but row 0 is " +
+         std::string(expected));
   }
 
   void from_string_rows(const std::vector<const Value*>& rows) {
@@ -133,7 +138,7 @@ class ColumnBuilder {
       if (tensor->dtype != column_.dtype)
         fail(row_name(row) + " is " + std::string(dtype_name(tensor->dtype)) + " but row 0 is " +
              std::string(dtype_name(column_.dtype)));
-      check_bounds(*tensor, row_name(row));
+      check_bounds(*tensor, static_cast<std::int64_t>(row));
       column_.row_tensors.push_back(tensor);
     }
   }
@@ -154,7 +159,8 @@ class ColumnBuilder {
     std::vector<std::byte> bytes(rows.size() * dtype_size(dtype));
     for (std::size_t row = 0; row < rows.size(); ++row)
       store_number(*rows[row], dtype, bytes.data() + row * dtype_size(dtype));
-    own_matrix(Tensor::from_buffer(dtype, {static_cast<std::int64_t>(rows.size()), 1}, std::move(bytes)));
+    own_matrix(
+        Tensor::from_buffer(dtype, {static_cast<std::int64_t>(rows.size()), 1}, std::move(bytes)));
   }
 
   void from_number_list_rows(const std::vector<const Value*>& rows) {
@@ -165,8 +171,8 @@ class ColumnBuilder {
       const List* list = rows[row]->as_list();
       if (!list) mismatch(row, *rows[row], "a list of numbers");
       if (list->items.size() != dim)
-        fail(row_name(row) + " has " + std::to_string(list->items.size()) + " values but row 0 has " +
-             std::to_string(dim));
+        fail(row_name(row) + " has " + std::to_string(list->items.size()) +
+             " values but row 0 has " + std::to_string(dim));
       for (std::size_t i = 0; i < dim; ++i) {
         const Value& item = list->items[i];
         if (!item.as_int() && !item.as_float())
@@ -193,7 +199,8 @@ class ColumnBuilder {
     if (dtype == DType::boolean) {
       *out = std::byte{std::get<bool>(value.data) ? std::uint8_t{1} : std::uint8_t{0}};
     } else if (dtype == DType::f64) {
-      const double number = value.as_float() ? *value.as_float() : static_cast<double>(*value.as_int());
+      const double number =
+          value.as_float() ? *value.as_float() : static_cast<double>(*value.as_int());
       std::memcpy(out, &number, 8);
     } else {
       std::memcpy(out, value.as_int(), 8);

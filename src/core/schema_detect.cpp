@@ -30,23 +30,29 @@ struct SlotInfo {
 
 const std::array<SlotInfo, slot_count>& slot_table() {
   static const std::array<SlotInfo, slot_count> table{{
-      {"question", false,
+      {"question",
+       false,
        {"question", "questions", "q", "query", "queries", "prompt", "prompts", "instruction",
         "instructions"}},
-      {"answer", false,
+      {"answer",
+       false,
        {"answer", "answers", "a", "response", "responses", "completion", "completions"}},
-      {"question_embedding", true,
+      {"question_embedding",
+       true,
        {"question_embedding", "question_embeddings", "question_emb", "question_embs",
         "question_vector", "question_vectors", "q_embedding", "q_embeddings", "q_emb", "q_embs",
         "query_embedding", "query_embeddings", "prompt_embedding", "prompt_embeddings"}},
-      {"answer_embedding", true,
+      {"answer_embedding",
+       true,
        {"answer_embedding", "answer_embeddings", "answer_emb", "answer_embs", "answer_vector",
         "answer_vectors", "a_embedding", "a_embeddings", "a_emb", "a_embs", "response_embedding",
         "response_embeddings", "completion_embedding", "completion_embeddings"}},
-      {"text", false,
-       {"text", "texts", "sentence", "sentences", "document", "documents", "doc", "docs",
-        "passage", "passages", "string", "strings", "content", "contents", "key", "keys"}},
-      {"embedding", true,
+      {"text",
+       false,
+       {"text", "texts", "sentence", "sentences", "document", "documents", "doc", "docs", "passage",
+        "passages", "string", "strings", "content", "contents", "key", "keys"}},
+      {"embedding",
+       true,
        {"embedding", "embeddings", "emb", "embs", "vector", "vectors", "vecs", "data"}},
   }};
   return table;
@@ -58,7 +64,9 @@ std::string lower(std::string_view text) {
   return out;
 }
 
-bool float_tensor(const Tensor* tensor) { return tensor && converts_to_f32(tensor->dtype); }
+bool float_tensor(const Tensor* tensor) {
+  return tensor && converts_to_f32(tensor->dtype);
+}
 
 // [N, D], or [N, 1, ..., D]: one vector per row.
 bool matrix_like(const Value& value) {
@@ -89,7 +97,9 @@ bool vector_list(const Value& value) {
          std::all_of(list->items.begin(), list->items.end(), vector_value);
 }
 
-bool vector_rows(const Value& value) { return matrix_like(value) || vector_list(value); }
+bool vector_rows(const Value& value) {
+  return matrix_like(value) || vector_list(value);
+}
 
 bool text_list(const Value& value) {
   const List* list = value.as_list();
@@ -113,7 +123,7 @@ std::string describe_keys(const Dict& dict) {
       text += ", ... (" + std::to_string(dict.items.size()) + " keys)";
       break;
     }
-    text += (shown++ ? ", " : "") + key + " (" + value_signature(value, true, 2) + ")";
+    text += (shown++ ? ", " : "") + key + " (" + value_signature(value, 1, 2) + ")";
   }
   return text;
 }
@@ -131,9 +141,9 @@ std::string candidate_list(const std::vector<Candidate>& candidates) {
 }
 
 // Flags for each way the candidates could be read, as full command-line fragments.
-std::string suggestions(const std::vector<Candidate>& vectors, const std::vector<Candidate>& texts) {
-  if (vectors.empty())
-    return " No float tensor or list of numbers was found to use as embeddings.";
+std::string suggestions(const std::vector<Candidate>& vectors,
+                        const std::vector<Candidate>& texts) {
+  if (vectors.empty()) return " No float tensor or list of numbers was found to use as embeddings.";
   std::string text = " To choose, pass e.g.:";
   const std::size_t shown = std::min<std::size_t>(vectors.size(), 3);
   for (std::size_t i = 0; i < shown; ++i) {
@@ -188,15 +198,16 @@ class Detector {
   using Slots = std::array<std::vector<std::string>, slot_count>;
 
   Slots find_slots(const Dict& dict, const std::function<bool(const Value&)>& fits_text,
-                   const std::function<bool(const Value&)>& fits_vector,
-                   const KeyPath& key_prefix, const std::string& where) const {
+                   const std::function<bool(const Value&)>& fits_vector, const KeyPath& key_prefix,
+                   const std::string& where) const {
     Slots slots;
     const auto& table = slot_table();
     for (const auto& [key, value] : dict.items) {
       const std::string name = lower(key);
       for (int slot = 0; slot < slot_count; ++slot) {
         const auto& info = table[slot];
-        if (std::find(info.aliases.begin(), info.aliases.end(), name) == info.aliases.end()) continue;
+        if (std::find(info.aliases.begin(), info.aliases.end(), name) == info.aliases.end())
+          continue;
         if (info.is_vector ? fits_vector(value) : fits_text(value)) slots[slot].push_back(key);
       }
     }
@@ -209,8 +220,9 @@ class Detector {
         flags += "\n  --field " + format_flags_field({std::string(table[slot].column), path});
       }
       throw Error(origin_, "layout",
-                  where + " has " + std::to_string(slots[slot].size()) + " keys that could be the " +
-                      std::string(table[slot].column) + " column (" + keys + "); pick one:" + flags);
+                  where + " has " + std::to_string(slots[slot].size()) +
+                      " keys that could be the " + std::string(table[slot].column) + " column (" +
+                      keys + "); pick one:" + flags);
     }
     return slots;
   }
@@ -224,14 +236,15 @@ class Detector {
   // Columns named by recognised keys. `path_of` turns a key into its column path;
   // `per_row_vectors` says whether the embedding holds one vector per row (an LLM cache when
   // texts come with them) rather than one [N, D] matrix.
-  static std::optional<DetectedLayout> from_slots(const Slots& slots,
-                                                  const std::function<std::string(const std::string&)>& path_of,
-                                                  bool per_row_vectors, std::string description) {
+  static std::optional<DetectedLayout> from_slots(
+      const Slots& slots, const std::function<std::string(const std::string&)>& path_of,
+      bool per_row_vectors, std::string description) {
     auto field = [&](Slot slot) {
       return FieldSpec{std::string(slot_table()[slot].column), path_of(slots[slot].front())};
     };
     if (!slots[question_embedding].empty() && !slots[answer_embedding].empty()) {
-      DetectedLayout layout{SourceKind::dialogue, {field(question_embedding), field(answer_embedding)},
+      DetectedLayout layout{SourceKind::dialogue,
+                            {field(question_embedding), field(answer_embedding)},
                             std::move(description)};
       if (!slots[question].empty()) layout.fields.push_back(field(question));
       if (!slots[answer].empty()) layout.fields.push_back(field(answer));
@@ -239,8 +252,10 @@ class Detector {
     }
     if (!slots[embedding].empty()) {
       const bool with_text = !slots[text].empty();
-      DetectedLayout layout{with_text && per_row_vectors ? SourceKind::llm_cache : SourceKind::embeddings,
-                            {}, std::move(description)};
+      DetectedLayout layout{
+          with_text && per_row_vectors ? SourceKind::llm_cache : SourceKind::embeddings,
+          {},
+          std::move(description)};
       if (with_text) layout.fields.push_back(field(text));
       layout.fields.push_back(field(embedding));
       return layout;
@@ -266,8 +281,8 @@ class Detector {
       if (value.as_string()) texts.push_back(key);
     }
     if (vectors.size() == 1) {
-      DetectedLayout layout{texts.size() == 1 ? SourceKind::llm_cache : SourceKind::embeddings, {},
-                            description};
+      DetectedLayout layout{
+          texts.size() == 1 ? SourceKind::llm_cache : SourceKind::embeddings, {}, description};
       if (texts.size() == 1) layout.fields.push_back({"text", path_of(texts.front())});
       layout.fields.push_back({"embedding", path_of(vectors.front())});
       return layout;
@@ -280,7 +295,8 @@ class Detector {
       throw Error(origin_, "layout",
                   "found " + description + "; " + std::to_string(vectors.size()) +
                       " of those keys hold vectors, under names that do not say which column each "
-                      "is." + suggestions(vector_candidates, text_candidates));
+                      "is." +
+                      suggestions(vector_candidates, text_candidates));
     }
     return std::nullopt;
   }
@@ -289,13 +305,13 @@ class Detector {
     if (dict.items.empty()) return std::nullopt;
     auto path_of = [&](const std::string& key) { return format_path(with_key(prefix, key)); };
     const std::string here = prefix.empty() ? "the root" : "'" + format_path(prefix) + "'";
-    const std::string description = (prefix.empty() ? "a dict" : "a dict at " + here) +
-                                    " with keys " + describe_keys(dict);
+    const std::string description =
+        (prefix.empty() ? "a dict" : "a dict at " + here) + " with keys " + describe_keys(dict);
 
     // Parallel columns under recognised names.
     const Slots slots = find_slots(dict, text_list, vector_rows, prefix, here);
-    if (!slots[embedding].empty() || (!slots[question_embedding].empty() &&
-                                      !slots[answer_embedding].empty())) {
+    if (!slots[embedding].empty() ||
+        (!slots[question_embedding].empty() && !slots[answer_embedding].empty())) {
       const bool per_row =
           !slots[embedding].empty() && !dict.find(slots[embedding].front())->as_tensor();
       return from_slots(slots, path_of, per_row, description);
@@ -326,8 +342,10 @@ class Detector {
       } else if (texts.size() == 1 && row_count(*dict.find(texts.front())) == row_count(block)) {
         text_key = texts.front();
       }
-      DetectedLayout layout{text_key && block.as_list() ? SourceKind::llm_cache : SourceKind::embeddings,
-                            {}, description};
+      DetectedLayout layout{
+          text_key && block.as_list() ? SourceKind::llm_cache : SourceKind::embeddings,
+          {},
+          description};
       if (text_key) layout.fields.push_back({"text", path_of(*text_key)});
       layout.fields.push_back({"embedding", path_of(blocks.front())});
       return layout;
@@ -354,10 +372,11 @@ class Detector {
     }
     if (found.size() == 1) return std::move(found.front().second);
     if (found.size() > 1) {
-      std::string text = here + " holds " + std::to_string(found.size()) +
-                         " candidate datasets; pick one:";
+      std::string text =
+          here + " holds " + std::to_string(found.size()) + " candidate datasets; pick one:";
       for (const auto& [key, layout] : found)
-        text += "\n  " + format_flags(layout.kind, layout.fields) + "   (" + layout.description + ")";
+        text +=
+            "\n  " + format_flags(layout.kind, layout.fields) + "   (" + layout.description + ")";
       throw Error(origin_, "layout", text);
     }
     return std::nullopt;
@@ -379,7 +398,8 @@ void collect(const Value& value, const KeyPath& path, int depth, std::vector<Can
     return;
   }
   if (const Dict* dict = value.as_dict()) {
-    for (const auto& [key, item] : dict->items) collect(item, with_key(path, key), depth + 1, vectors, texts);
+    for (const auto& [key, item] : dict->items)
+      collect(item, with_key(path, key), depth + 1, vectors, texts);
     return;
   }
   const List* list = value.as_list();
@@ -387,7 +407,8 @@ void collect(const Value& value, const KeyPath& path, int depth, std::vector<Can
   if (const Dict* first = list->items.front().as_dict()) {
     const KeyPath rows = with_wildcard(path);
     for (const auto& [key, item] : first->items) {
-      if (vector_value(item)) vectors.push_back({format_path(with_key(rows, key)), value_signature(item)});
+      if (vector_value(item))
+        vectors.push_back({format_path(with_key(rows, key)), value_signature(item)});
       if (item.as_string()) texts.push_back({format_path(with_key(rows, key)), "str"});
     }
   }
@@ -399,7 +420,7 @@ DetectedLayout detect_layout(const Value& root, const std::string& origin) {
   if (auto layout = Detector(origin).node(root, {}, 0)) return std::move(*layout);
   std::vector<Candidate> vectors, texts;
   collect(root, {}, 0, vectors, texts);
-  std::string found = "found " + value_signature(root, true, 3);
+  std::string found = "found " + value_signature(root, 2, 3);
   if (!vectors.empty() || !texts.empty())
     found += "; columns it could hold: " + candidate_list(vectors) +
              (vectors.empty() || texts.empty() ? "" : ", ") + candidate_list(texts);

@@ -11,7 +11,7 @@ namespace gpucache::detail {
 struct DetectedLayout {
   SourceKind kind = SourceKind::embeddings;
   std::vector<FieldSpec> fields;  // canonical paths, standard columns only
-  std::string description;       // what was found, e.g. "a list of 1000 dicts with keys ..."
+  std::string description;        // what was found, e.g. "a list of 1000 dicts with keys ..."
 };
 
 // Throws gpucache::Error (location "layout") when nothing is recognised or several candidates

@@ -61,7 +61,8 @@ std::size_t parse_bracket(std::string_view text, std::size_t position, KeyPath& 
   std::uint64_t index = 0;
   auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), index);
   if (digits.empty() || error != std::errc() || end != digits.data() + digits.size())
-    syntax_error(text, position, "expected [N], [*] or [\"key\"], found [" + std::string(digits) + "]");
+    syntax_error(text, position,
+                 "expected [N], [*] or [\"key\"], found [" + std::string(digits) + "]");
   path.push_back({PathSegment::Kind::index, {}, index});
   return close + 1;
 }
@@ -89,28 +90,36 @@ std::string place(const KeyPath& walked) {
   return text;
 }
 
-// One step from node; `walked` is the path up to node, for the message.
-const Value& step(const Value& node, const PathSegment& segment, const KeyPath& walked,
-                  const KeyPath& full, const std::string& origin) {
+// One step from node, or nullptr where it leads nowhere. Runs once per row: no strings here.
+const Value* try_step(const Value& node, const PathSegment& segment) {
+  if (const Dict* dict = node.as_dict()) {
+    if (segment.kind == PathSegment::Kind::key) return dict->find(segment.key);
+    if (segment.kind == PathSegment::Kind::index) return dict->find(std::to_string(segment.index));
+    return nullptr;
+  }
+  const List* list = node.as_list();
+  if (list && segment.kind == PathSegment::Kind::index && segment.index < list->items.size())
+    return &list->items[segment.index];
+  return nullptr;
+}
+
+// Why try_step failed; `walked` is the path up to node.
+[[noreturn]] void step_error(const Value& node, const PathSegment& segment, const KeyPath& walked,
+                             const KeyPath& full, const std::string& origin) {
   const std::string where = "path '" + format_path(full) + "'";
   const std::string here = place(walked);
-  if (segment.kind == PathSegment::Kind::key || segment.kind == PathSegment::Kind::index) {
-    const std::string key =
-        segment.kind == PathSegment::Kind::key ? segment.key : std::to_string(segment.index);
-    if (const Dict* dict = node.as_dict()) {
-      if (const Value* found = dict->find(key)) return *found;
-      throw Error(origin, where,
-                  here + " has no key " + quote_text(key, 60) + " (its keys: " + key_list(*dict) + ")");
-    }
-    if (const List* list = node.as_list(); list && segment.kind == PathSegment::Kind::index) {
-      if (segment.index < list->items.size()) return list->items[segment.index];
-      throw Error(origin, where,
-                  here + " has " + std::to_string(list->items.size()) + " elements, no [" + key + "]");
-    }
-    throw Error(origin, where,
-                here + " is " + value_signature(node) + ", which has no key " + quote_text(key, 60));
-  }
-  throw Error(origin, where, "internal: step() given a wildcard");
+  const std::string key =
+      segment.kind == PathSegment::Kind::key ? segment.key : std::to_string(segment.index);
+  if (const Dict* dict = node.as_dict())
+    throw Error(
+        origin, where,
+        here + " has no key " + quote_text(key, 60) + " (its keys: " + key_list(*dict) + ")");
+  if (const List* list = node.as_list(); list && segment.kind == PathSegment::Kind::index)
+    throw Error(
+        origin, where,
+        here + " has " + std::to_string(list->items.size()) + " elements, no [" + key + "]");
+  throw Error(origin, where,
+              here + " is " + value_signature(node) + ", which has no key " + quote_text(key, 60));
 }
 
 }  // namespace
@@ -214,14 +223,15 @@ PathTarget resolve_path(const Value& root, const KeyPath& path, const std::strin
       const Dict* dict = node->as_dict();
       if (!dict)
         throw Error(origin, "path '" + format_path(path) + "'",
-                    place(walked) +
-                        " is " + value_signature(*node) + "; @keys needs a dict");
+                    place(walked) + " is " + value_signature(*node) + "; @keys needs a dict");
       target.form = PathTarget::Form::keys;
       target.keys.reserve(dict->items.size());
       for (const auto& [key, value] : dict->items) target.keys.push_back(key);
       return target;
     }
-    node = &step(*node, segment, walked, path, origin);
+    const Value* next = try_step(*node, segment);
+    if (!next) step_error(*node, segment, walked, path, origin);
+    node = next;
     walked.push_back(segment);
   }
   if (i == path.size()) {
@@ -230,35 +240,38 @@ PathTarget resolve_path(const Value& root, const KeyPath& path, const std::strin
   }
 
   // [*]: the rest of the path is applied to every element (or dict value), one row each.
-  // Each element with the step that names it in messages: [17] in a list, ["key"] in a dict.
-  std::vector<std::pair<const Value*, PathSegment>> elements;
-  if (const List* list = node->as_list()) {
+  std::vector<const Value*> elements;
+  const List* list = node->as_list();
+  const Dict* dict = node->as_dict();
+  if (list) {
     elements.reserve(list->items.size());
-    for (std::size_t row = 0; row < list->items.size(); ++row)
-      elements.push_back({&list->items[row], {PathSegment::Kind::index, {}, row}});
-  } else if (const Dict* dict = node->as_dict()) {
+    for (const auto& item : list->items) elements.push_back(&item);
+  } else if (dict) {
     elements.reserve(dict->items.size());
-    for (const auto& [key, value] : dict->items)
-      elements.push_back({&value, {PathSegment::Kind::key, key, 0}});
+    for (const auto& [key, value] : dict->items) elements.push_back(&value);
   } else {
     throw Error(origin, "path '" + format_path(path) + "'",
-                place(walked) +
-                    " is " + value_signature(*node) + "; [*] needs a list or a dict");
+                place(walked) + " is " + value_signature(*node) + "; [*] needs a list or a dict");
   }
+  // The step naming element `row` in messages: [17] in a list, ["key"] in a dict.
+  auto label = [&](std::size_t row) {
+    return list ? PathSegment{PathSegment::Kind::index, {}, row}
+                : PathSegment{PathSegment::Kind::key, dict->items[row].first, 0};
+  };
   target.form = PathTarget::Form::gathered;
   target.gathered.reserve(elements.size());
   const std::size_t rest = i + 1;
-  for (const auto& [first, label] : elements) {
-    const Value* element = first;
-    if (rest == path.size()) {
-      target.gathered.push_back(element);
-      continue;
-    }
-    KeyPath element_path = walked;
-    element_path.push_back(label);
+  for (std::size_t row = 0; row < elements.size(); ++row) {
+    const Value* element = elements[row];
     for (std::size_t j = rest; j < path.size(); ++j) {
-      element = &step(*element, path[j], element_path, path, origin);
-      element_path.push_back(path[j]);
+      const Value* next = try_step(*element, path[j]);
+      if (!next) {
+        KeyPath element_path = walked;
+        element_path.push_back(label(row));
+        element_path.insert(element_path.end(), path.begin() + rest, path.begin() + j);
+        step_error(*element, path[j], element_path, path, origin);
+      }
+      element = next;
     }
     target.gathered.push_back(element);
   }

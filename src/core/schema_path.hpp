@@ -13,8 +13,8 @@ namespace gpucache::detail {
 struct PathSegment {
   enum class Kind { key, index, wildcard, keys };
   Kind kind = Kind::key;
-  std::string key;           // Kind::key
-  std::uint64_t index = 0;   // Kind::index
+  std::string key;          // Kind::key
+  std::uint64_t index = 0;  // Kind::index
 };
 
 using KeyPath = std::vector<PathSegment>;

@@ -15,7 +15,8 @@ std::string shape_text(const std::vector<std::int64_t>& shape) {
 }
 
 std::string tensor_text(const Tensor& tensor) {
-  std::string text = "tensor " + std::string(dtype_name(tensor.dtype)) + " " + shape_text(tensor.shape);
+  std::string text =
+      "tensor " + std::string(dtype_name(tensor.dtype)) + " " + shape_text(tensor.shape);
   const bool dense = tensor.strides.size() == tensor.shape.size() && [&] {
     std::int64_t expected = 1;
     for (std::size_t i = tensor.shape.size(); i-- > 0;) {
@@ -57,21 +58,22 @@ std::string quote_text(std::string_view text, std::size_t max_chars) {
   return out + "\"";
 }
 
-std::string value_signature(const Value& value, bool top, int depth) {
+std::string value_signature(const Value& value, int sized_levels, int depth) {
   if (const Tensor* tensor = value.as_tensor()) return tensor_text(*tensor);
   if (depth <= 0) return std::string(value.type_name()) + "{...}";
   if (const List* list = value.as_list()) {
     std::string head = std::string(value.type_name());
-    if (top) {  // appended piecewise: "[" + std::to_string() trips GCC 12's -Wrestrict
+    if (sized_levels > 0) {  // appended piecewise: "[" + std::to_string() trips GCC 12's -Wrestrict
       head += '[';
       head += std::to_string(list->items.size());
       head += ']';
     }
     if (list->items.empty()) return head;
-    const std::string first = value_signature(list->items.front(), false, depth - 1);
+    const std::string first = value_signature(list->items.front(), sized_levels - 1, depth - 1);
     const std::size_t compared = std::min<std::size_t>(list->items.size(), 64);
     for (std::size_t i = 1; i < compared; ++i) {
-      if (value_signature(list->items[i], false, depth - 1) != first) return head + " of mixed types";
+      if (value_signature(list->items[i], sized_levels - 1, depth - 1) != first)
+        return head + " of mixed types";
     }
     return head + " of " + first;
   }
@@ -84,7 +86,7 @@ std::string value_signature(const Value& value, bool top, int depth) {
         break;
       }
       if (shown++ > 0) text += ", ";
-      text += key + ": " + value_signature(item, false, depth - 1);
+      text += key + ": " + value_signature(item, sized_levels - 1, depth - 1);
     }
     return text + "}";
   }
