@@ -23,8 +23,14 @@ nlohmann::json load_json(const std::string& path) {
   return nlohmann::json::parse(in);
 }
 
+// tmpfs when there is one: rewriting a truncated file on ext4 forces a flush each time.
+fs::path scratch_dir() {
+  std::error_code error;
+  return fs::is_directory("/dev/shm", error) ? fs::path("/dev/shm") : fs::temp_directory_path();
+}
+
 fs::path write_temp(const std::string& name, const std::string& text) {
-  const fs::path path = fs::temp_directory_path() / ("gpucache_test_jsonl_" + name + ".jsonl");
+  const fs::path path = scratch_dir() / ("gpucache_test_jsonl_" + name + ".jsonl");
   std::ofstream(path, std::ios::binary) << text;
   return path;
 }
@@ -168,7 +174,7 @@ TEST_CASE("empty files, byte-order marks, escapes, scalars and empty arrays") {
   CHECK(row.find("s")->as_list()->items.size() == 2);
   CHECK(*row.find("o")->as_list()->items[0].as_dict()->find("k")->as_int() == 1);
   fs::remove(path);
-  fs::remove(fs::temp_directory_path() / "gpucache_test_jsonl_empty.jsonl");
+  fs::remove(scratch_dir() / "gpucache_test_jsonl_empty.jsonl");
 }
 
 TEST_CASE("a missing file is an error") {
@@ -188,5 +194,18 @@ TEST_CASE("truncating a valid file anywhere gives rows or an error, never a cras
     }
   }
   CHECK(refused > 0);
-  fs::remove(fs::temp_directory_path() / "gpucache_test_jsonl_truncated.jsonl");
+  fs::remove(scratch_dir() / "gpucache_test_jsonl_truncated.jsonl");
+}
+
+TEST_CASE("a line holding a large object is read in linear time and still refuses repeated keys") {
+  std::string line = "{";
+  for (int i = 0; i < 50000; ++i) line += "\"text " + std::to_string(i) + "\": [0.5, 1.5], ";
+  auto path = write_temp("large", line + "\"end\": []}\n");
+  const Value root = read_jsonl(path.string());
+  const Dict& cache = *root.as_list()->items.at(0).as_dict();
+  CHECK(cache.items.size() == 50001);
+  CHECK(cache.items[49999].first == "text 49999");
+  path = write_temp("large", line + "\"text 5\": []}\n");
+  CHECK(error_of(path.string()).find("line 1: key \"text 5\" appears twice") != std::string::npos);
+  fs::remove(path);
 }

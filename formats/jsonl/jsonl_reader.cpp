@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
+#include <unordered_set>
 #include <vector>
 
 #include "gpucache/detail/mapped_file.hpp"
@@ -61,7 +62,19 @@ class LineBuilder : public nlohmann::json_sax<Json> {
   }
   bool key(string_t& name) override {
     Frame& frame = frames_.back();
-    if (frame.dict->find(name) != nullptr) fail("key \"" + name + "\" appears twice");
+    // Linear search is fastest for the usual handful of keys; a line holding a whole text ->
+    // vector cache can have a million, so large objects switch to a hash set.
+    bool repeated;
+    if (frame.dict->items.size() < kLinearKeys) {
+      repeated = frame.dict->find(name) != nullptr;
+    } else {
+      if (!frame.keys) {
+        frame.keys = std::make_unique<std::unordered_set<std::string>>();
+        for (const auto& [existing, value] : frame.dict->items) frame.keys->insert(existing);
+      }
+      repeated = !frame.keys->insert(name).second;
+    }
+    if (repeated) fail("key \"" + name + "\" appears twice");
     frame.key = std::move(name);
     return true;
   }
@@ -131,7 +144,9 @@ class LineBuilder : public nlohmann::json_sax<Json> {
     std::string element_type{};      // array: type of its first element, "" while empty
     std::uint64_t first_number = 0;  // array: where its numbers start in the arena
     std::uint64_t count = 0;         // array: elements so far
+    std::unique_ptr<std::unordered_set<std::string>> keys{};  // object: keys, once it is large
   };
+  static constexpr std::size_t kLinearKeys = 32;
 
   bool number(double as_double, Value as_value, std::string_view text) {
     if (frames_.empty() || frames_.back().kind == Frame::object)

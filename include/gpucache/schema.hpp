@@ -114,7 +114,9 @@ void read_rows(const ColumnSource& column, std::uint64_t first_row, std::uint64_
 // range or the column is numeric.
 std::string_view text_row(const ColumnSource& column, std::uint64_t row);
 
-// "--kind dialogue --field question_embedding=[*].q_emb ...", shell-quoted where needed.
+// "--field 'question_embedding=[*].q_emb'": shell-quoted where needed.
+std::string format_field_flag(const FieldSpec& field);
+// "--kind dialogue --field ... --field ...".
 std::string format_flags(SourceKind kind, const std::vector<FieldSpec>& fields);
 
 }  // namespace gpucache

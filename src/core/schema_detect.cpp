@@ -217,7 +217,7 @@ class Detector {
       for (const auto& key : slots[slot]) {
         keys += (keys.empty() ? "" : ", ") + key;
         const std::string path = format_path(with_key(key_prefix, key));
-        flags += "\n  --field " + format_flags_field({std::string(table[slot].column), path});
+        flags += "\n  " + format_field_flag({std::string(table[slot].column), path});
       }
       throw Error(origin_, "layout",
                   where + " has " + std::to_string(slots[slot].size()) +
@@ -225,12 +225,6 @@ class Detector {
                       keys + "); pick one:" + flags);
     }
     return slots;
-  }
-
-  static std::string format_flags_field(const FieldSpec& field) {
-    // format_flags() renders "--kind K --field X"; keep only the field part.
-    const std::string all = format_flags(SourceKind::embeddings, {field});
-    return all.substr(all.find("--field ") + 8);
   }
 
   // Columns named by recognised keys. `path_of` turns a key into its column path;
