@@ -62,10 +62,12 @@ void check_values(const Tensor& tensor, const nlohmann::json& expected) {
         CHECK(element<float>(tensor, i) == expected[i].get<float>());
         break;
       case DType::f16:
-        CHECK(detail::f16_to_f32(element<std::uint16_t>(tensor, i)) == expected[i].get<float>());
+        CHECK(detail::f16_bits_to_f32(element<std::uint16_t>(tensor, i)) ==
+              expected[i].get<float>());
         break;
       case DType::bf16:
-        CHECK(detail::bf16_to_f32(element<std::uint16_t>(tensor, i)) == expected[i].get<float>());
+        CHECK(detail::bf16_bits_to_f32(element<std::uint16_t>(tensor, i)) ==
+              expected[i].get<float>());
         break;
       case DType::i64:
         CHECK(element<std::int64_t>(tensor, i) == expected[i].get<std::int64_t>());

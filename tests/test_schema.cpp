@@ -5,7 +5,6 @@
 #include <cstring>
 #include <limits>
 
-#include "gpucache/detail/float_convert.hpp"
 #include "gpucache/error.hpp"
 #include "gpucache/schema.hpp"
 #include "src/core/schema_path.hpp"
@@ -426,14 +425,15 @@ TEST_CASE("big-endian and strided sources convert through the bounce buffer") {
   CHECK(read_f32(*map_source(swapped, "b.pt").find("embedding")) == std::vector<float>{1, -2});
 }
 
-TEST_CASE("f16 conversion covers infinities, NaN and subnormals") {
-  CHECK(std::isinf(detail::f16_to_f32(0x7c00)));
-  CHECK(detail::f16_to_f32(0xfc00) < 0);
-  CHECK(std::isnan(detail::f16_to_f32(0x7e00)));
-  CHECK(detail::f16_to_f32(0x03ff) == std::ldexp(1023.0f, -24));  // largest subnormal
-  CHECK(detail::f16_to_f32(0x0400) == std::ldexp(1.0f, -14));     // smallest normal
-  CHECK(detail::f16_to_f32(0x3555) == 0.333251953125f);
-  CHECK(detail::bf16_to_f32(0x7f80) == std::numeric_limits<float>::infinity());
+TEST_CASE("read_rows converts into an output buffer at any alignment") {
+  const std::vector<std::uint16_t> halves{0x3c00, 0xc000, 0x3800, 0x4200};  // 1, -2, 0.5, 3
+  const SourceMapping mapping = map_source(tensor(DType::f16, {2, 2}, bytes_of(halves)), "u.pt");
+  std::vector<std::byte> buffer(4 * sizeof(float) + 1);
+  const auto out = std::span(buffer).subspan(1);
+  read_rows(*mapping.find("embedding"), 0, 2, DType::f32, out);
+  std::vector<float> values(4);
+  std::memcpy(values.data(), out.data(), out.size());
+  CHECK(values == std::vector<float>{1, -2, 0.5, 3});
 }
 
 TEST_CASE("several inputs must agree on kind, columns and dims") {

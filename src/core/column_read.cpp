@@ -1,6 +1,7 @@
 // Row access for pack: the hot path. Dense little-endian sources are converted straight from the
 // mapped bytes; anything strided or big-endian goes through a small bounce buffer.
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <vector>
 
@@ -8,6 +9,7 @@
 #include "gpucache/detail/float_convert.hpp"
 #include "gpucache/error.hpp"
 #include "gpucache/schema.hpp"
+#include "src/core/schema_dtypes.hpp"
 
 namespace gpucache {
 namespace {
@@ -26,17 +28,27 @@ void read_elements(const Tensor& tensor, std::uint64_t first, std::uint64_t coun
     tensor.copy_row_major(first, {out, count * in_size});
     return;
   }
-  // out_dtype is f32 and the source a float type (checked by read_rows).
-  if (tensor.is_contiguous_le()) {
-    detail::convert_to_f32(
-        tensor.dtype, tensor.contiguous_bytes().subspan(first * in_size, count * in_size), out);
+  // out_dtype is f32 and the source a float type (checked by read_rows). widen_to_f32 writes
+  // floats, so an output not aligned for them goes through the bounce buffer too.
+  const bool aligned = reinterpret_cast<std::uintptr_t>(out) % alignof(float) == 0;
+  if (tensor.is_contiguous_le() && aligned) {
+    detail::widen_to_f32(tensor.dtype, tensor.contiguous_bytes().data() + first * in_size,
+                         reinterpret_cast<float*>(out), count);
     return;
   }
-  std::vector<std::byte> bounce(std::min(count, kBounceElements) * in_size);
+  const std::uint64_t chunk_limit = std::min(count, kBounceElements);
+  std::vector<std::byte> bounce(chunk_limit * in_size);
+  std::vector<float> widened(aligned ? 0 : chunk_limit);
   for (std::uint64_t done = 0; done < count;) {
     const std::uint64_t chunk = std::min(count - done, kBounceElements);
     tensor.copy_row_major(first + done, {bounce.data(), chunk * in_size});
-    detail::convert_to_f32(tensor.dtype, {bounce.data(), chunk * in_size}, out + done * 4);
+    if (aligned) {
+      detail::widen_to_f32(tensor.dtype, bounce.data(), reinterpret_cast<float*>(out) + done,
+                           chunk);
+    } else {
+      detail::widen_to_f32(tensor.dtype, bounce.data(), widened.data(), chunk);
+      std::memcpy(out + done * sizeof(float), widened.data(), chunk * sizeof(float));
+    }
     done += chunk;
   }
 }
@@ -52,12 +64,12 @@ void read_rows(const ColumnSource& column, std::uint64_t first_row, std::uint64_
     throw Error(column.origin, where(column),
                 "rows " + std::to_string(first_row) + " + " + std::to_string(count) +
                     " are out of range (the column has " + std::to_string(column.rows) + ")");
-  const bool widening = out_dtype == DType::f32 && detail::converts_to_f32(column.dtype);
+  const bool widening = out_dtype == DType::f32 && detail::widens_to_f32(column.dtype);
   if (out_dtype != column.dtype && !widening)
     throw Error(column.origin, where(column),
                 "cannot be read as " + std::string(dtype_name(out_dtype)) + ": it holds " +
                     std::string(dtype_name(column.dtype)) + ", readable as itself" +
-                    (detail::converts_to_f32(column.dtype) ? " or as f32" : ""));
+                    (detail::widens_to_f32(column.dtype) ? " or as f32" : ""));
   const auto elements = detail::checked_mul(count, column.dim);
   const auto bytes =
       elements ? detail::checked_mul(*elements, dtype_size(out_dtype)) : std::nullopt;

@@ -1,81 +1,118 @@
 #include "gpucache/detail/float_convert.hpp"
 
-#include <array>
 #include <bit>
 #include <cstring>
 
+#include "gpucache/error.hpp"
+
 namespace gpucache::detail {
 
-float f16_to_f32(std::uint16_t bits) noexcept {
-  const std::uint32_t sign = static_cast<std::uint32_t>(bits & 0x8000u) << 16;
-  std::uint32_t exponent = (bits >> 10) & 0x1fu;
-  std::uint32_t mantissa = bits & 0x3ffu;
-  std::uint32_t result;
-  if (exponent == 0x1f) {
-    result = sign | 0x7f800000u | (mantissa << 13);
-  } else if (exponent != 0) {
-    result = sign | ((exponent + 112) << 23) | (mantissa << 13);
-  } else if (mantissa == 0) {
-    result = sign;
-  } else {
-    // Subnormal half: shift the mantissa up until its leading one becomes the implicit bit.
-    exponent = 113;
-    while ((mantissa & 0x400u) == 0) {
-      mantissa <<= 1;
-      --exponent;
-    }
-    result = sign | (exponent << 23) | ((mantissa & 0x3ffu) << 13);
+std::uint16_t f32_to_f16_bits(float value) noexcept {
+  const std::uint32_t bits = std::bit_cast<std::uint32_t>(value);
+  const std::uint32_t sign = (bits >> 16) & 0x8000u;
+  const std::uint32_t magnitude = bits & 0x7fffffffu;
+  if (magnitude > 0x7f800000u) return static_cast<std::uint16_t>(sign | 0x7e00u);   // NaN stays NaN
+  if (magnitude >= 0x477ff000u) return static_cast<std::uint16_t>(sign | 0x7c00u);  // rounds to inf
+  if (magnitude < 0x38800000u) {
+    // Result is subnormal or zero in f16: shift the full significand into place, then round.
+    if (magnitude < 0x33000000u) return static_cast<std::uint16_t>(sign);
+    const std::uint32_t exponent = magnitude >> 23;
+    const std::uint32_t significand = (magnitude & 0x7fffffu) | 0x800000u;
+    const std::uint32_t shift = 126 - exponent;  // 14..24
+    std::uint32_t result = significand >> shift;
+    const std::uint32_t remainder = significand & ((1u << shift) - 1);
+    const std::uint32_t halfway = 1u << (shift - 1);
+    if (remainder > halfway || (remainder == halfway && (result & 1u))) ++result;
+    return static_cast<std::uint16_t>(sign | result);
   }
-  return std::bit_cast<float>(result);
+  // Normal: rebias the exponent and round the 13 dropped significand bits to nearest even.
+  std::uint32_t result = (magnitude - 0x38000000u) >> 13;
+  const std::uint32_t remainder = magnitude & 0x1fffu;
+  if (remainder > 0x1000u || (remainder == 0x1000u && (result & 1u))) ++result;
+  return static_cast<std::uint16_t>(sign | result);
 }
 
-float bf16_to_f32(std::uint16_t bits) noexcept {
+std::uint16_t f32_to_bf16_bits(float value) noexcept {
+  const std::uint32_t bits = std::bit_cast<std::uint32_t>(value);
+  if ((bits & 0x7fffffffu) > 0x7f800000u) return static_cast<std::uint16_t>((bits >> 16) | 0x40u);
+  const std::uint32_t rounding = 0x7fffu + ((bits >> 16) & 1u);
+  return static_cast<std::uint16_t>((bits + rounding) >> 16);
+}
+
+float f16_bits_to_f32(std::uint16_t half) noexcept {
+  const std::uint32_t sign = static_cast<std::uint32_t>(half & 0x8000u) << 16;
+  std::uint32_t exponent = (half >> 10) & 0x1fu;
+  std::uint32_t significand = half & 0x3ffu;
+  std::uint32_t bits;
+  if (exponent == 0x1f) {
+    bits = sign | 0x7f800000u | (significand << 13);
+  } else if (exponent != 0) {
+    bits = sign | ((exponent + 112) << 23) | (significand << 13);
+  } else if (significand == 0) {
+    bits = sign;
+  } else {
+    // Subnormal f16: normalise into an f32 normal.
+    exponent = 113;
+    while ((significand & 0x400u) == 0) {
+      significand <<= 1;
+      --exponent;
+    }
+    bits = sign | (exponent << 23) | ((significand & 0x3ffu) << 13);
+  }
+  return std::bit_cast<float>(bits);
+}
+
+float bf16_bits_to_f32(std::uint16_t bits) noexcept {
   return std::bit_cast<float>(static_cast<std::uint32_t>(bits) << 16);
 }
 
-bool converts_to_f32(DType dtype) noexcept {
-  return dtype == DType::f16 || dtype == DType::bf16 || dtype == DType::f32 || dtype == DType::f64;
-}
-
-namespace {
-template <typename T>
-T load_le(const std::byte* source) noexcept {
-  T value;
-  std::memcpy(&value, source, sizeof(T));
-  if constexpr (std::endian::native == std::endian::big) {
-    auto raw = std::bit_cast<std::array<unsigned char, sizeof(T)>>(value);
-    for (std::size_t i = 0; i < sizeof(T) / 2; ++i) std::swap(raw[i], raw[sizeof(T) - 1 - i]);
-    value = std::bit_cast<T>(raw);
-  }
-  return value;
-}
-}  // namespace
-
-void convert_to_f32(DType dtype, std::span<const std::byte> in, std::byte* out) noexcept {
-  const std::byte* source = in.data();
-  auto store = [out](std::size_t i, float value) { std::memcpy(out + 4 * i, &value, 4); };
-  switch (dtype) {
+void widen_to_f32(DType from, const std::byte* in, float* out, std::size_t count) {
+  switch (from) {
     case DType::f32:
-      if constexpr (std::endian::native == std::endian::little) {
-        std::memcpy(out, source, in.size());
-      } else {
-        for (std::size_t i = 0; i < in.size() / 4; ++i) store(i, load_le<float>(source + 4 * i));
-      }
+      std::memcpy(out, in, count * 4);
       return;
     case DType::f16:
-      for (std::size_t i = 0; i < in.size() / 2; ++i)
-        store(i, f16_to_f32(load_le<std::uint16_t>(source + 2 * i)));
-      return;
     case DType::bf16:
-      for (std::size_t i = 0; i < in.size() / 2; ++i)
-        store(i, bf16_to_f32(load_le<std::uint16_t>(source + 2 * i)));
+      for (std::size_t i = 0; i < count; ++i) {
+        std::uint16_t bits;
+        std::memcpy(&bits, in + 2 * i, 2);
+        out[i] = from == DType::f16 ? f16_bits_to_f32(bits) : bf16_bits_to_f32(bits);
+      }
       return;
     case DType::f64:
-      for (std::size_t i = 0; i < in.size() / 8; ++i)
-        store(i, static_cast<float>(load_le<double>(source + 8 * i)));
+      for (std::size_t i = 0; i < count; ++i) {
+        double value;
+        std::memcpy(&value, in + 8 * i, 8);
+        out[i] = static_cast<float>(value);
+      }
       return;
     default:
-      return;  // excluded by the precondition
+      throw Error("", "",
+                  std::string("cannot convert ") + std::string(dtype_name(from)) + " to f32");
+  }
+}
+
+void narrow_from_f32(DType to, const float* in, std::byte* out, std::size_t count) {
+  switch (to) {
+    case DType::f32:
+      std::memcpy(out, in, count * 4);
+      return;
+    case DType::f16:
+    case DType::bf16:
+      for (std::size_t i = 0; i < count; ++i) {
+        const std::uint16_t bits =
+            to == DType::f16 ? f32_to_f16_bits(in[i]) : f32_to_bf16_bits(in[i]);
+        std::memcpy(out + 2 * i, &bits, 2);
+      }
+      return;
+    case DType::f64:
+      for (std::size_t i = 0; i < count; ++i) {
+        const double value = in[i];
+        std::memcpy(out + 8 * i, &value, 8);
+      }
+      return;
+    default:
+      throw Error("", "", std::string("cannot convert f32 to ") + std::string(dtype_name(to)));
   }
 }
 

@@ -5,10 +5,10 @@
 #include <algorithm>
 #include <cctype>
 
-#include "gpucache/detail/float_convert.hpp"
 #include "gpucache/error.hpp"
 #include "src/core/schema_columns.hpp"
 #include "src/core/schema_detect.hpp"
+#include "src/core/schema_dtypes.hpp"
 #include "src/core/schema_path.hpp"
 #include "src/core/value_summary.hpp"
 
@@ -88,7 +88,7 @@ void check_column_type(const ColumnSource& column, const StandardColumn& standar
   if (standard.kind == ColumnKind::numeric) {
     if (column.kind != ColumnKind::numeric)
       throw Error(column.origin, where, "must hold vectors but holds text");
-    if (!detail::converts_to_f32(column.dtype))
+    if (!detail::widens_to_f32(column.dtype))
       throw Error(column.origin, where,
                   "has dtype " + std::string(dtype_name(column.dtype)) +
                       "; embeddings must be f16, bf16, f32 or f64");
@@ -308,7 +308,7 @@ void check_compatible(const std::vector<SourceMapping>& mappings) {
       const bool same_kind = other.kind == column.kind;
       const bool same_dim = other.dim == column.dim;
       const bool both_float =
-          detail::converts_to_f32(other.dtype) && detail::converts_to_f32(column.dtype);
+          detail::widens_to_f32(other.dtype) && detail::widens_to_f32(column.dtype);
       const bool same_dtype =
           column.kind == ColumnKind::text || other.dtype == column.dtype || both_float;
       if (!same_kind || !same_dim || !same_dtype)

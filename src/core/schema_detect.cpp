@@ -9,8 +9,8 @@
 #include <functional>
 #include <optional>
 
-#include "gpucache/detail/float_convert.hpp"
 #include "gpucache/error.hpp"
+#include "src/core/schema_dtypes.hpp"
 #include "src/core/schema_path.hpp"
 #include "src/core/value_summary.hpp"
 
@@ -65,7 +65,7 @@ std::string lower(std::string_view text) {
 }
 
 bool float_tensor(const Tensor* tensor) {
-  return tensor && converts_to_f32(tensor->dtype);
+  return tensor && widens_to_f32(tensor->dtype);
 }
 
 // [N, D], or [N, 1, ..., D]: one vector per row.

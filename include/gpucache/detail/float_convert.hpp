@@ -1,6 +1,5 @@
-// Widening of stored floating-point elements to f32, bit-exact for f16 and bf16 (every value,
-// including subnormals, infinities and NaN payloads, has an exact f32 counterpart) and
-// round-to-nearest for f64. Inputs are little-endian element bytes, possibly unaligned.
+// Conversions between the float storage types and f32, the type validation computes in. Narrowing
+// rounds to nearest even on the bit patterns, so every backend produces identical bytes.
 #pragma once
 
 #include <cstddef>
@@ -11,13 +10,13 @@
 
 namespace gpucache::detail {
 
-float f16_to_f32(std::uint16_t bits) noexcept;
-float bf16_to_f32(std::uint16_t bits) noexcept;
-
-// True for the dtypes convert_to_f32 accepts: f16, bf16, f32, f64.
-bool converts_to_f32(DType dtype) noexcept;
-// Converts in.size() / dtype_size(dtype) elements into out, which must have room for that many
-// floats; neither side needs any alignment. dtype must satisfy converts_to_f32.
-void convert_to_f32(DType dtype, std::span<const std::byte> in, std::byte* out) noexcept;
+// Converts count elements of `from` (any float type, or an integer type) to f32.
+void widen_to_f32(DType from, const std::byte* in, float* out, std::size_t count);
+// Converts count f32 values to `to` (f32, f16, bf16 or f64).
+void narrow_from_f32(DType to, const float* in, std::byte* out, std::size_t count);
+std::uint16_t f32_to_f16_bits(float value) noexcept;
+std::uint16_t f32_to_bf16_bits(float value) noexcept;
+float f16_bits_to_f32(std::uint16_t bits) noexcept;
+float bf16_bits_to_f32(std::uint16_t bits) noexcept;
 
 }  // namespace gpucache::detail
