@@ -139,8 +139,7 @@ TEST_CASE("string lists are counted and sampled; big text -> tensor dicts are su
 TEST_CASE("probe shows why no mapping was found, and follows --kind/--field") {
   const Value root = dict({{"a", f32_iota({3, 2})}, {"b", f32_iota({3, 2})}});
   const std::string text = probe_text(root, "two.pt");
-  CHECK(text.find("layout: none\n  layout: the root holds 2 blocks of vectors") !=
-        std::string::npos);
+  CHECK(text.find("layout: none\n  the root holds 2 blocks of vectors") != std::string::npos);
   CHECK(text.find("\n    --kind embeddings --field embedding=a\n") != std::string::npos);
 
   ProbeOptions options;
@@ -171,12 +170,14 @@ TEST_CASE("deep, cyclic, small mixed and odd inputs render without trouble") {
   CHECK(nlohmann::json::parse(probe_json(Value(cyclic), "cycle.pt"))["tree"]["type"] == "list");
   cyclic->items.clear();
 
-  const Value mixed = list(
-      {Value(std::int64_t{3}), Value(2.5), Value(), Value(true), str("s"), list({}), dict({})});
+  const Value mixed = list({Value(std::int64_t{3}), Value(2.5), Value(), Value(true), str("s"),
+                            list({}), dict({}), Value(2.0)});
   const std::string small = probe_text(mixed, "m.pt");
   CAPTURE(small);
-  CHECK(small.find("m.pt: list[7]\n  [0]: int 3\n  [1]: float 2.5\n  [2]: None\n  [3]: bool True\n"
-                   "  [4]: str \"s\"\n  [5]: list[0]\n  [6]: dict (empty)\n") == 0);
+  CHECK(small.find("m.pt: list[8]\n  [0]: int 3\n  [1]: float 2.5\n  [2]: None\n  [3]: bool True\n"
+                   "  [4]: str \"s\"\n  [5]: list[0]\n  [6]: dict (empty)\n  [7]: float 2.0\n") ==
+        0);
+  CHECK(probe_text(Value(0.1), "f.pt").find("f.pt: float 0.1\n") == 0);
 
   // Keys and strings that are not valid UTF-8 still give valid JSON.
   const Value odd = dict({{std::string("bad\xff key"), str("\xc3")}, {"", str("")}});

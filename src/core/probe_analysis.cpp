@@ -42,8 +42,9 @@ ProbeMapping try_mapping(const Value& root, const std::string& origin,
   try {
     result.mapping = map_source(root, origin, options.kind, options.fields);
   } catch (const Error& error) {
-    result.error =
-        error.location().empty() ? error.cause() : error.location() + ": " + error.cause();
+    // Shown under "layout: none", so the location "layout" would only repeat it.
+    const bool plain = error.location().empty() || error.location() == "layout";
+    result.error = plain ? error.cause() : error.location() + ": " + error.cause();
   }
   return result;
 }

@@ -1,6 +1,6 @@
 // probe_text: the object tree as an indented outline, then the layout and column mapping.
 #include <algorithm>
-#include <cstdio>
+#include <charconv>
 #include <sstream>
 
 #include "gpucache/probe.hpp"
@@ -17,9 +17,12 @@ std::string scalar_text(const Value& value) {
   if (const std::string* text = value.as_string()) return "str " + detail::quote_text(*text, 60);
   if (const std::int64_t* number = value.as_int()) return "int " + std::to_string(*number);
   if (const double* number = value.as_float()) {
+    // Shortest round-trip digits, with ".0" on whole numbers, as Python prints them.
     char buffer[32];
-    std::snprintf(buffer, sizeof buffer, "%.17g", *number);
-    return std::string("float ") + buffer;
+    const auto end = std::to_chars(buffer, buffer + sizeof buffer, *number).ptr;
+    std::string text(buffer, end);
+    if (text.find_first_of(".eni") == std::string::npos) text += ".0";
+    return "float " + text;
   }
   if (const bool* flag = std::get_if<bool>(&value.data)) return *flag ? "bool True" : "bool False";
   return std::string(value.type_name());
