@@ -321,6 +321,9 @@ def main(argv=None) -> int:
             f"{t['target']}")
     elapsed = time.time() - started
     log(f"done in {elapsed / 60:.1f} min: {args.out / 'results.md'}, results.json, chart.png")
+    if elapsed > 600:
+        log("warning: over the 10-minute budget; lower --reps/--slow-reps or the sizes, or "
+            "check that the machine was quiet (load average above)")
     if runner.errors:
         log(f"{len(runner.errors)} case(s) failed; see results.md")
     return 1 if runner.errors else 0
