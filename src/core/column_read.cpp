@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "gpucache/detail/checked_math.hpp"
+#include "gpucache/detail/float_convert.hpp"
 #include "gpucache/error.hpp"
 #include "gpucache/schema.hpp"
 #include "src/core/schema_dtypes.hpp"
@@ -18,57 +19,6 @@ constexpr std::uint64_t kBounceElements = 1 << 16;
 
 std::string where(const ColumnSource& column) {
   return "column " + column.name + " (path '" + column.path + "')";
-}
-
-float f16_bits_to_float(std::uint16_t half) noexcept {
-  const std::uint32_t sign = static_cast<std::uint32_t>(half & 0x8000u) << 16;
-  std::uint32_t exponent = (half >> 10) & 0x1fu;
-  std::uint32_t significand = half & 0x3ffu;
-  std::uint32_t bits;
-  if (exponent == 0x1f) {
-    bits = sign | 0x7f800000u | (significand << 13);
-  } else if (exponent != 0) {
-    bits = sign | ((exponent + 112) << 23) | (significand << 13);
-  } else if (significand == 0) {
-    bits = sign;
-  } else {
-    // Subnormal f16: shift until the leading one becomes the implicit bit of an f32 normal.
-    exponent = 113;
-    while ((significand & 0x400u) == 0) {
-      significand <<= 1;
-      --exponent;
-    }
-    bits = sign | (exponent << 23) | ((significand & 0x3ffu) << 13);
-  }
-  return std::bit_cast<float>(bits);
-}
-
-// count little-endian elements of a float dtype to f32; exact except f64, which rounds to
-// nearest. Inputs may be unaligned (safetensors does not align tensors).
-void widen_to_f32(DType from, const std::byte* in, float* out, std::size_t count) noexcept {
-  switch (from) {
-    case DType::f32:
-      std::memcpy(out, in, count * sizeof(float));
-      return;
-    case DType::f16:
-    case DType::bf16:
-      for (std::size_t i = 0; i < count; ++i) {
-        std::uint16_t bits;
-        std::memcpy(&bits, in + 2 * i, 2);
-        out[i] = from == DType::f16 ? f16_bits_to_float(bits)
-                                    : std::bit_cast<float>(static_cast<std::uint32_t>(bits) << 16);
-      }
-      return;
-    case DType::f64:
-      for (std::size_t i = 0; i < count; ++i) {
-        double value;
-        std::memcpy(&value, in + 8 * i, 8);
-        out[i] = static_cast<float>(value);
-      }
-      return;
-    default:
-      return;  // read_rows only widens dtypes for which widens_to_f32() holds
-  }
 }
 
 // Elements [first, first + count) of tensor, in row-major order, as out_dtype.
@@ -83,8 +33,8 @@ void read_elements(const Tensor& tensor, std::uint64_t first, std::uint64_t coun
   // floats, so an output not aligned for them goes through the bounce buffer too.
   const bool aligned = reinterpret_cast<std::uintptr_t>(out) % alignof(float) == 0;
   if (tensor.is_contiguous_le() && aligned) {
-    widen_to_f32(tensor.dtype, tensor.contiguous_bytes().data() + first * in_size,
-                 reinterpret_cast<float*>(out), count);
+    detail::widen_to_f32(tensor.dtype, tensor.contiguous_bytes().data() + first * in_size,
+                         reinterpret_cast<float*>(out), count);
     return;
   }
   const std::uint64_t chunk_limit = std::min(count, kBounceElements);
@@ -94,9 +44,10 @@ void read_elements(const Tensor& tensor, std::uint64_t first, std::uint64_t coun
     const std::uint64_t chunk = std::min(count - done, kBounceElements);
     tensor.copy_row_major(first + done, {bounce.data(), chunk * in_size});
     if (aligned) {
-      widen_to_f32(tensor.dtype, bounce.data(), reinterpret_cast<float*>(out) + done, chunk);
+      detail::widen_to_f32(tensor.dtype, bounce.data(), reinterpret_cast<float*>(out) + done,
+                           chunk);
     } else {
-      widen_to_f32(tensor.dtype, bounce.data(), widened.data(), chunk);
+      detail::widen_to_f32(tensor.dtype, bounce.data(), widened.data(), chunk);
       std::memcpy(out + done * sizeof(float), widened.data(), chunk * sizeof(float));
     }
     done += chunk;
