@@ -25,7 +25,7 @@ if [ "$help" = 0 ]; then
   echo "bench: building gpucache_cli" >&2
   cmake --build "$build_dir" --target gpucache_cli --parallel "$(nproc)" >&2
   # The validation microbenchmark exists once the validation engine is in the tree.
-  if cmake --build "$build_dir" --target help 2>/dev/null | grep -q gpucache_bench_validate; then
+  if cmake --build "$build_dir" --target help 2>/dev/null | grep gpucache_bench_validate >/dev/null; then
     echo "bench: building gpucache_bench_validate" >&2
     cmake --build "$build_dir" --target gpucache_bench_validate --parallel "$(nproc)" >&2
   fi

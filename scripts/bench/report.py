@@ -133,7 +133,11 @@ def results_section(results: dict, chart_name: str, heading: str = "##") -> list
               "Ratio = peer median time / gpucache median time on the same bytes, measured in "
               "the same run: above 1 means gpucache is faster (for bandwidth peers, the fraction "
               "of the peer's bandwidth reached).", ""]
-    lines += [f"{h} Targets", "", f"{h}# CPU", ""] + _targets_table(results["targets"], "cpu")
+    lines += [f"{h} Targets", ""]
+    if meta.get("smoke"):
+        lines += ["Smoke run: the verdicts below come from tiny data and one repetition and say "
+                  "nothing about the targets.", ""]
+    lines += [f"{h}# CPU", ""] + _targets_table(results["targets"], "cpu")
     lines += ["", f"{h}# GPU", ""] + _targets_table(results["targets"], "gpu") + [""]
     lines += [f"![benchmark ratios]({chart_name})", ""]
     cpu = [c for c in comps if c["group"] == "cpu" and c["section"] != "load"]
