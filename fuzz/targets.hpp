@@ -1,0 +1,163 @@
+// One fuzz target per parser of untrusted input. The contract every parser must keep: given any
+// bytes, it either succeeds or throws gpucache::Error. Any other exception, a crash, a sanitizer
+// report, a hang or an allocation beyond libFuzzer's -malloc_limit_mb is a finding. Where a parse
+// succeeds, the target also checks what callers rely on (offsets in bounds, re-encoding gives the
+// same bytes) and traps when that does not hold.
+//
+// These functions are header-only so that fuzz/fuzz_main.cpp (libFuzzer, clang) and
+// tests/test_fuzz_replay.cpp (every build, any compiler) run exactly the same code.
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "formats/shard/manifest.hpp"
+#include "formats/shard/shard_layout.hpp"
+#include "formats/shard/shard_reader.hpp"
+#include "gpucache/error.hpp"
+#include "gpucache/npy.hpp"
+#include "gpucache/value.hpp"
+
+namespace gpucache::fuzz {
+
+// A broken invariant: abort so that libFuzzer keeps the input and the replay test fails loudly.
+#define GPUCACHE_FUZZ_REQUIRE(condition) \
+  do {                                   \
+    if (!(condition)) __builtin_trap();  \
+  } while (false)
+
+template <std::size_t N>
+inline bool same_bytes(const std::array<std::byte, N>& encoded, std::span<const std::byte> input,
+                       std::uint64_t offset) {
+  return offset + N <= input.size() && std::memcmp(encoded.data(), input.data() + offset, N) == 0;
+}
+
+inline bool same_bytes(const std::vector<std::byte>& encoded, std::span<const std::byte> input,
+                       std::uint64_t offset) {
+  return offset + encoded.size() <= input.size() &&
+         std::memcmp(encoded.data(), input.data() + offset, encoded.size()) == 0;
+}
+
+inline std::uint64_t load_u64(const std::byte* at) {
+  std::uint64_t value = 0;
+  for (int i = 7; i >= 0; --i) value = value << 8 | std::to_integer<std::uint64_t>(at[i]);
+  return value;
+}
+
+inline void store_u64(std::byte* at, std::uint64_t value) {
+  for (int i = 0; i < 8; ++i) at[i] = static_cast<std::byte>(value >> (8 * i));
+}
+
+// Decodes one shard image and checks what callers rely on when it is accepted.
+inline void check_shard_image(std::span<const std::byte> input) {
+  shard::Layout layout;
+  try {
+    layout = shard::decode_layout(input, "fuzz.gcs");
+  } catch (const Error&) {
+    return;
+  }
+  const auto& h = layout.header;
+  // A layout that decodes is canonical: encoding it again gives the very same bytes, so no byte
+  // outside the data region escapes the checks.
+  GPUCACHE_FUZZ_REQUIRE(same_bytes(shard::encode_header(h), input, 0));
+  GPUCACHE_FUZZ_REQUIRE(same_bytes(shard::encode_column_table(layout.columns), input, 256));
+  GPUCACHE_FUZZ_REQUIRE(
+      same_bytes(shard::encode_chunk_table(layout.chunks), input, h.chunk_table_offset));
+  GPUCACHE_FUZZ_REQUIRE(same_bytes(shard::encode_footer({h.file_size, h.header_hash, 0}), input,
+                                   input.size() - shard::kFooterSize));
+  GPUCACHE_FUZZ_REQUIRE(layout.columns.size() == h.column_count);
+  GPUCACHE_FUZZ_REQUIRE(layout.chunks.size() == h.chunk_count);
+  // What the zero-copy readers rely on: every column region lies inside the logical data region
+  // (and, uncompressed, inside the file), and so do every chunk's stored bytes.
+  for (const auto& column : layout.columns) {
+    GPUCACHE_FUZZ_REQUIRE(column.data_offset >= h.data_offset);
+    GPUCACHE_FUZZ_REQUIRE(column.data_offset + column.data_size <= h.data_offset + h.data_size);
+    GPUCACHE_FUZZ_REQUIRE(column.aux_offset + column.aux_size <= h.data_offset + h.data_size);
+    if (!h.compressed()) {
+      GPUCACHE_FUZZ_REQUIRE(column.data_offset + column.data_size <= input.size());
+      GPUCACHE_FUZZ_REQUIRE(column.aux_offset + column.aux_size <= input.size());
+    }
+  }
+  for (const auto& chunk : layout.chunks)
+    GPUCACHE_FUZZ_REQUIRE(chunk.stored_offset + chunk.stored_size <= input.size());
+  for (std::uint64_t k = 0; k < layout.chunks.size(); ++k)
+    (void)shard::check_chunk(input, layout, k);
+}
+
+// formats/shard: decode_layout (header, column and chunk tables, footer, gaps) and the check of
+// every chunk (hash, zstd decompression). The input is decoded as it is, and again after its
+// table, header and footer hashes are recomputed, so that mutations of the fields behind the
+// hashes reach the structural checks instead of stopping at a hash mismatch.
+inline void shard_layout(std::span<const std::byte> input) {
+  check_shard_image(input);
+  constexpr std::uint64_t kMinimum = shard::kHeaderSize + shard::kFooterSize;
+  if (input.size() < kMinimum) return;
+  std::vector<std::byte> fixed(input.begin(), input.end());
+  std::byte* bytes = fixed.data();
+  const std::uint64_t size = fixed.size();
+  const std::uint64_t column_count = load_u64(bytes + 44) & 0xffffffffu;
+  if (column_count <= (size - shard::kHeaderSize) / shard::kColumnEntrySize)
+    store_u64(bytes + 120,
+              shard::xxh3_64(std::span(fixed).subspan(shard::kHeaderSize,
+                                                      column_count * shard::kColumnEntrySize)));
+  const std::uint64_t chunk_table = load_u64(bytes + 96), chunk_count = load_u64(bytes + 88);
+  if (chunk_table <= size && chunk_count <= (size - chunk_table) / shard::kChunkEntrySize)
+    store_u64(bytes + 128, shard::xxh3_64(std::span(fixed).subspan(
+                               chunk_table, chunk_count * shard::kChunkEntrySize)));
+  store_u64(bytes + 248, shard::xxh3_64(std::span(fixed).first(248)));
+  std::byte* footer = bytes + size - shard::kFooterSize;
+  store_u64(footer + 16, load_u64(bytes + 248));
+  store_u64(footer + 24, shard::xxh3_64({footer, 24}));
+  check_shard_image(fixed);
+}
+
+// formats/shard: manifest.json. A manifest that parses must survive a round trip through
+// manifest_to_text with its hash intact.
+inline void manifest(std::span<const std::byte> input) {
+  const std::string text(reinterpret_cast<const char*>(input.data()), input.size());
+  shard::Manifest parsed;
+  try {
+    bool hash_ok = false;
+    parsed = shard::parse_manifest(text, "manifest.json", hash_ok);
+  } catch (const Error&) {
+    return;
+  }
+  std::string written;
+  try {
+    written = shard::manifest_to_text(parsed);
+  } catch (const Error&) {
+    return;  // a value that cannot be written back is refused cleanly
+  }
+  bool hash_ok = false;
+  const auto again = shard::parse_manifest(written, "manifest.json", hash_ok);
+  GPUCACHE_FUZZ_REQUIRE(hash_ok);
+  GPUCACHE_FUZZ_REQUIRE(shard::manifest_to_text(again) == written);
+}
+
+// formats/npy: parse_npy, then every element read through the tensor's shape and strides (what
+// pack does), which must stay inside the file.
+inline void npy(std::span<const std::byte> input) {
+  Tensor tensor;
+  try {
+    tensor = parse_npy(input, nullptr, "fuzz.npy");
+  } catch (const Error&) {
+    return;
+  }
+  const std::uint64_t itemsize = dtype_size(tensor.dtype);
+  GPUCACHE_FUZZ_REQUIRE(itemsize > 0);
+  const std::uint64_t count = tensor.numel();
+  if (count == 0) return;
+  GPUCACHE_FUZZ_REQUIRE(tensor.storage != nullptr);
+  GPUCACHE_FUZZ_REQUIRE(count * itemsize <= input.size());
+  std::vector<std::byte> out(count * itemsize);
+  tensor.copy_row_major(0, out);
+  if (count > 1) tensor.copy_row_major(count - 1, std::span(out).first(itemsize));
+}
+
+}  // namespace gpucache::fuzz
