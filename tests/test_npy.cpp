@@ -82,7 +82,7 @@ TEST_CASE("bad .npy files are refused with the file and the cause") {
     return std::string("no error");
   };
   CHECK(message("object.npy").find("object arrays") != std::string::npos);
-  CHECK(message("truncated.npy").find("truncated") != std::string::npos);
+  CHECK(message("truncated.npy").find("follow the header") != std::string::npos);
   CHECK(message("bad_magic.npy").find("bad magic") != std::string::npos);
   CHECK(message("missing.npy").find("cannot open") != std::string::npos);
   CHECK(message("truncated.npy").find("npy/truncated.npy") != std::string::npos);

@@ -163,6 +163,34 @@ std::vector<std::byte> encode_chunk_table(const std::vector<ChunkEntry>& chunks)
   return out;
 }
 
+ColumnEntry decode_column(const std::byte* entry, std::uint32_t index, const std::string& path) {
+  const std::string where = "column table entry " + std::to_string(index);
+  ColumnEntry column;
+  const auto name_length = std::find(entry, entry + 64, std::byte{0}) - entry;
+  if (name_length == 0 || name_length > static_cast<long>(kMaxColumnNameBytes))
+    fail(path, where, "column name is empty or not terminated");
+  column.name.assign(reinterpret_cast<const char*>(entry), static_cast<std::size_t>(name_length));
+  if (!all_zero({entry + name_length, static_cast<std::size_t>(64 - name_length)}) ||
+      !all_zero({entry + 67, 5}))
+    fail(path, where, "reserved bytes are not zero");
+  const auto kind = get<std::uint8_t>(entry, 64);
+  const auto dtype_code = get<std::uint8_t>(entry, 65);
+  if (kind > 1) fail(path, where, "unknown column kind " + std::to_string(kind));
+  if (!dtype_is_known(dtype_code))
+    fail(path, where, "unknown dtype code " + std::to_string(dtype_code));
+  column.kind = static_cast<ColumnKind>(kind);
+  column.dtype = static_cast<DType>(dtype_code);
+  column.rank = get<std::uint8_t>(entry, 66);
+  column.dim = get<std::uint64_t>(entry, 72);
+  column.padded_dim = get<std::uint64_t>(entry, 80);
+  column.row_pitch_bytes = get<std::uint64_t>(entry, 88);
+  column.data_offset = get<std::uint64_t>(entry, 96);
+  column.data_size = get<std::uint64_t>(entry, 104);
+  column.aux_offset = get<std::uint64_t>(entry, 112);
+  column.aux_size = get<std::uint64_t>(entry, 120);
+  return column;
+}
+
 Header decode_header(std::span<const std::byte> file, const std::string& path) {
   if (file.size() < kHeaderSize + kFooterSize)
     fail(path, "header",
@@ -281,31 +309,7 @@ Layout decode_layout(std::span<const std::byte> file, const std::string& path) {
   if (!detail::checked_add(h.data_offset, h.data_size))
     fail(path, "header byte 64", "data_size overflows");
   for (std::uint32_t i = 0; i < h.column_count; ++i) {
-    const std::byte* entry = column_table.data() + i * kColumnEntrySize;
-    const std::string where = "column table entry " + std::to_string(i);
-    ColumnEntry column;
-    const auto name_length = std::find(entry, entry + 64, std::byte{0}) - entry;
-    if (name_length == 0 || name_length > static_cast<long>(kMaxColumnNameBytes))
-      fail(path, where, "column name is empty or not terminated");
-    column.name.assign(reinterpret_cast<const char*>(entry), static_cast<std::size_t>(name_length));
-    if (!all_zero({entry + name_length, static_cast<std::size_t>(64 - name_length)}) ||
-        !all_zero({entry + 67, 5}))
-      fail(path, where, "reserved bytes are not zero");
-    const auto kind = get<std::uint8_t>(entry, 64);
-    const auto dtype_code = get<std::uint8_t>(entry, 65);
-    if (kind > 1) fail(path, where, "unknown column kind " + std::to_string(kind));
-    if (!dtype_is_known(dtype_code))
-      fail(path, where, "unknown dtype code " + std::to_string(dtype_code));
-    column.kind = static_cast<ColumnKind>(kind);
-    column.dtype = static_cast<DType>(dtype_code);
-    column.rank = get<std::uint8_t>(entry, 66);
-    column.dim = get<std::uint64_t>(entry, 72);
-    column.padded_dim = get<std::uint64_t>(entry, 80);
-    column.row_pitch_bytes = get<std::uint64_t>(entry, 88);
-    column.data_offset = get<std::uint64_t>(entry, 96);
-    column.data_size = get<std::uint64_t>(entry, 104);
-    column.aux_offset = get<std::uint64_t>(entry, 112);
-    column.aux_size = get<std::uint64_t>(entry, 120);
+    ColumnEntry column = decode_column(column_table.data() + i * kColumnEntrySize, i, path);
     const std::string named = "column '" + column.name + "'";
     for (const auto& other : layout.columns)
       if (other.name == column.name) fail(path, named, "column name appears twice");

@@ -107,6 +107,9 @@ std::vector<std::byte> encode_chunk_table(const std::vector<ChunkEntry>& chunks)
 // Decodes the header from the first 256 bytes and checks magic, versions, sizes and header_hash.
 // Throws gpucache::Error(path, "header byte N" / "header", cause).
 Header decode_header(std::span<const std::byte> file, const std::string& path);
+// Decodes one 128-byte column table entry and checks the rules that need no other context (name,
+// reserved bytes, kind, dtype code). `index` names the entry in errors.
+ColumnEntry decode_column(const std::byte* entry, std::uint32_t index, const std::string& path);
 // Decodes and checks the whole layout of a mapped or fully read shard: header, both tables and
 // their hashes, the footer, the file size, zero gaps, and every structural rule of SPEC.md
 // "Verification" items 1-5. Chunk data hashes are not checked here.

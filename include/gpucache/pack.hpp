@@ -22,7 +22,10 @@ struct PackOptions {
   std::uint64_t pad_to = 16;  // row pitch: a multiple of this many elements (and of 16 bytes)
   int zstd_level = 0;         // 0: uncompressed (mmap zero-copy); 1-22: per-chunk zstd
   bool force = false;         // replace a dataset already in output_dir
-  unsigned threads = 0;       // 0: every core
+  // Finish an interrupted pack (killed, power loss): keeps the shards it completed, which must
+  // verify, and writes the rest. Inputs and options must be the same; the result is identical.
+  bool resume = false;
+  unsigned threads = 0;  // 0: every core
   bool show_progress = false;
 };
 
@@ -37,6 +40,7 @@ struct PackResult {
   std::uint64_t input_rows = 0;
   std::uint64_t rows = 0;
   std::uint64_t bytes = 0;
+  std::uint64_t resumed_shards = 0;  // shards kept from an interrupted run (--resume)
   std::vector<PackedShard> shards;
 
   std::string to_json() const;

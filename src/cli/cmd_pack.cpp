@@ -31,12 +31,16 @@ Runner add_pack(CLI::App& app) {
   command->add_option("--threads", args->options.threads, "Worker threads (default: every core)");
   command->add_flag("--force", args->options.force,
                     "Replace a dataset already in the output directory");
+  command->add_flag(
+      "--resume", args->options.resume,
+      "Finish an interrupted pack (same inputs and options), keeping its complete shards");
   command->add_flag("--json", args->json, "Print the result as JSON");
   command->add_flag("-q,--quiet", args->quiet, "No progress line");
   command->footer(R"(Examples:
   gpucache pack embeddings.npy -o data/emb
   gpucache pack part-*.npy -o data/emb --dtype f16 --shard-size 512M
-  gpucache pack emb.npy -o data/emb --compress zstd:3 --json)");
+  gpucache pack emb.npy -o data/emb --compress zstd:3 --json
+  gpucache pack part-*.npy -o data/emb --resume      # after an interrupted run)");
   return [command, args] {
     auto& options = args->options;
     if (!args->dtype.empty()) {
@@ -58,7 +62,6 @@ Runner add_pack(CLI::App& app) {
     options.show_progress = show_progress(args->quiet || args->json);
     const auto result = pack(options);
     std::puts((args->json ? result.to_json() : result.to_text()).c_str());
-    (void)command;
     return 0;
   };
 }

@@ -46,29 +46,9 @@ shard::Layout read_tables(const std::string& path) {
   ::close(fd);
   if (shard::xxh3_64(table) != layout.header.columns_hash)
     throw Error(path, "column table", "column table hash mismatch: the table is corrupt");
-  // Reuse the full decoder on a synthetic file: header + table, no data.
-  for (std::uint32_t i = 0; i < layout.header.column_count; ++i) {
-    const std::byte* entry = table.data() + i * shard::kColumnEntrySize;
-    shard::ColumnEntry column;
-    column.name.assign(reinterpret_cast<const char*>(entry),
-                       strnlen(reinterpret_cast<const char*>(entry), 64));
-    column.kind = static_cast<ColumnKind>(entry[64]);
-    column.dtype = static_cast<DType>(entry[65]);
-    column.rank = static_cast<std::uint8_t>(entry[66]);
-    auto u64 = [&](int offset) {
-      std::uint64_t value;
-      std::memcpy(&value, entry + offset, 8);
-      return value;
-    };
-    column.dim = u64(72);
-    column.padded_dim = u64(80);
-    column.row_pitch_bytes = u64(88);
-    column.data_offset = u64(96);
-    column.data_size = u64(104);
-    column.aux_offset = u64(112);
-    column.aux_size = u64(120);
-    layout.columns.push_back(column);
-  }
+  for (std::uint32_t i = 0; i < layout.header.column_count; ++i)
+    layout.columns.push_back(
+        shard::decode_column(table.data() + i * shard::kColumnEntrySize, i, path));
   return layout;
 }
 

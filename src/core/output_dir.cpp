@@ -7,6 +7,8 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 
 #include "formats/shard/manifest.hpp"
 #include "gpucache/detail/atomic_file.hpp"
@@ -15,32 +17,33 @@
 namespace gpucache::detail {
 namespace fs = std::filesystem;
 
-bool is_dataset_file(const std::string& name) {
-  std::string base = name;
-  if (base.size() > 4 && base.ends_with(".tmp")) base.resize(base.size() - 4);
-  return base == shard::kManifestName || (base.starts_with("shard-") && base.ends_with(".gcs"));
-}
-
 namespace {
 
-void remove_old_dataset(const std::string& dir, bool force) {
+bool is_temporary(const std::string& name) {
+  return name.size() > 4 && name.ends_with(".tmp");
+}
+
+void remove_matching(const std::string& dir, bool (*predicate)(const std::string&)) {
   std::error_code error;
-  bool has_dataset = false;
   for (const auto& entry : fs::directory_iterator(dir, error))
-    if (is_dataset_file(entry.path().filename().string())) has_dataset = true;
-  if (error) throw Error(dir, "", "cannot list the output directory: " + error.message());
-  if (!has_dataset) return;
-  if (!force) throw Error(dir, "", "already holds a gpucache dataset; pass --force to replace it");
-  // The manifest goes first so an interrupted replacement never looks like a finished dataset.
-  fs::remove(fs::path(dir) / shard::kManifestName, error);
-  for (const auto& entry : fs::directory_iterator(dir, error))
-    if (is_dataset_file(entry.path().filename().string())) fs::remove(entry.path(), error);
-  if (error) throw Error(dir, "", "cannot remove the old dataset: " + error.message());
+    if (predicate(entry.path().filename().string())) fs::remove(entry.path(), error);
+  if (error) throw Error(dir, "", "cannot clean the output directory: " + error.message());
+}
+
+bool is_temporary_dataset_file(const std::string& name) {
+  return is_temporary(name) && is_dataset_file(name);
 }
 
 }  // namespace
 
-OutputCleanup::OutputCleanup(std::string dir, bool force) : dir_(std::move(dir)) {
+bool is_dataset_file(const std::string& name) {
+  std::string base = name;
+  if (is_temporary(base)) base.resize(base.size() - 4);
+  return base == shard::kManifestName || base == kPackStateName ||
+         (base.starts_with("shard-") && base.ends_with(".gcs"));
+}
+
+OutputDir::OutputDir(std::string dir, OutputMode mode) : dir_(std::move(dir)), mode_(mode) {
   std::error_code error;
   if (fs::exists(dir_, error) && !fs::is_directory(dir_, error))
     throw Error(dir_, "", "exists and is not a directory");
@@ -52,24 +55,73 @@ OutputCleanup::OutputCleanup(std::string dir, bool force) : dir_(std::move(dir))
   try {
     if (::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0)
       throw Error(dir_, "", "another gpucache pack is writing to this directory");
-    remove_old_dataset(dir_, force);
+    bool has_dataset = false;
+    for (const auto& entry : fs::directory_iterator(dir_, error))
+      has_dataset |= is_dataset_file(entry.path().filename().string());
+    if (mode_ == OutputMode::fresh && has_dataset) {
+      const bool unfinished = fs::exists(fs::path(dir_) / kPackStateName, error) &&
+                              !fs::exists(fs::path(dir_) / shard::kManifestName, error);
+      throw Error(
+          dir_, "",
+          unfinished
+              ? "holds an unfinished pack; pass --resume to finish it or --force to start over"
+              : "already holds a gpucache dataset; pass --force to replace it");
+    }
+    if (mode_ == OutputMode::replace) {
+      fs::remove(fs::path(dir_) / shard::kManifestName, error);
+      remove_matching(dir_, is_dataset_file);
+    }
+    if (mode_ == OutputMode::resume) {
+      if (fs::exists(fs::path(dir_) / shard::kManifestName, error))
+        throw Error(dir_, "", "the dataset is already finished: nothing to resume");
+      remove_matching(dir_, is_temporary_dataset_file);
+    }
   } catch (...) {
     ::close(lock_fd_);
     throw;
   }
 }
 
-OutputCleanup::~OutputCleanup() {
-  if (!released_) {
-    std::error_code error;
-    for (const auto& entry : fs::directory_iterator(dir_, error))
-      if (is_dataset_file(entry.path().filename().string())) fs::remove(entry.path(), error);
+OutputDir::~OutputDir() {
+  if (!finished_) {
+    // A failed fresh or replacing run leaves nothing; a failed resume keeps its complete shards
+    // and plan so it can be resumed again.
+    try {
+      remove_matching(dir_,
+                      mode_ == OutputMode::resume ? is_temporary_dataset_file : is_dataset_file);
+    } catch (...) {
+    }
   }
   if (lock_fd_ >= 0) ::close(lock_fd_);
 }
 
-void write_manifest(const std::string& dir, const std::string& text) {
-  write_file_atomic((fs::path(dir) / shard::kManifestName).string(), text);
+std::string OutputDir::file(const std::string& name) const {
+  return (fs::path(dir_) / name).string();
+}
+
+void OutputDir::record_plan(const std::string& plan_text) {
+  const std::string path = file(kPackStateName);
+  if (mode_ != OutputMode::resume) {
+    write_file_atomic(path, plan_text);
+    return;
+  }
+  std::ifstream stream(path, std::ios::binary);
+  if (!stream)
+    throw Error(dir_, "", "has no pack-state.json: there is no interrupted pack here to resume");
+  std::ostringstream stored;
+  stored << stream.rdbuf();
+  if (stored.str() != plan_text)
+    throw Error(path, "",
+                "the inputs or options differ from the interrupted pack; rerun it with the same "
+                "inputs and options, or use --force to start over");
+}
+
+void OutputDir::finish(const std::string& manifest_text) {
+  write_file_atomic(file(shard::kManifestName), manifest_text);
+  std::error_code error;
+  fs::remove(file(kPackStateName), error);
+  sync_directory(dir_);
+  finished_ = true;
 }
 
 }  // namespace gpucache::detail

@@ -1,33 +1,43 @@
-// The output directory of a pack run: prepared (created, locked against a second writer, an old
-// dataset removed only with --force), cleaned up if the run fails, and finished by the manifest.
+// The output directory of a pack run. It is created and locked against a second writer, an old
+// dataset is removed only with --force, and a run that fails leaves no partial dataset behind.
+// A run killed outright (SIGKILL, power loss) leaves complete shards and pack-state.json but no
+// manifest: verify reports it as incomplete, and `pack --resume` finishes it.
 #pragma once
 
+#include <optional>
 #include <string>
 
 namespace gpucache::detail {
 
-// Creates the directory, then holds an exclusive lock on it for the whole run, so two packs into
-// the same place fail fast instead of interleaving shards. A directory that already holds a
-// dataset is refused unless force is set, in which case the old manifest goes first, then its
-// shards. Unless release() is called, the destructor removes every shard, temporary and manifest
-// file in dir: a failed run leaves no partial dataset.
-class OutputCleanup {
+enum class OutputMode { fresh, replace, resume };
+
+class OutputDir {
  public:
-  OutputCleanup(std::string dir, bool force);
-  ~OutputCleanup();
-  OutputCleanup(const OutputCleanup&) = delete;
-  OutputCleanup& operator=(const OutputCleanup&) = delete;
-  void release() noexcept { released_ = true; }
+  // fresh: refuse a directory holding dataset files; replace: remove them first (manifest
+  // first, so an interrupted replacement never looks finished); resume: keep them.
+  OutputDir(std::string dir, OutputMode mode);
+  ~OutputDir();
+  OutputDir(const OutputDir&) = delete;
+  OutputDir& operator=(const OutputDir&) = delete;
+
+  const std::string& path() const noexcept { return dir_; }
+  std::string file(const std::string& name) const;
+  // The plan of the run (inputs, options, shard boundaries). A fresh run writes it before any
+  // shard; a resumed run requires the stored one to be identical, so reused shards are known to
+  // be the ones this run would write.
+  void record_plan(const std::string& plan_text);
+  // Writes the manifest (the last step) and removes pack-state.json: the dataset is finished.
+  void finish(const std::string& manifest_text);
 
  private:
   std::string dir_;
+  OutputMode mode_;
   int lock_fd_ = -1;
-  bool released_ = false;
+  bool finished_ = false;
 };
 
-// Writes manifest.json atomically: the last step of every pack.
-void write_manifest(const std::string& dir, const std::string& text);
-// True for the names pack writes: shard-*.gcs, manifest.json and their .tmp files.
+// True for the names pack writes: shard-*.gcs, manifest.json, pack-state.json and their .tmp.
 bool is_dataset_file(const std::string& name);
+inline constexpr const char* kPackStateName = "pack-state.json";
 
 }  // namespace gpucache::detail

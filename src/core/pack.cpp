@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "formats/shard/manifest.hpp"
+#include "formats/shard/shard_reader.hpp"
 #include "formats/shard/shard_writer.hpp"
 #include "gpucache/detail/float_convert.hpp"
 #include "gpucache/detail/mapped_file.hpp"
@@ -210,6 +211,39 @@ nlohmann::ordered_json options_json(const PackOptions& options) {
   return json;
 }
 
+// What a resumed run must agree on with the interrupted one: inputs (by content hash), options
+// and where every shard starts and ends.
+std::string plan_text(const shard::Manifest& manifest, const std::vector<ShardPlan>& plans) {
+  nlohmann::ordered_json json;
+  json["tool_version"] = manifest.tool_version;
+  json["inputs"] = nlohmann::ordered_json::array();
+  for (const auto& input : manifest.inputs)
+    json["inputs"].push_back(
+        {{"path", input.path}, {"bytes", input.bytes}, {"xxh3", shard::hex64(input.xxh3)}});
+  json["options"] = manifest.options;
+  json["shards"] = nlohmann::ordered_json::array();
+  for (const auto& plan : plans) json["shards"].push_back({plan.first, plan.rows});
+  return json.dump(2) + "\n";
+}
+
+// A shard left by an interrupted run is kept only if it is complete, intact and exactly the
+// planned one; anything else is rewritten.
+std::optional<shard::WrittenShard> reuse_shard(const std::string& path, const ShardPlan& plan,
+                                               std::size_t index, unsigned threads) {
+  std::error_code error;
+  if (!fs::exists(path, error)) return std::nullopt;
+  try {
+    shard::ShardReader reader(path, true, threads);
+    const auto& header = reader.layout().header;
+    if (header.row_count != plan.rows || header.first_row != plan.first ||
+        header.shard_index != index)
+      return std::nullopt;
+    return shard::WrittenShard{path, plan.rows, header.file_size, header.header_hash};
+  } catch (const Error&) {
+    return std::nullopt;
+  }
+}
+
 void check_options(const PackOptions& options) {
   if (options.inputs.empty()) throw UsageError("pack needs at least one input file");
   if (options.output_dir.empty()) throw UsageError("pack needs an output directory (-o DIR)");
@@ -238,7 +272,9 @@ PackResult pack(const PackOptions& options) {
   const RowIndex index(sources);
   const auto plans = plan_shards(specs, sources, index, options);
 
-  detail::OutputCleanup cleanup(options.output_dir, options.force);
+  detail::OutputDir output(options.output_dir, options.resume  ? detail::OutputMode::resume
+                                               : options.force ? detail::OutputMode::replace
+                                                               : detail::OutputMode::fresh);
 
   shard::Manifest manifest;
   manifest.tool_version = GPUCACHE_VERSION;
@@ -250,6 +286,7 @@ PackResult pack(const PackOptions& options) {
     input.xxh3 = hash_file(source.path, input.bytes);
     manifest.inputs.push_back(input);
   }
+  output.record_plan(plan_text(manifest, plans));
 
   std::uint64_t total_bytes = 0;
   const std::vector<std::uint64_t> no_text(specs.size(), 0);
@@ -264,6 +301,17 @@ PackResult pack(const PackOptions& options) {
 
   for (std::size_t s = 0; s < plans.size(); ++s) {
     const ShardPlan& plan = plans[s];
+    const std::string file = shard::shard_file_name(static_cast<std::uint32_t>(s));
+    if (options.resume) {
+      if (auto kept = reuse_shard(output.file(file), plan, s, options.threads)) {
+        manifest.shards.push_back({file, plan.rows, plan.first, kept->bytes, kept->header_hash});
+        result.shards.push_back({file, plan.rows, kept->bytes});
+        result.bytes += kept->bytes;
+        ++result.resumed_shards;
+        progress.advance(plan.rows * bytes_per_row);
+        continue;
+      }
+    }
     std::vector<std::uint64_t> text_bytes(specs.size(), 0);
     for (std::size_t c = 0; c < specs.size(); ++c) {
       if (specs[c].kind != ColumnKind::text) continue;
@@ -321,9 +369,7 @@ PackResult pack(const PackOptions& options) {
     write_options.shard_index = static_cast<std::uint32_t>(s);
     write_options.zstd_level = options.zstd_level;
     write_options.threads = options.threads;
-    const std::string file = shard::shard_file_name(write_options.shard_index);
-    const auto written =
-        builder.write((fs::path(options.output_dir) / file).string(), write_options);
+    const auto written = builder.write(output.file(file), write_options);
     manifest.shards.push_back({file, plan.rows, plan.first, written.bytes, written.header_hash});
     result.shards.push_back({file, plan.rows, written.bytes});
     result.bytes += written.bytes;
@@ -341,8 +387,7 @@ PackResult pack(const PackOptions& options) {
     column.row_pitch_bytes = column.padded_dim * dtype_size(column.dtype);
     manifest.columns.push_back(column);
   }
-  detail::write_manifest(options.output_dir, shard::manifest_to_text(manifest));
-  cleanup.release();
+  output.finish(shard::manifest_to_text(manifest));
   return result;
 }
 
@@ -353,6 +398,7 @@ std::string PackResult::to_json() const {
   json["input_rows"] = input_rows;
   json["rows"] = rows;
   json["bytes"] = bytes;
+  json["resumed_shards"] = resumed_shards;
   json["shards"] = nlohmann::ordered_json::array();
   for (const auto& shard : shards)
     json["shards"].push_back({{"file", shard.file}, {"rows", shard.rows}, {"bytes", shard.bytes}});

@@ -1,0 +1,575 @@
+#include "formats/pt/pickle.hpp"
+
+#include <bit>
+#include <unordered_map>
+
+#include "formats/pt/pickle_convert.hpp"
+#include "formats/pt/pickle_globals.hpp"
+#include "formats/pt/pickle_object.hpp"
+#include "formats/pt/pickle_text.hpp"
+
+namespace gpucache::detail {
+namespace {
+
+using namespace pickle;
+
+constexpr std::size_t kMaxGlobalLine = 256;
+
+// Opcodes CPython knows that this machine refuses, named for the error message.
+std::string_view refused_opcode_name(std::uint8_t op) noexcept {
+  switch (op) {
+    case '2':
+      return "DUP";
+    case 'F':
+      return "FLOAT";
+    case 'I':
+      return "INT";
+    case 'L':
+      return "LONG";
+    case 'P':
+      return "PERSID";
+    case 'S':
+      return "STRING";
+    case 'V':
+      return "UNICODE";
+    case 'g':
+      return "GET";
+    case 'i':
+      return "INST";
+    case 'o':
+      return "OBJ";
+    case 'p':
+      return "PUT";
+    case 0x82:
+      return "EXT1";
+    case 0x83:
+      return "EXT2";
+    case 0x84:
+      return "EXT4";
+    case 0x8f:
+      return "EMPTY_SET";
+    case 0x90:
+      return "ADDITEMS";
+    case 0x91:
+      return "FROZENSET";
+    case 0x92:
+      return "NEWOBJ_EX";
+    case 0x97:
+      return "NEXT_BUFFER";
+    case 0x98:
+      return "READONLY_BUFFER";
+    default:
+      return {};
+  }
+}
+
+std::string hex_byte(std::uint8_t value) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  return std::string("0x") + kDigits[value >> 4] + kDigits[value & 15];
+}
+
+// Text from the file, made safe to print in one line of an error message.
+std::string printable(std::string_view text) {
+  std::string out;
+  for (char c : text) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (byte >= 0x20 && byte < 0x7f)
+      out.push_back(c);
+    else
+      out += "\\x" + hex_byte(byte).substr(2);
+  }
+  return out;
+}
+
+class Machine {
+ public:
+  Machine(std::span<const std::byte> bytes, const PickleOptions& options, PickleResult& result)
+      : bytes_(bytes), limits_(options.limits), context_{options, result, {}, 0} {}
+
+  void run() {
+    for (;;) {
+      if (pos_ >= bytes_.size()) {
+        context_.opcode_offset = pos_;
+        fail("pickle ends without a STOP opcode");
+      }
+      context_.opcode_offset = pos_;
+      const auto op = std::to_integer<std::uint8_t>(bytes_[pos_++]);
+      if (step(op)) return;
+    }
+  }
+
+ private:
+  [[noreturn]] void fail(const std::string& cause) const { context_.fail(cause); }
+
+  // ---- reading the opcode stream -------------------------------------------------------------
+  std::span<const std::byte> take(std::uint64_t length, const char* what) {
+    if (length > bytes_.size() - pos_)
+      fail(std::string(what) + " needs " + std::to_string(length) + " bytes but only " +
+           std::to_string(bytes_.size() - pos_) + " remain");
+    auto span = bytes_.subspan(pos_, length);
+    pos_ += length;
+    return span;
+  }
+  template <typename T>
+  T read_le(const char* what) {
+    const auto span = take(sizeof(T), what);
+    std::make_unsigned_t<T> value = 0;
+    for (std::size_t i = sizeof(T); i-- > 0;)
+      value = static_cast<std::make_unsigned_t<T>>((value << 8) |
+                                                   std::to_integer<std::uint8_t>(span[i]));
+    return static_cast<T>(value);
+  }
+  std::string_view read_text(std::uint64_t length, const char* what) {
+    auto span = take(length, what);
+    return {reinterpret_cast<const char*>(span.data()), span.size()};
+  }
+  std::string_view read_line(const char* what) {
+    const std::uint64_t limit = std::min<std::uint64_t>(bytes_.size() - pos_, kMaxGlobalLine + 1);
+    for (std::uint64_t i = 0; i < limit; ++i) {
+      if (bytes_[pos_ + i] == std::byte{'\n'}) {
+        auto line = read_text(i, what);
+        ++pos_;
+        return line;
+      }
+    }
+    fail(std::string(what) + " is not a line of at most " + std::to_string(kMaxGlobalLine) +
+         " bytes");
+  }
+
+  // ---- the stack -----------------------------------------------------------------------------
+  std::size_t floor() const noexcept { return marks_.empty() ? 0 : marks_.back(); }
+
+  void push(PyValue value, bool created = true) {
+    if (stack_.size() >= limits_.max_stack)
+      fail("stack holds more than " + std::to_string(limits_.max_stack) + " objects");
+    if (created && ++objects_ > limits_.max_objects)
+      fail("pickle creates more than " + std::to_string(limits_.max_objects) + " objects");
+    stack_.push_back(std::move(value));
+  }
+  PyValue pop() {
+    if (stack_.size() <= floor()) fail("stack underflow");
+    PyValue value = std::move(stack_.back());
+    stack_.pop_back();
+    return value;
+  }
+  PyValue& top() {
+    if (stack_.size() <= floor()) fail("stack underflow");
+    return stack_.back();
+  }
+  std::vector<PyValue> pop_mark() {
+    if (marks_.empty()) fail("no MARK to pop to");
+    const std::size_t mark = marks_.back();
+    marks_.pop_back();
+    std::vector<PyValue> items(
+        std::make_move_iterator(stack_.begin() + static_cast<std::ptrdiff_t>(mark)),
+        std::make_move_iterator(stack_.end()));
+    stack_.resize(mark);
+    return items;
+  }
+
+  // ---- containers ----------------------------------------------------------------------------
+  // Marks a value as nested inside another container and returns its depth.
+  static std::uint64_t freeze(const PyValue& value) {
+    Mutable* object = nullptr;
+    if (auto* list = std::get_if<std::shared_ptr<PyList>>(&value))
+      object = list->get();
+    else if (auto* dict = std::get_if<std::shared_ptr<PyDict>>(&value))
+      object = dict->get();
+    else if (auto* dtype = std::get_if<std::shared_ptr<NumpyDTypeObject>>(&value))
+      object = dtype->get();
+    else if (auto* array = std::get_if<std::shared_ptr<NdArrayObject>>(&value))
+      object = array->get();
+    if (!object) return 0;
+    object->frozen = true;
+    return object->depth;
+  }
+  void deepen(Mutable& container, std::uint64_t child_depth) {
+    container.depth = std::max(container.depth, child_depth + 1);
+    if (container.depth > limits_.max_depth)
+      fail("objects nest deeper than " + std::to_string(limits_.max_depth));
+  }
+  void check_mutable(const Mutable& container, const char* what) {
+    if (container.frozen)
+      fail(std::string(what) +
+           " modifies a container already nested in another (recursive objects are not supported)");
+  }
+
+  PyList& target_list(const char* op) {
+    auto* list = std::get_if<std::shared_ptr<PyList>>(&top());
+    if (!list || (*list)->is_tuple)
+      fail(std::string(op) + " needs a list, not " + std::string(kind_name(top())));
+    return **list;
+  }
+  PyDict& target_dict(const char* op) {
+    auto* dict = std::get_if<std::shared_ptr<PyDict>>(&top());
+    if (!dict) fail(std::string(op) + " needs a dict, not " + std::string(kind_name(top())));
+    return **dict;
+  }
+
+  void append_to(PyList& list, PyValue item, const char* op) {
+    const auto depth = freeze(item);
+    check_mutable(list, op);
+    deepen(list, depth);
+    list.items.push_back(std::move(item));
+  }
+  void set_item(PyDict& dict, const PyValue& key, PyValue value, const char* op) {
+    std::string text = key_text(key, context_);
+    const auto depth = freeze(value);
+    check_mutable(dict, op);
+    deepen(dict, depth);
+    if (!dict.index.emplace(text, dict.items.size()).second)
+      fail("dict key '" + printable(text) + "' appears twice");
+    dict.items.emplace_back(std::move(text), std::move(value));
+  }
+  void push_tuple(std::vector<PyValue> items) {
+    auto tuple = std::make_shared<PyList>();
+    tuple->is_tuple = true;
+    for (const auto& item : items) deepen(*tuple, freeze(item));
+    tuple->items = std::move(items);
+    push(std::move(tuple));
+  }
+
+  // ---- values --------------------------------------------------------------------------------
+  void push_long(std::span<const std::byte> le) {
+    if (le.empty()) return push(std::int64_t{0});
+    const bool negative = std::to_integer<std::uint8_t>(le.back()) & 0x80;
+    const auto fill = negative ? std::byte{0xff} : std::byte{0};
+    std::size_t significant = le.size();
+    // Drops redundant sign bytes so wide encodings of small numbers still fit in 64 bits.
+    while (significant > 8 && le[significant - 1] == fill) --significant;
+    const bool sign_kept =
+        significant == le.size() ||
+        ((std::to_integer<std::uint8_t>(le[significant - 1]) & 0x80) != 0) == negative;
+    if (significant <= 8 && sign_kept) {
+      std::uint64_t value = negative ? ~std::uint64_t{0} : 0;
+      for (std::size_t i = 0; i < significant; ++i) {
+        value &= ~(std::uint64_t{0xff} << (8 * i));
+        value |= std::to_integer<std::uint64_t>(le[i]) << (8 * i);
+      }
+      return push(static_cast<std::int64_t>(value));
+    }
+    push(BigInt{
+        std::make_shared<const std::string>(reinterpret_cast<const char*>(le.data()), le.size())});
+  }
+  void push_str(std::string_view text) {
+    if (!is_valid_utf8(text)) fail("string is not valid UTF-8");
+    push(Str{std::make_shared<const std::string>(text)});
+  }
+  void push_bytes(std::string_view data) { push(Bytes{std::make_shared<const std::string>(data)}); }
+
+  void push_global(std::string_view module, std::string_view name) {
+    const auto* entry = find_allowed_global(module, name);
+    if (!entry) fail("refusing global '" + printable(module) + "." + printable(name) + "'");
+    push(GlobalRef{entry});
+  }
+
+  // CPython and torch number memo entries 0, 1, 2, ... so a vector holds them; any other index
+  // goes to a map, so a huge index cannot make the vector grow.
+  PyValue* memo_slot(std::uint64_t index) {
+    if (index < memo_.size()) return memo_defined_[index] ? &memo_[index] : nullptr;
+    auto found = sparse_memo_.find(index);
+    return found == sparse_memo_.end() ? nullptr : &found->second;
+  }
+  void memo_put(std::uint64_t index) {
+    const PyValue& value = top();
+    if (PyValue* slot = memo_slot(index)) {
+      *slot = value;
+      return;
+    }
+    if (memo_count_ >= limits_.max_memo)
+      fail("memo holds more than " + std::to_string(limits_.max_memo) + " objects");
+    ++memo_count_;
+    if (index == memo_.size()) {
+      memo_.push_back(value);
+      memo_defined_.push_back(true);
+    } else if (index < memo_.size()) {
+      memo_[index] = value;
+      memo_defined_[index] = true;
+    } else {
+      sparse_memo_.emplace(index, value);
+    }
+  }
+  void memo_get(std::uint64_t index) {
+    const PyValue* slot = memo_slot(index);
+    if (!slot) fail("memo index " + std::to_string(index) + " is not defined");
+    push(*slot, false);
+  }
+
+  void call(PyValue args_value, const PyValue& callable_value, const char* op, PyValue& out) {
+    const auto* callable = std::get_if<GlobalRef>(&callable_value);
+    if (!callable)
+      fail(std::string(op) + " needs a global to call, not " +
+           std::string(kind_name(callable_value)));
+    auto* args = std::get_if<std::shared_ptr<PyList>>(&args_value);
+    if (!args || !(*args)->is_tuple)
+      fail(std::string(op) + " arguments must be a tuple, not " +
+           std::string(kind_name(args_value)));
+    out = call_global(*callable->entry, (*args)->items, context_);
+  }
+
+  // ---- one opcode; true at STOP --------------------------------------------------------------
+  bool step(std::uint8_t op) {
+    switch (op) {
+      case 0x80: {  // PROTO
+        const auto version = read_le<std::uint8_t>("PROTO version");
+        if (version > 5) fail("unsupported pickle protocol " + std::to_string(version));
+        return false;
+      }
+      case 0x95: {  // FRAME: a length prefix for buffered readers; the bytes are read as usual
+        const auto length = read_le<std::uint64_t>("FRAME length");
+        if (length > bytes_.size() - pos_)
+          fail("FRAME of " + std::to_string(length) + " bytes runs past the end");
+        return false;
+      }
+      case '.':  // STOP
+        finish();
+        return true;
+      case '(':  // MARK
+        if (marks_.size() >= limits_.max_stack) fail("too many open MARKs");
+        marks_.push_back(stack_.size());
+        return false;
+      case '0':  // POP
+        if (stack_.size() > floor())
+          stack_.pop_back();
+        else
+          pop_mark();
+        return false;
+      case '1':  // POP_MARK
+        pop_mark();
+        return false;
+
+      case 'N':
+        push(PyNone{});
+        return false;
+      case 0x88:  // NEWTRUE
+        push(true);
+        return false;
+      case 0x89:  // NEWFALSE
+        push(false);
+        return false;
+      case 'J':
+        push(std::int64_t{read_le<std::int32_t>("BININT")});
+        return false;
+      case 'K':
+        push(std::int64_t{read_le<std::uint8_t>("BININT1")});
+        return false;
+      case 'M':
+        push(std::int64_t{read_le<std::uint16_t>("BININT2")});
+        return false;
+      case 0x8a:
+        push_long(take(read_le<std::uint8_t>("LONG1 length"), "LONG1"));
+        return false;
+      case 0x8b: {  // LONG4
+        const auto length = read_le<std::int32_t>("LONG4 length");
+        if (length < 0 || static_cast<std::uint64_t>(length) > limits_.max_long_bytes)
+          fail("LONG4 of " + std::to_string(length) + " bytes is out of range");
+        push_long(take(static_cast<std::uint64_t>(length), "LONG4"));
+        return false;
+      }
+      case 'G': {  // BINFLOAT, big-endian
+        std::uint64_t raw = 0;
+        for (auto byte : take(8, "BINFLOAT"))
+          raw = (raw << 8) | std::to_integer<std::uint64_t>(byte);
+        push(std::bit_cast<double>(raw));
+        return false;
+      }
+      case 'X':
+        push_str(read_text(read_le<std::uint32_t>("BINUNICODE length"), "BINUNICODE"));
+        return false;
+      case 0x8c:
+        push_str(read_text(read_le<std::uint8_t>("SHORT_BINUNICODE length"), "SHORT_BINUNICODE"));
+        return false;
+      case 0x8d:
+        push_str(read_text(read_le<std::uint64_t>("BINUNICODE8 length"), "BINUNICODE8"));
+        return false;
+      // Python 2 strings; torch.load decodes them as UTF-8.
+      case 'U':
+        push_str(read_text(read_le<std::uint8_t>("SHORT_BINSTRING length"), "SHORT_BINSTRING"));
+        return false;
+      case 'T': {  // BINSTRING
+        const auto length = read_le<std::int32_t>("BINSTRING length");
+        if (length < 0) fail("BINSTRING length is negative");
+        push_str(read_text(static_cast<std::uint64_t>(length), "BINSTRING"));
+        return false;
+      }
+      case 'B':
+        push_bytes(read_text(read_le<std::uint32_t>("BINBYTES length"), "BINBYTES"));
+        return false;
+      case 'C':
+        push_bytes(read_text(read_le<std::uint8_t>("SHORT_BINBYTES length"), "SHORT_BINBYTES"));
+        return false;
+      case 0x8e:
+        push_bytes(read_text(read_le<std::uint64_t>("BINBYTES8 length"), "BINBYTES8"));
+        return false;
+      case 0x96:
+        push_bytes(read_text(read_le<std::uint64_t>("BYTEARRAY8 length"), "BYTEARRAY8"));
+        return false;
+
+      case '}':  // EMPTY_DICT
+        push(std::make_shared<PyDict>());
+        return false;
+      case ']':  // EMPTY_LIST
+        push(std::make_shared<PyList>());
+        return false;
+      case ')':  // EMPTY_TUPLE
+        push_tuple({});
+        return false;
+      case 't':  // TUPLE
+        push_tuple(pop_mark());
+        return false;
+      case 0x85:
+      case 0x86:
+      case 0x87: {  // TUPLE1, TUPLE2, TUPLE3
+        const std::size_t count = op - 0x84u;
+        if (stack_.size() < floor() + count) fail("stack underflow");
+        std::vector<PyValue> items(
+            std::make_move_iterator(stack_.end() - static_cast<std::ptrdiff_t>(count)),
+            std::make_move_iterator(stack_.end()));
+        stack_.resize(stack_.size() - count);
+        push_tuple(std::move(items));
+        return false;
+      }
+      case 'l': {  // LIST
+        auto items = pop_mark();
+        auto list = std::make_shared<PyList>();
+        for (auto& item : items) append_to(*list, std::move(item), "LIST");
+        push(std::move(list));
+        return false;
+      }
+      case 'd': {  // DICT
+        auto items = pop_mark();
+        if (items.size() % 2 != 0) fail("DICT needs key/value pairs");
+        auto dict = std::make_shared<PyDict>();
+        for (std::size_t i = 0; i < items.size(); i += 2)
+          set_item(*dict, items[i], std::move(items[i + 1]), "DICT");
+        push(std::move(dict));
+        return false;
+      }
+      case 'a': {  // APPEND
+        PyValue item = pop();
+        append_to(target_list("APPEND"), std::move(item), "APPEND");
+        return false;
+      }
+      case 'e': {  // APPENDS
+        auto items = pop_mark();
+        PyList& list = target_list("APPENDS");
+        for (auto& item : items) append_to(list, std::move(item), "APPENDS");
+        return false;
+      }
+      case 's': {  // SETITEM
+        PyValue value = pop();
+        PyValue key = pop();
+        set_item(target_dict("SETITEM"), key, std::move(value), "SETITEM");
+        return false;
+      }
+      case 'u': {  // SETITEMS
+        auto items = pop_mark();
+        if (items.size() % 2 != 0) fail("SETITEMS needs key/value pairs");
+        PyDict& dict = target_dict("SETITEMS");
+        for (std::size_t i = 0; i < items.size(); i += 2)
+          set_item(dict, items[i], std::move(items[i + 1]), "SETITEMS");
+        return false;
+      }
+
+      case 'q':
+        memo_put(read_le<std::uint8_t>("BINPUT index"));
+        return false;
+      case 'r':
+        memo_put(read_le<std::uint32_t>("LONG_BINPUT index"));
+        return false;
+      case 0x94:  // MEMOIZE: the next index, len(memo) in CPython
+        memo_put(memo_count_);
+        return false;
+      case 'h':
+        memo_get(read_le<std::uint8_t>("BINGET index"));
+        return false;
+      case 'j':
+        memo_get(read_le<std::uint32_t>("LONG_BINGET index"));
+        return false;
+
+      case 'c': {  // GLOBAL "module\nname\n"
+        const auto module = read_line("GLOBAL module");
+        const auto name = read_line("GLOBAL name");
+        push_global(module, name);
+        return false;
+      }
+      case 0x93: {  // STACK_GLOBAL
+        PyValue name = pop();
+        PyValue module = pop();
+        const auto* module_text = std::get_if<Str>(&module);
+        const auto* name_text = std::get_if<Str>(&name);
+        if (!module_text || !name_text) fail("STACK_GLOBAL needs two strings");
+        push_global(*module_text->text, *name_text->text);
+        return false;
+      }
+      case 'R': {  // REDUCE: callable(*args) replaces the callable
+        PyValue args = pop();
+        PyValue& callable = top();
+        PyValue result;
+        call(std::move(args), callable, "REDUCE", result);
+        callable = std::move(result);
+        if (++objects_ > limits_.max_objects)
+          fail("pickle creates more than " + std::to_string(limits_.max_objects) + " objects");
+        return false;
+      }
+      case 0x81: {  // NEWOBJ: cls.__new__(cls, *args)
+        PyValue args = pop();
+        PyValue cls = pop();
+        const auto* global = std::get_if<GlobalRef>(&cls);
+        if (!global || (global->entry->kind != GlobalKind::ordered_dict &&
+                        global->entry->kind != GlobalKind::torch_size &&
+                        global->entry->kind != GlobalKind::parameter))
+          fail("NEWOBJ is only supported for OrderedDict, torch.Size and Parameter");
+        PyValue result;
+        call(std::move(args), cls, "NEWOBJ", result);
+        push(std::move(result));
+        return false;
+      }
+      case 'b': {  // BUILD
+        PyValue state = pop();
+        build(top(), state, context_);
+        return false;
+      }
+      case 'Q': {  // BINPERSID
+        PyValue pid = pop();
+        push(persistent_load(pid, context_));
+        return false;
+      }
+      default:
+        break;
+    }
+    const auto name = refused_opcode_name(op);
+    if (!name.empty()) fail("unsupported opcode " + std::string(name) + " (" + hex_byte(op) + ")");
+    fail("unknown opcode " + hex_byte(op));
+  }
+
+  void finish() {
+    if (!marks_.empty()) fail("STOP with an open MARK");
+    if (stack_.size() != 1)
+      fail("STOP with " + std::to_string(stack_.size()) + " objects on the stack, expected 1");
+    context_.result.end = pos_;
+    context_.result.value = to_value(stack_.back(), context_);
+  }
+
+  std::span<const std::byte> bytes_;
+  const PickleLimits& limits_;
+  Context context_;
+  std::uint64_t pos_ = 0;
+  std::uint64_t objects_ = 0;
+  std::vector<PyValue> stack_;
+  std::vector<std::size_t> marks_;
+  std::vector<PyValue> memo_;
+  std::vector<bool> memo_defined_;
+  std::unordered_map<std::uint64_t, PyValue> sparse_memo_;
+  std::uint64_t memo_count_ = 0;
+};
+
+}  // namespace
+
+PickleResult unpickle(std::span<const std::byte> bytes, const PickleOptions& options) {
+  PickleResult result;
+  Machine(bytes, options, result).run();
+  return result;
+}
+
+}  // namespace gpucache::detail

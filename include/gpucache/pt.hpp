@@ -1,0 +1,18 @@
+// Reading torch.save files natively: no Python, no libtorch, and no pickle is ever executed.
+#pragma once
+
+#include <string>
+
+#include "gpucache/value.hpp"
+
+namespace gpucache {
+
+// The object a torch.save file holds, as a value tree whose tensors view the file's memory map
+// without copying (storages that had to be inflated are owned by the tensors instead). Reads the
+// zip format of torch 1.6 to 2.x and the legacy format of earlier versions (or of
+// _use_new_zipfile_serialization=False). Tensor data is not read. Pickled objects are limited to
+// an allowlist of torch and numpy types (formats/pt/FORMAT.md); anything else, and any malformed
+// input, throws gpucache::Error naming the file and where.
+Value read_pt(const std::string& path);
+
+}  // namespace gpucache

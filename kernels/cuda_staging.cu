@@ -1,0 +1,101 @@
+#include <string>
+
+#include "gpucache/error.hpp"
+#include "kernels/cuda_chunks.cuh"
+
+namespace gpucache::detail {
+
+void check_cuda(cudaError_t status, const char* what) {
+  if (status == cudaSuccess) return;
+  cudaGetLastError();  // clear a non-sticky error so the next call starts clean
+  throw Error("", "CUDA",
+              std::string(what) + ": " + cudaGetErrorName(status) + " (" +
+                  cudaGetErrorString(status) + ")");
+}
+
+namespace {
+
+void free_buffers(CudaStaging& staging) noexcept {
+  for (int slot = 0; slot < kSlots; ++slot) {
+    if (staging.host_in[slot]) cudaFreeHost(staging.host_in[slot]);
+    if (staging.host_out[slot]) cudaFreeHost(staging.host_out[slot]);
+    if (staging.device_in[slot]) cudaFree(staging.device_in[slot]);
+    if (staging.device_out[slot]) cudaFree(staging.device_out[slot]);
+    staging.host_in[slot] = staging.host_out[slot] = nullptr;
+    staging.device_in[slot] = staging.device_out[slot] = nullptr;
+  }
+  staging.in_capacity = staging.out_capacity = 0;
+}
+
+}  // namespace
+
+void CudaStagingDeleter::operator()(CudaStaging* staging) const noexcept {
+  if (!staging) return;
+  staging->abandon();
+  free_buffers(*staging);
+  if (staging->device_counters) cudaFree(staging->device_counters);
+  for (int slot = 0; slot < kSlots; ++slot) {
+    if (staging->done[slot]) cudaEventDestroy(staging->done[slot]);
+    if (staging->streams[slot]) cudaStreamDestroy(staging->streams[slot]);
+  }
+  delete staging;
+}
+
+CudaStagingPtr cuda_staging_create(unsigned host_threads) {
+  CudaStagingPtr staging(new CudaStaging);
+  staging->host_threads = resolve_thread_count(host_threads);
+  int device = 0;
+  check_cuda(cudaGetDevice(&device), "cudaGetDevice");
+  check_cuda(cudaDeviceGetAttribute(&staging->sm_count, cudaDevAttrMultiProcessorCount, device),
+             "cudaDeviceGetAttribute");
+  for (int slot = 0; slot < kSlots; ++slot) {
+    check_cuda(cudaStreamCreateWithFlags(&staging->streams[slot], cudaStreamNonBlocking),
+               "cudaStreamCreate");
+    check_cuda(cudaEventCreateWithFlags(&staging->done[slot], cudaEventDisableTiming),
+               "cudaEventCreate");
+  }
+  check_cuda(cudaMalloc(reinterpret_cast<void**>(&staging->device_counters),
+                        4 * sizeof(unsigned long long)),
+             "cudaMalloc (counters)");
+  return staging;
+}
+
+void CudaStaging::reserve(std::size_t in_bytes, std::size_t out_bytes) {
+  if (in_bytes <= in_capacity && out_bytes <= out_capacity) return;
+  for (int slot = 0; slot < kSlots; ++slot) drain(slot);
+  const std::size_t in_size = std::max(in_bytes, in_capacity);
+  const std::size_t out_size = std::max(out_bytes, out_capacity);
+  free_buffers(*this);
+  for (int slot = 0; slot < kSlots; ++slot) {
+    check_cuda(
+        cudaHostAlloc(reinterpret_cast<void**>(&host_in[slot]), in_size, cudaHostAllocDefault),
+        "cudaHostAlloc (input staging)");
+    check_cuda(
+        cudaHostAlloc(reinterpret_cast<void**>(&host_out[slot]), out_size, cudaHostAllocDefault),
+        "cudaHostAlloc (output staging)");
+    check_cuda(cudaMalloc(reinterpret_cast<void**>(&device_in[slot]), in_size),
+               "cudaMalloc (input chunk)");
+    check_cuda(cudaMalloc(reinterpret_cast<void**>(&device_out[slot]), out_size),
+               "cudaMalloc (output chunk)");
+  }
+  in_capacity = in_size;
+  out_capacity = out_size;
+}
+
+void CudaStaging::drain(int slot) {
+  Pending& chunk = pending[slot];
+  if (!chunk.destination) return;
+  check_cuda(cudaEventSynchronize(done[slot]), "waiting for a chunk");
+  parallel_copy(chunk.destination, host_out[slot], chunk.bytes, host_threads);
+  chunk = {};
+}
+
+void CudaStaging::abandon() noexcept {
+  for (int slot = 0; slot < kSlots; ++slot) {
+    if (streams[slot]) cudaStreamSynchronize(streams[slot]);
+    pending[slot] = {};
+  }
+  cudaGetLastError();
+}
+
+}  // namespace gpucache::detail

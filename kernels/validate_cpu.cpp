@@ -1,0 +1,153 @@
+#include "kernels/validate_cpu.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <mutex>
+
+#include "kernels/parallel_for.hpp"
+
+namespace gpucache::detail {
+namespace {
+
+// Below this many input floats per thread, starting a thread costs more than it saves.
+constexpr std::uint64_t kFloatsPerThread = 1 << 16;
+
+// The lanes live in fixed-size arrays and every statement of the block loop is independent per
+// lane, so the compiler vectorises across lanes without reassociating any sum.
+struct Lanes {
+  alignas(64) double sums[kLanes];
+  alignas(64) float maxes[kLanes];
+  alignas(64) std::uint64_t hashes[kLanes];
+};
+
+template <bool kHash>
+[[gnu::always_inline]] inline void accumulate(Lanes& lanes, const float* block, unsigned count) {
+  for (unsigned l = 0; l < count; ++l) {
+    const float x = block[l];
+    const double wide = x;
+    lanes.sums[l] += wide * wide;  // exact product: f32 x f32 fits in the fp64 mantissa
+    const float magnitude = std::fabs(x);
+    lanes.maxes[l] = lanes.maxes[l] < magnitude ? magnitude : lanes.maxes[l];
+    if constexpr (kHash) lanes.hashes[l] = hash_step(lanes.hashes[l], float_bits(x));
+  }
+}
+
+template <bool kHash>
+ColumnSummary summarize(const float* row, std::uint64_t dim) {
+  Lanes lanes;
+  for (unsigned l = 0; l < kLanes; ++l) {
+    lanes.sums[l] = 0.0;
+    lanes.maxes[l] = 0.0f;
+    lanes.hashes[l] = hash_lane_init(l);
+  }
+  const std::uint64_t full = dim - dim % kLanes;
+  for (std::uint64_t i = 0; i < full; i += kLanes) accumulate<kHash>(lanes, row + i, kLanes);
+  // Lanes past the tail keep their initial state, like idle lanes of a warp.
+  accumulate<kHash>(lanes, row + full, static_cast<unsigned>(dim - full));
+  ColumnSummary summary;
+  summary.sum_squares = tree_sum(lanes.sums);
+  summary.max_abs = tree_max(lanes.maxes);
+  summary.hash = kHash ? hash_finish(tree_hash(lanes.hashes), dim) : 0;
+  return summary;
+}
+
+double sum_squares(const float* row, std::uint64_t dim) {
+  alignas(64) double sums[kLanes] = {};
+  const std::uint64_t full = dim - dim % kLanes;
+  for (std::uint64_t i = 0; i < full; i += kLanes)
+    for (unsigned l = 0; l < kLanes; ++l) {
+      const double wide = row[i + l];
+      sums[l] += wide * wide;
+    }
+  for (unsigned l = 0; l < dim - full; ++l) {
+    const double wide = row[full + l];
+    sums[l] += wide * wide;
+  }
+  return tree_sum(sums);
+}
+
+// Converts one row; returns whether any value overflowed.
+bool convert_row(const ConvertParams& params, const float* in, std::byte* out,
+                 ConvertCounts& counts) {
+  double norm = 0.0;
+  const bool scale = params.normalize && normalizable(norm = norm_of(sum_squares(in, params.dim)));
+  const std::uint64_t dim = params.dim;
+  if (params.output == OutputType::f32) {
+    auto* values = reinterpret_cast<float*>(out);
+    if (scale)
+      for (std::uint64_t i = 0; i < dim; ++i) values[i] = normalize_value(in[i], norm);
+    else
+      std::memcpy(values, in, dim * sizeof(float));
+    std::memset(values + dim, 0, (params.padded_dim - dim) * sizeof(float));
+    return false;
+  }
+  auto* values = reinterpret_cast<std::uint16_t*>(out);
+  std::uint32_t overflowed = 0, flushed = 0;
+  for (std::uint64_t i = 0; i < dim; ++i) {
+    const float x = scale ? normalize_value(in[i], norm) : in[i];
+    values[i] = convert_element(x, params.output, params.on_overflow, overflowed, flushed);
+  }
+  std::memset(values + dim, 0, (params.padded_dim - dim) * sizeof(std::uint16_t));
+  counts.overflowed += overflowed;
+  counts.flushed += flushed;
+  return overflowed != 0;
+}
+
+}  // namespace
+
+ColumnSummary cpu_summarize(const float* row, std::uint64_t dim, bool with_hash) {
+  return with_hash ? summarize<true>(row, dim) : summarize<false>(row, dim);
+}
+
+double cpu_dot(const float* a, const float* b, std::uint64_t dim) {
+  alignas(64) double sums[kLanes] = {};
+  const std::uint64_t full = dim - dim % kLanes;
+  for (std::uint64_t i = 0; i < full; i += kLanes)
+    for (unsigned l = 0; l < kLanes; ++l)
+      sums[l] += static_cast<double>(a[i + l]) * static_cast<double>(b[i + l]);
+  for (unsigned l = 0; l < dim - full; ++l)
+    sums[l] += static_cast<double>(a[full + l]) * static_cast<double>(b[full + l]);
+  return tree_sum(sums);
+}
+
+void cpu_check_rows(const CheckParams& params, const float* const* columns, std::uint64_t rows,
+                    RowRecord* out, unsigned threads) {
+  std::uint64_t row_floats = 0;
+  for (unsigned c = 0; c < params.columns; ++c) row_floats += params.dims[c];
+  const std::uint64_t grain = std::max<std::uint64_t>(1, kFloatsPerThread / row_floats);
+  parallel_for(rows, threads, grain, [&](std::uint64_t begin, std::uint64_t end) {
+    for (std::uint64_t r = begin; r < end; ++r) {
+      ColumnSummary summaries[kMaxColumns]{};
+      for (unsigned c = 0; c < params.columns; ++c)
+        summaries[c] = cpu_summarize(columns[c] + r * params.dims[c], params.dims[c], params.dedup);
+      const double dot = params.pair_cos ? cpu_dot(columns[0] + r * params.dims[0],
+                                                   columns[1] + r * params.dims[1], params.dims[0])
+                                         : 0.0;
+      out[r] = row_verdict(params, summaries, dot);
+    }
+  });
+}
+
+ConvertCounts cpu_convert_rows(const ConvertParams& params, const float* in, std::uint64_t rows,
+                               std::byte* out, unsigned threads) {
+  const std::size_t element_size = params.output == OutputType::f32 ? 4 : 2;
+  const std::uint64_t pitch = params.padded_dim * element_size;
+  const std::uint64_t grain = std::max<std::uint64_t>(1, kFloatsPerThread / params.padded_dim);
+  ConvertCounts total;
+  std::mutex total_mutex;
+  parallel_for(rows, threads, grain, [&](std::uint64_t begin, std::uint64_t end) {
+    ConvertCounts counts;
+    for (std::uint64_t r = begin; r < end; ++r)
+      if (convert_row(params, in + r * params.dim, out + r * pitch, counts) &&
+          counts.first_overflow_row == kNoRow)
+        counts.first_overflow_row = r;
+    std::lock_guard lock(total_mutex);
+    total.overflowed += counts.overflowed;
+    total.flushed += counts.flushed;
+    total.first_overflow_row = std::min(total.first_overflow_row, counts.first_overflow_row);
+  });
+  return total;
+}
+
+}  // namespace gpucache::detail
