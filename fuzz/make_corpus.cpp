@@ -10,6 +10,8 @@
 
 #include "formats/shard/manifest.hpp"
 #include "formats/shard/shard_writer.hpp"
+#include "formats/zip/zip.hpp"
+#include "gpucache/detail/mapped_file.hpp"
 #include "gpucache/error.hpp"
 
 using namespace gpucache;
@@ -17,6 +19,15 @@ using namespace gpucache::shard;
 namespace fs = std::filesystem;
 
 namespace {
+
+// Copies every file of `from` with the extension `extension` into `to`.
+void copy_fixtures(const fs::path& from, const std::string& extension, const fs::path& to) {
+  fs::create_directories(to);
+  for (const auto& entry : fs::directory_iterator(from))
+    if (entry.path().extension() == extension)
+      fs::copy_file(entry.path(), to / entry.path().filename(),
+                    fs::copy_options::overwrite_existing);
+}
 
 void write_text(const fs::path& path, const std::string& text) {
   std::ofstream stream(path, std::ios::binary | std::ios::trunc);
@@ -79,7 +90,7 @@ Manifest sample_manifest(std::uint64_t shards, bool with_text) {
     manifest.rows += 8;
   }
   manifest.inputs.push_back({"data/emb.npy", 1536128, 0x0123456789abcdef});
-  manifest.options = {{"dtype", "f16"},  {"pad_to", 16},        {"shard_size", 1073741824},
+  manifest.options = {{"dtype", "f16"},  {"pad_to", 16},       {"shard_size", 1073741824},
                       {"shard_rows", 8}, {"compress", "none"}, {"chunk_size", 4194304}};
   if (with_text) manifest.sections["validation"] = {{"rows_checked", 16}, {"problems", {}}};
   return manifest;
@@ -132,21 +143,49 @@ int main(int argc, char** argv) {
         fs::copy_file(entry.path(), npys / entry.path().filename(),
                       fs::copy_options::overwrite_existing);
     const std::string twelve_bytes("\x01\x00\x02\x00\x03\x00\x04\x00\x05\x00\x06\x00", 12);
-    write_text(npys / "v2_u2.npy",
-               npy_bytes(2, "{'descr': '<u2', 'fortran_order': False, 'shape': (2, 3), }",
-                         twelve_bytes));
-    write_text(npys / "v3_big_i2_fortran.npy",
-               npy_bytes(3, "{'descr': '>i2', 'fortran_order': True, 'shape': (3, 2), }",
-                         twelve_bytes));
+    write_text(
+        npys / "v2_u2.npy",
+        npy_bytes(2, "{'descr': '<u2', 'fortran_order': False, 'shape': (2, 3), }", twelve_bytes));
+    write_text(
+        npys / "v3_big_i2_fortran.npy",
+        npy_bytes(3, "{'descr': '>i2', 'fortran_order': True, 'shape': (3, 2), }", twelve_bytes));
     write_text(npys / "scalar_u4.npy",
                npy_bytes(1, "{'descr': '=u4', 'fortran_order': False, 'shape': (), }",
                          twelve_bytes.substr(0, 4)));
-    write_text(npys / "python2_long.npy",
-               npy_bytes(1, "{'descr': '|u1', 'fortran_order': False, 'shape': (12L,), }",
-                         twelve_bytes));
+    write_text(
+        npys / "python2_long.npy",
+        npy_bytes(1, "{'descr': '|u1', 'fortran_order': False, 'shape': (12L,), }", twelve_bytes));
     write_text(npys / "key_order.npy",
                npy_bytes(1, "{\"shape\": (1, 1, 3), \"fortran_order\": False, \"descr\": \"<f4\"}",
                          twelve_bytes));
+
+    const fs::path data = root / "tests" / "data";
+    copy_fixtures(data / "npz", ".npz", corpus / "npz");
+    copy_fixtures(data / "pt", ".pt", corpus / "pt");
+    copy_fixtures(data / "npz", ".npz", corpus / "zip");
+    // The pickles inside the zip-based .pt fixtures, and the legacy ones (a pickle comes first).
+    const fs::path pickles = corpus / "pickle";
+    fs::create_directories(pickles);
+    for (const auto& entry : fs::directory_iterator(data / "pt")) {
+      if (entry.path().extension() != ".pt") continue;
+      const auto file = detail::MappedFile::open(entry.path().string());
+      const std::string stem = entry.path().stem().string();
+      try {
+        const detail::ZipArchive archive(file);
+        fs::copy_file(entry.path(), corpus / "zip" / entry.path().filename(),
+                      fs::copy_options::overwrite_existing);
+        for (const auto& member : archive.members())
+          if (member.name.ends_with("data.pkl")) {
+            const auto bytes = archive.read(member).bytes;
+            write_text(pickles / (stem + ".pkl"),
+                       std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
+          }
+      } catch (const Error&) {
+        if (stem.starts_with("legacy") || stem.starts_with("malicious_legacy"))
+          fs::copy_file(entry.path(), pickles / (stem + ".pkl"),
+                        fs::copy_options::overwrite_existing);
+      }
+    }
   } catch (const Error& error) {
     std::fprintf(stderr, "fuzz_make_corpus: %s\n", error.what());
     return 1;

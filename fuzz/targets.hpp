@@ -17,11 +17,20 @@
 #include <string>
 #include <vector>
 
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "formats/npy/npy_header.hpp"
+#include "formats/pt/pickle.hpp"
 #include "formats/shard/manifest.hpp"
 #include "formats/shard/shard_layout.hpp"
 #include "formats/shard/shard_reader.hpp"
+#include "formats/zip/zip.hpp"
+#include "gpucache/detail/mapped_file.hpp"
 #include "gpucache/error.hpp"
 #include "gpucache/npy.hpp"
+#include "gpucache/npz.hpp"
+#include "gpucache/pt.hpp"
 #include "gpucache/value.hpp"
 
 namespace gpucache::fuzz {
@@ -103,9 +112,8 @@ inline void shard_layout(std::span<const std::byte> input) {
   const std::uint64_t size = fixed.size();
   const std::uint64_t column_count = load_u64(bytes + 44) & 0xffffffffu;
   if (column_count <= (size - shard::kHeaderSize) / shard::kColumnEntrySize)
-    store_u64(bytes + 120,
-              shard::xxh3_64(std::span(fixed).subspan(shard::kHeaderSize,
-                                                      column_count * shard::kColumnEntrySize)));
+    store_u64(bytes + 120, shard::xxh3_64(std::span(fixed).subspan(
+                               shard::kHeaderSize, column_count * shard::kColumnEntrySize)));
   const std::uint64_t chunk_table = load_u64(bytes + 96), chunk_count = load_u64(bytes + 88);
   if (chunk_table <= size && chunk_count <= (size - chunk_table) / shard::kChunkEntrySize)
     store_u64(bytes + 128, shard::xxh3_64(std::span(fixed).subspan(
@@ -140,8 +148,48 @@ inline void manifest(std::span<const std::byte> input) {
   GPUCACHE_FUZZ_REQUIRE(shard::manifest_to_text(again) == written);
 }
 
-// formats/npy: parse_npy, then every element read through the tensor's shape and strides (what
-// pack does), which must stay inside the file.
+// Readers that take a path get the input through an in-memory file (memfd), rewritten in place
+// for every input; the returned path opens it.
+inline std::string input_file(std::span<const std::byte> input) {
+  static const int fd = ::memfd_create("gpucache-fuzz-input", MFD_CLOEXEC);
+  GPUCACHE_FUZZ_REQUIRE(fd >= 0);
+  GPUCACHE_FUZZ_REQUIRE(::ftruncate(fd, 0) == 0);
+  std::size_t done = 0;
+  while (done < input.size()) {
+    const auto written =
+        ::pwrite(fd, input.data() + done, input.size() - done, static_cast<off_t>(done));
+    GPUCACHE_FUZZ_REQUIRE(written > 0);
+    done += static_cast<std::size_t>(written);
+  }
+  return "/proc/self/fd/" + std::to_string(fd);
+}
+
+// Reads every element of a tensor in row-major order, as pack does (small tensors only, so a
+// claimed shape cannot make the target itself slow): it must stay inside the storage.
+inline void read_tensor(const Tensor& tensor) {
+  const std::uint64_t itemsize = dtype_size(tensor.dtype);
+  GPUCACHE_FUZZ_REQUIRE(itemsize > 0);
+  const std::uint64_t count = tensor.numel();
+  if (count == 0 || count > (std::uint64_t{1} << 16)) return;
+  GPUCACHE_FUZZ_REQUIRE(tensor.storage != nullptr);
+  std::vector<std::byte> out(count * itemsize);
+  tensor.copy_row_major(0, out);
+  if (count > 1) tensor.copy_row_major(count - 1, std::span(out).first(itemsize));
+}
+
+// Walks a value tree (at most `budget` nodes: shared subtrees can make it exponentially large)
+// and reads every tensor in it.
+inline void walk(const Value& value, std::uint64_t& budget) {
+  if (budget == 0) return;
+  --budget;
+  if (const auto* tensor = value.as_tensor()) read_tensor(*tensor);
+  if (const auto* list = value.as_list())
+    for (const auto& item : list->items) walk(item, budget);
+  if (const auto* dict = value.as_dict())
+    for (const auto& [key, item] : dict->items) walk(item, budget);
+}
+
+// formats/npy: parse_npy, then every element read through the tensor's shape and strides.
 inline void npy(std::span<const std::byte> input) {
   Tensor tensor;
   try {
@@ -149,15 +197,73 @@ inline void npy(std::span<const std::byte> input) {
   } catch (const Error&) {
     return;
   }
-  const std::uint64_t itemsize = dtype_size(tensor.dtype);
-  GPUCACHE_FUZZ_REQUIRE(itemsize > 0);
-  const std::uint64_t count = tensor.numel();
-  if (count == 0) return;
-  GPUCACHE_FUZZ_REQUIRE(tensor.storage != nullptr);
-  GPUCACHE_FUZZ_REQUIRE(count * itemsize <= input.size());
-  std::vector<std::byte> out(count * itemsize);
-  tensor.copy_row_major(0, out);
-  if (count > 1) tensor.copy_row_major(count - 1, std::span(out).first(itemsize));
+  GPUCACHE_FUZZ_REQUIRE(tensor.numel() * dtype_size(tensor.dtype) <= input.size());
+  read_tensor(tensor);
+}
+
+// formats/pt: the restricted pickle machine, on a bare pickle (protocols 0-5).
+inline void pickle(std::span<const std::byte> input) {
+  detail::PickleResult result;
+  try {
+    detail::PickleOptions options;
+    options.file = "fuzz.pt";
+    options.name = "data.pkl";
+    result = detail::unpickle(input, options);
+  } catch (const Error&) {
+    return;
+  }
+  GPUCACHE_FUZZ_REQUIRE(result.end <= input.size());
+  // The container reader fills storages before anything reads them. Here they are empty, so the
+  // bounds check must refuse every view that is not empty, and what it lets through must read.
+  for (const auto& tensor : result.storage_tensors) {
+    try {
+      tensor->check_bounds("fuzz.pt");
+    } catch (const Error&) {
+      continue;
+    }
+    read_tensor(*tensor);
+  }
+}
+
+// formats/zip: the central directory and every member (stored views, inflated copies).
+inline void zip(std::span<const std::byte> input) {
+  try {
+    const detail::ZipArchive archive(detail::MappedFile::open(input_file(input)));
+    for (const auto& member : archive.members()) {
+      try {
+        const Storage bytes = archive.read(member);
+        GPUCACHE_FUZZ_REQUIRE(bytes.bytes.size() == member.uncompressed_size);
+        if (member.method == 0)
+          GPUCACHE_FUZZ_REQUIRE(member.data_offset + bytes.bytes.size() <= input.size());
+      } catch (const Error&) {
+      }
+    }
+  } catch (const Error&) {
+  }
+}
+
+// formats/npz: a zip of .npy members.
+inline void npz(std::span<const std::byte> input) {
+  Value value;
+  try {
+    value = read_npz(input_file(input));
+  } catch (const Error&) {
+    return;
+  }
+  std::uint64_t budget = 4096;
+  walk(value, budget);
+}
+
+// formats/pt: whole torch.save files, zip and legacy layouts.
+inline void pt(std::span<const std::byte> input) {
+  Value value;
+  try {
+    value = read_pt(input_file(input));
+  } catch (const Error&) {
+    return;
+  }
+  std::uint64_t budget = 4096;
+  walk(value, budget);
 }
 
 }  // namespace gpucache::fuzz
