@@ -52,3 +52,19 @@ TEST_CASE("fuzz corpus and regressions: manifest.json") {
 TEST_CASE("fuzz corpus and regressions: .npy") {
   CHECK(replay("npy", gpucache::fuzz::npy) >= 10);
 }
+
+TEST_CASE("fuzz corpus and regressions: .npz") {
+  CHECK(replay("npz", gpucache::fuzz::npz) >= 4);
+}
+
+TEST_CASE("fuzz corpus and regressions: zip container") {
+  CHECK(replay("zip", gpucache::fuzz::zip) >= 10);
+}
+
+TEST_CASE("fuzz corpus and regressions: pickle machine") {
+  CHECK(replay("pickle", gpucache::fuzz::pickle) >= 10);
+}
+
+TEST_CASE("fuzz corpus and regressions: torch.save files") {
+  CHECK(replay("pt", gpucache::fuzz::pt) >= 10);
+}
