@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "gpucache/dtype.hpp"
+#include "gpucache/validate.hpp"
 
 namespace gpucache {
 
@@ -27,6 +28,10 @@ struct PackOptions {
   bool resume = false;
   unsigned threads = 0;  // 0: every core
   bool show_progress = false;
+  // Row checks, sampling and shuffling (docs/validation.md); validation.device picks the backend.
+  // Its output_dtype and threads are taken from the fields above.
+  ValidationOptions validation;
+  std::string rejects_path;  // when set, one JSON line per dropped row
 };
 
 struct PackedShard {
@@ -42,6 +47,11 @@ struct PackResult {
   std::uint64_t bytes = 0;
   std::uint64_t resumed_shards = 0;  // shards kept from an interrupted run (--resume)
   std::vector<PackedShard> shards;
+  ReasonCounts dropped{};  // indexed by DropReason; [kept] unused
+  std::uint64_t sampled_out = 0;
+  std::uint64_t overflowed_values = 0;       // clamped to the largest finite value
+  std::uint64_t flushed_to_zero_values = 0;  // nonzero values too small for the storage type
+  std::string device;                        // the validation backend that ran
 
   std::string to_json() const;
   std::string to_text() const;

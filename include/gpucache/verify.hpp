@@ -8,11 +8,17 @@
 #include <string>
 #include <vector>
 
+#include "gpucache/device.hpp"
+
 namespace gpucache {
 
 struct VerifyOptions {
   unsigned threads = 0;  // 0: every core
   bool show_progress = false;
+  // Also re-check every stored embedding row against the validation rules in the manifest
+  // (NaN/Inf, zero rows, norm range, pair cosine, duplicates), on `device`.
+  bool deep = false;
+  Device device = Device::automatic;
 };
 
 struct Problem {

@@ -2,6 +2,7 @@
 
 #include "gpucache/error.hpp"
 #include "gpucache/pack.hpp"
+#include "gpucache/validate.hpp"
 #include "src/cli/commands.hpp"
 
 namespace gpucache::cli {
@@ -11,7 +12,7 @@ Runner add_pack(CLI::App& app) {
       app.add_subcommand("pack", "Validate, convert and pack raw embedding files into a dataset");
   struct Arguments {
     PackOptions options;
-    std::string dtype, shard_size = "1G", compress;
+    std::string dtype, shard_size = "1G", compress, device = "auto", on_overflow = "error";
     bool json = false, quiet = false;
   };
   auto args = std::make_shared<Arguments>();
@@ -34,13 +35,46 @@ Runner add_pack(CLI::App& app) {
   command->add_flag(
       "--resume", args->options.resume,
       "Finish an interrupted pack (same inputs and options), keeping its complete shards");
+  auto& rules = args->options.validation;
+  command->add_option("--device", args->device, "Validation backend: auto, cpu or cuda")
+      ->capture_default_str();
+  command->add_option("--norm-min", rules.norm_min, "Drop rows whose L2 norm is below this")
+      ->capture_default_str();
+  command->add_option("--norm-max", rules.norm_max, "Drop rows whose L2 norm is above this")
+      ->capture_default_str();
+  command->add_flag("--dedup", rules.dedup,
+                    "Drop exact duplicate rows (the first occurrence is kept)");
+  command->add_option("--pair-cos-min", rules.pair_cos_min,
+                      "Dialogue: drop pairs whose question/answer cosine is lower");
+  command->add_option("--pair-cos-max", rules.pair_cos_max,
+                      "Dialogue: drop pairs whose question/answer cosine is higher");
+  command
+      ->add_option("--on-overflow", args->on_overflow,
+                   "Values too large for --dtype: drop the row, clamp, or error")
+      ->capture_default_str();
+  command->add_flag("--normalize", rules.normalize, "Scale every kept row to unit L2 norm");
+  command->add_option("--max-rows", rules.max_rows_per_source,
+                      "Keep at most N rows of each input (sampled with --seed)");
+  command->add_option("--sample", rules.sample_fraction,
+                      "Keep this fraction of each input's valid rows (0 to 1]");
+  command->add_flag("--shuffle", rules.shuffle,
+                    "Shuffle rows deterministically (with --seed) so training reads sequentially");
+  command->add_option("--seed", rules.seed, "Seed for --sample, --max-rows and --shuffle")
+      ->capture_default_str();
+  command->add_option("--rejects", args->options.rejects_path,
+                      "Write every dropped row to this JSON-lines file");
   command->add_flag("--json", args->json, "Print the result as JSON");
   command->add_flag("-q,--quiet", args->quiet, "No progress line");
   command->footer(R"(Examples:
   gpucache pack embeddings.npy -o data/emb
   gpucache pack part-*.npy -o data/emb --dtype f16 --shard-size 512M
   gpucache pack emb.npy -o data/emb --compress zstd:3 --json
-  gpucache pack part-*.npy -o data/emb --resume      # after an interrupted run)");
+  gpucache pack part-*.npy -o data/emb --resume      # after an interrupted run
+  gpucache pack emb.npy -o data/emb --dedup --norm-min 0.5 --rejects dropped.jsonl
+  gpucache pack emb.npy -o data/emb --shuffle --seed 7 --sample 0.1 --device cpu
+
+Rows with NaN/Inf, an all-zero vector or an L2 norm outside [--norm-min, --norm-max] are dropped;
+the counts per reason are printed and stored in the manifest.)");
   return [command, args] {
     auto& options = args->options;
     if (!args->dtype.empty()) {
@@ -49,6 +83,17 @@ Runner add_pack(CLI::App& app) {
         throw UsageError("--dtype '" + args->dtype + "' is not one of f32, f16, bf16");
     }
     options.shard_size = parse_size(args->shard_size, "--shard-size");
+    if (args->device == "auto")
+      options.validation.device = Device::automatic;
+    else if (args->device == "cpu")
+      options.validation.device = Device::cpu;
+    else if (args->device == "cuda")
+      options.validation.device = Device::cuda;
+    else
+      throw UsageError("--device must be auto, cpu or cuda");
+    const auto policy = parse_overflow_policy(args->on_overflow);
+    if (!policy) throw UsageError("--on-overflow must be drop, clamp or error");
+    options.validation.on_overflow = *policy;
     if (!args->compress.empty()) {
       if (args->compress == "zstd")
         options.zstd_level = 3;

@@ -16,6 +16,9 @@ Runner add_verify(CLI::App& app) {
   auto args = std::make_shared<Arguments>();
   command->add_option("path", args->path, "Dataset directory or shard file")->required();
   command->add_option("--threads", args->options.threads, "Hashing threads (default: every core)");
+  command->add_flag(
+      "--deep", args->options.deep,
+      "Also re-check every stored embedding row against the validation rules in the manifest");
   command->add_flag("--json", args->json, "Print the report as JSON");
   command->add_flag("-q,--quiet", args->quiet, "No progress line");
   command->footer(
@@ -24,7 +27,8 @@ Runner add_verify(CLI::App& app) {
 Examples:
   gpucache verify data/emb
   gpucache verify data/emb/shard-00003.gcs --threads 8
-  gpucache verify data/emb --json | jq .problems)");
+  gpucache verify data/emb --json | jq .problems
+  gpucache verify data/emb --deep)");
   return [args] {
     args->options.show_progress = show_progress(args->quiet || args->json);
     const auto report = verify(args->path, args->options);

@@ -107,9 +107,28 @@ std::string render_text(const Json& json) {
               input["xxh3"].get<std::string>() + ")\n";
     text += "options: " + provenance["options"].dump() + "\n";
   }
-  for (const char* section : {"dropped", "norm_stats"})
-    if (json.contains(section))
-      text += std::string("\n") + section + ": " + json[section].dump() + "\n";
+  if (json.contains("dropped")) {
+    std::string reasons;
+    std::uint64_t total = 0;
+    for (const auto& [reason, count] : json["dropped"].items()) {
+      total += count.get<std::uint64_t>();
+      if (count.get<std::uint64_t>() > 0)
+        reasons += (reasons.empty() ? "" : ", ") + std::to_string(count.get<std::uint64_t>()) +
+                   " " + reason;
+    }
+    text += "\nvalidation: " + std::to_string(json.value("rows_checked", std::uint64_t{0})) +
+            " rows checked, " + std::to_string(total) + " dropped" +
+            (reasons.empty() ? "" : " (" + reasons + ")") + "\n";
+  }
+  if (json.contains("norm_stats")) {
+    for (const auto& [column, stats] : json["norm_stats"].items()) {
+      char line[160];
+      std::snprintf(line, sizeof line, "  %s norms: min %.4g, mean %.4g, max %.4g\n",
+                    column.c_str(), stats["min"].get<double>(), stats["mean"].get<double>(),
+                    stats["max"].get<double>());
+      text += line;
+    }
+  }
   return text;
 }
 

@@ -13,6 +13,7 @@
 #include "gpucache/error.hpp"
 #include "gpucache/progress.hpp"
 #include "src/core/output_dir.hpp"
+#include "src/core/verify_deep.hpp"
 
 namespace gpucache {
 namespace {
@@ -182,6 +183,7 @@ VerifyReport verify(const std::string& path, const VerifyOptions& options) {
   if (!fs::exists(path, error)) throw Error(path, "", "does not exist");
   std::vector<OpenShard> shards;
   auto& problems = report.problems;
+  std::optional<shard::Manifest> deep_manifest;  // kept for the --deep pass
 
   if (!fs::is_directory(path, error)) {
     if (auto shard = open_shard(path, fs::path(path).filename().string(), problems))
@@ -219,6 +221,7 @@ VerifyReport verify(const std::string& path, const VerifyOptions& options) {
     }
     std::sort(on_disk.begin(), on_disk.end());
     if (manifest) {
+      deep_manifest = manifest;
       std::uint64_t expected_first = 0;
       for (std::size_t i = 0; i < manifest->shards.size(); ++i) {
         const auto& listed = manifest->shards[i];
@@ -302,6 +305,8 @@ VerifyReport verify(const std::string& path, const VerifyOptions& options) {
     }
     problems.push_back(found);
   }
+  if (options.deep && problems.empty() && deep_manifest)
+    detail::check_recorded_rules(path, *deep_manifest, options, problems);
   for (const auto& shard : shards) {
     check_text_offsets(shard, problems);
     report.chunks_checked += shard.layout.header.chunk_count;

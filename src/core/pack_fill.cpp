@@ -1,0 +1,116 @@
+#include "src/core/pack_fill.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include "gpucache/detail/parallel.hpp"
+
+namespace gpucache::detail {
+namespace {
+
+using shard::ColumnKind;
+
+struct Run {
+  std::uint64_t offset;  // first output row of the run, relative to the rows span
+  std::uint64_t global_first;
+  std::uint64_t count;
+};
+
+// Runs of consecutive input rows, cut into pieces small enough to spread over threads.
+std::vector<Run> runs_of(const PackInputs& inputs, std::span<const std::uint64_t> rows) {
+  constexpr std::uint64_t kPiece = 1024;
+  std::vector<Run> runs;
+  inputs.for_each_run(rows, [&](std::uint64_t offset, std::uint64_t first, std::uint64_t count) {
+    for (std::uint64_t done = 0; done < count; done += kPiece)
+      runs.push_back({offset + done, first + done, std::min(kPiece, count - done)});
+  });
+  return runs;
+}
+
+void fill_embedding(shard::ShardBuilder& builder, std::size_t column, std::uint64_t dim,
+                    const PackInputs& inputs, std::span<const std::uint64_t> rows,
+                    RowConverter& converter, unsigned threads, ConversionCounts& counts) {
+  const std::uint64_t pitch = builder.columns()[column].row_pitch_bytes;
+  // About 64 MiB of f32 staging at a time, whatever the shard size.
+  const std::uint64_t block = std::max<std::uint64_t>(1, (64ull << 20) / (4 * dim));
+  std::vector<float> staging;
+  for (std::uint64_t begin = 0; begin < rows.size(); begin += block) {
+    const std::uint64_t count = std::min(block, rows.size() - begin);
+    staging.resize(count * dim);
+    const auto runs = runs_of(inputs, rows.subspan(begin, count));
+    parallel_for(runs.size(), threads, [&](std::uint64_t r) {
+      inputs.read_f32(column, runs[r].global_first, runs[r].count,
+                      staging.data() + runs[r].offset * dim);
+    });
+    const auto converted = converter.convert(
+        staging.data(), count, dim, builder.tensor_data(column).data() + begin * pitch, begin);
+    counts.overflowed += converted.overflowed;
+    counts.flushed_to_zero += converted.flushed_to_zero;
+  }
+}
+
+void fill_raw(shard::ShardBuilder& builder, std::size_t column, const PackInputs& inputs,
+              std::span<const std::uint64_t> rows, unsigned threads) {
+  const auto& entry = builder.columns()[column];
+  const std::uint64_t row_bytes = entry.dim * dtype_size(entry.dtype);
+  std::byte* out = builder.tensor_data(column).data();
+  const auto runs = runs_of(inputs, rows);
+  parallel_for(runs.size(), threads, [&](std::uint64_t r) {
+    if (row_bytes == entry.row_pitch_bytes) {
+      inputs.read_raw(column, runs[r].global_first, runs[r].count,
+                      out + runs[r].offset * row_bytes);
+      return;
+    }
+    thread_local std::vector<std::byte> packed;
+    packed.resize(runs[r].count * row_bytes);
+    inputs.read_raw(column, runs[r].global_first, runs[r].count, packed.data());
+    for (std::uint64_t i = 0; i < runs[r].count; ++i)
+      std::memcpy(out + (runs[r].offset + i) * entry.row_pitch_bytes, packed.data() + i * row_bytes,
+                  row_bytes);
+  });
+}
+
+void fill_text(shard::ShardBuilder& builder, std::size_t column, const PackInputs& inputs,
+               std::span<const std::uint64_t> rows) {
+  auto offsets = builder.text_offsets(column);
+  auto bytes = builder.text_bytes(column);
+  std::uint64_t cursor = 0;
+  for (std::uint64_t r = 0; r < rows.size(); ++r) {
+    offsets[r] = cursor;
+    const auto text = inputs.text(column, rows[r]);
+    std::memcpy(bytes.data() + cursor, text.data(), text.size());
+    cursor += text.size();
+  }
+  offsets[rows.size()] = cursor;
+}
+
+}  // namespace
+
+ConversionCounts fill_shard(shard::ShardBuilder& builder,
+                            const std::vector<shard::ColumnSpec>& specs, const PackInputs& inputs,
+                            std::span<const std::uint64_t> rows,
+                            std::vector<std::unique_ptr<RowConverter>>& converters,
+                            unsigned threads, Progress& progress) {
+  ConversionCounts counts;
+  const std::size_t input_columns = specs.size() - 2;  // then source, source_row
+  for (std::size_t c = 0; c < input_columns; ++c) {
+    if (specs[c].kind == ColumnKind::text)
+      fill_text(builder, c, inputs, rows);
+    else if (converters[c])
+      fill_embedding(builder, c, specs[c].dim, inputs, rows, *converters[c], threads, counts);
+    else
+      fill_raw(builder, c, inputs, rows, threads);
+    progress.advance(builder.columns()[c].data_size + builder.columns()[c].aux_size);
+  }
+  auto* sources = reinterpret_cast<std::uint16_t*>(builder.tensor_data(input_columns).data());
+  auto* source_rows =
+      reinterpret_cast<std::uint64_t*>(builder.tensor_data(input_columns + 1).data());
+  for (std::uint64_t r = 0; r < rows.size(); ++r) {
+    const InputRow at = inputs.locate(rows[r]);
+    sources[r] = static_cast<std::uint16_t>(at.source);
+    source_rows[r] = at.row;
+  }
+  return counts;
+}
+
+}  // namespace gpucache::detail

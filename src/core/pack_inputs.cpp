@@ -1,0 +1,60 @@
+#include "src/core/pack_inputs.hpp"
+
+#include <algorithm>
+
+#include "gpucache/detail/float_convert.hpp"
+
+namespace gpucache::detail {
+
+PackInputs::PackInputs(std::vector<Source> sources) : sources_(std::move(sources)) {
+  for (const auto& source : sources_) {
+    starts_.push_back(total_);
+    total_ += source.rows;
+  }
+}
+
+InputRow PackInputs::locate(std::uint64_t global_row) const noexcept {
+  const auto it = std::upper_bound(starts_.begin(), starts_.end(), global_row);
+  const auto source = static_cast<std::uint32_t>(it - starts_.begin() - 1);
+  return {source, global_row - starts_[source]};
+}
+
+std::uint64_t PackInputs::rows_left_in_source(std::uint64_t global_row) const noexcept {
+  const auto it = std::upper_bound(starts_.begin(), starts_.end(), global_row);
+  return (it == starts_.end() ? total_ : *it) - global_row;
+}
+
+void PackInputs::read_raw(std::size_t column, std::uint64_t global_first, std::uint64_t count,
+                          std::byte* out) const {
+  const InputRow at = locate(global_first);
+  const SourceColumn& source_column = sources_[at.source].columns[column];
+  const std::uint64_t bytes = count * source_column.dim * dtype_size(source_column.dtype);
+  source_column.read_rows(at.row, count, {out, bytes});
+}
+
+void PackInputs::read_f32(std::size_t column, std::uint64_t global_first, std::uint64_t count,
+                          float* out) const {
+  const InputRow at = locate(global_first);
+  const SourceColumn& source_column = sources_[at.source].columns[column];
+  const std::uint64_t elements = count * source_column.dim;
+  if (source_column.dtype == DType::f32) {
+    read_raw(column, global_first, count, reinterpret_cast<std::byte*>(out));
+    return;
+  }
+  thread_local std::vector<std::byte> raw;
+  raw.resize(elements * dtype_size(source_column.dtype));
+  read_raw(column, global_first, count, raw.data());
+  widen_to_f32(source_column.dtype, raw.data(), out, elements);
+}
+
+std::string_view PackInputs::text(std::size_t column, std::uint64_t global_row) const {
+  const InputRow at = locate(global_row);
+  return sources_[at.source].columns[column].text_row(at.row);
+}
+
+bool is_embedding_column(const SourceColumn& column) noexcept {
+  return column.kind == shard::ColumnKind::tensor && column.rank == 2 &&
+         dtype_is_float(column.dtype);
+}
+
+}  // namespace gpucache::detail

@@ -1,0 +1,38 @@
+// What a pack run will write, decided before any byte is: the output columns, and which output
+// rows go into which shard.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "formats/shard/manifest.hpp"
+#include "formats/shard/shard_writer.hpp"
+#include "gpucache/pack.hpp"
+#include "src/core/pack_inputs.hpp"
+
+namespace gpucache::detail {
+
+// Every input must offer the same columns with the same shapes; the error lists each input's.
+void check_compatible(const std::vector<Source>& sources);
+
+// The input columns with their storage types and padding, then `source` and `source_row`.
+std::vector<shard::ColumnSpec> output_columns(const Source& source, const PackOptions& options);
+
+struct ShardPlan {
+  std::uint64_t first = 0;  // first output row
+  std::uint64_t rows = 0;
+};
+
+// Splits the output rows into shards within shard_size bytes and shard_rows rows; a shard always
+// takes at least one row.
+std::vector<ShardPlan> plan_shards(const std::vector<shard::ColumnSpec>& specs,
+                                   const PackInputs& inputs, std::span<const std::uint64_t> rows,
+                                   const PackOptions& options);
+
+// What a resumed run must agree on with the interrupted one: inputs (by content hash), options
+// and where every shard starts and ends.
+std::string plan_text(const shard::Manifest& manifest, const std::vector<ShardPlan>& plans);
+
+}  // namespace gpucache::detail
