@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # Resource bound of `gpucache pack`: packing an input far larger than memory keeps peak RSS under
-# one shard plus 512 MiB. Generates a sparse .npy (default 8 GiB of f32, written as a header and a
-# hole, so it costs no disk and no RAM to make), packs it with GNU time -v, samples
-# /proc/PID/status (RssAnon: heap and shard buffer; RssFile: mapped input and output pages) every
-# 0.2 s, prints the peaks, and exits 1 when the bound is broken.
+# one shard plus 512 MiB. Streams a .npy of INPUT_GIB GiB (default 8) of f32 rows to disk (a 1 MiB
+# block of pseudo-random rows repeated: rows must be non-zero or validation drops them, so a
+# sparse file will not do), packs it with GNU time -v while sampling /proc/PID/status (RssAnon:
+# heap and shard buffers; RssFile: pages of mapped files) every 0.2 s, prints the peaks and a
+# trace, measures `gpucache verify` of the result the same way (reported, not bounded), and exits
+# 1 when pack breaks the bound.
 #
 #   scripts/check_memory.sh [INPUT_GIB]
 #
 # Settings: GPUCACHE_BUILD_DIR (default build/), GPUCACHE_MEMCHECK_DIR (scratch, default a fresh
-# directory under /var/tmp; needs room for the output, about INPUT_GIB/2 GiB with --dtype f16),
+# directory under /var/tmp; needs INPUT_GIB GiB plus INPUT_GIB/2 GiB for the f16 output),
 # GPUCACHE_MEMCHECK_SHARD (shard size, default 1G), GPUCACHE_MEMCHECK_ARGS (extra pack arguments).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -35,7 +37,7 @@ input="$scratch/big.npy"
 dim=1024
 rows=$(((gib << 30) / (dim * 4)))
 
-# numpy's .npy v1 header, padded so the data starts at byte 128, then a hole up to the full size.
+# numpy's .npy v1 header, padded so the data starts at byte 128, then the rows, streamed.
 header="{'descr': '<f4', 'fortran_order': False, 'shape': ($rows, $dim), }"
 pad=$((128 - 10 - ${#header} - 1))
 {
@@ -43,38 +45,64 @@ pad=$((128 - 10 - ${#header} - 1))
   printf '%s%*s\n' "$header" "$pad" ''
 } >"$input"
 [ "$(stat -c %s "$input")" -eq 128 ] || { echo "check_memory.sh: bad header size" >&2; exit 2; }
-truncate -s $((128 + rows * dim * 4)) "$input"
-echo "input: $input, $rows x $dim f32 = $(((rows * dim * 4) >> 20)) MiB (sparse: $(du -k "$input" | cut -f1) KiB on disk)"
+# 256 rows of uniform values in [-1, 1) (L2 norm about 18), written 1024 times per GiB.
+perl -e 'srand(7); print pack("f<*", map { rand(2) - 1 } 1 .. 262144)' >"$scratch/block"
+for ((i = 0; i < gib * 1024; ++i)); do cat "$scratch/block"; done >>"$input"
+rm -f "$scratch/block"
+[ "$(stat -c %s "$input")" -eq $((128 + rows * dim * 4)) ] || { echo "check_memory.sh: bad input size" >&2; exit 2; }
+echo "input: $input, $rows x $dim f32 = $(((rows * dim * 4) >> 20)) MiB"
 echo "bound: peak RSS < shard size ($shard) + 512 MiB = $((limit_kib / 1024)) MiB"
 
-# shellcheck disable=SC2086
-/usr/bin/time -v -o "$scratch/time.txt" "$gpucache" pack "$input" -o "$scratch/out" --dtype f16 \
-  --shard-size "$shard" --quiet ${GPUCACHE_MEMCHECK_ARGS:-} >"$scratch/pack.out" 2>&1 &
-time_pid=$!
-peak_anon=0 peak_file=0 peak_rss=0
-while kill -0 "$time_pid" 2>/dev/null; do
-  pid=$(pgrep -P "$time_pid" -x gpucache || true)
-  if [ -n "$pid" ] && [ -r "/proc/$pid/status" ]; then
-    read -r rss anon file < <(awk '/^VmRSS/ {r=$2} /^RssAnon/ {a=$2} /^RssFile/ {f=$2}
-                                    END {print r+0, a+0, f+0}' "/proc/$pid/status" 2>/dev/null || echo "0 0 0")
-    [ "$rss" -gt "$peak_rss" ] && peak_rss=$rss
-    [ "$anon" -gt "$peak_anon" ] && peak_anon=$anon
-    [ "$file" -gt "$peak_file" ] && peak_file=$file
+# measure NAME COMMAND...: runs COMMAND under GNU time -v, sampling its /proc/PID/status, and
+# sets peak_kib (time -v's maximum RSS).
+measure() {
+  local name=$1
+  shift
+  /usr/bin/time -v -o "$scratch/time.txt" "$@" >"$scratch/$name.out" 2>&1 &
+  local time_pid=$! peak_anon=0 peak_file=0 peak_rss=0 start now pid rss anon file status=0
+  start=$(date +%s%N)
+  echo "seconds VmRSS_MiB RssAnon_MiB RssFile_MiB" >"$scratch/trace.txt"
+  while kill -0 "$time_pid" 2>/dev/null; do
+    pid=$(pgrep -P "$time_pid" -x gpucache || true)
+    if [ -n "$pid" ] && [ -r "/proc/$pid/status" ]; then
+      read -r rss anon file < <(awk '/^VmRSS/ {r=$2} /^RssAnon/ {a=$2} /^RssFile/ {f=$2}
+                                     END {print r+0, a+0, f+0}' "/proc/$pid/status" 2>/dev/null ||
+        echo "0 0 0")
+      [ "$rss" -gt "$peak_rss" ] && peak_rss=$rss
+      [ "$anon" -gt "$peak_anon" ] && peak_anon=$anon
+      [ "$file" -gt "$peak_file" ] && peak_file=$file
+      now=$(date +%s%N)
+      echo "$(((now - start) / 1000000000)) $((rss >> 10)) $((anon >> 10)) $((file >> 10))" \
+        >>"$scratch/trace.txt"
+    fi
+    sleep 0.2
+  done
+  wait "$time_pid" || status=$?
+  echo "== gpucache $name"
+  cat "$scratch/$name.out"
+  if [ "$status" -ne 0 ]; then
+    echo "check_memory.sh: $name failed (exit $status)" >&2
+    cat "$scratch/time.txt" >&2
+    exit 2
   fi
-  sleep 0.2
-done
-status=0
-wait "$time_pid" || status=$?
-cat "$scratch/pack.out"
-[ "$status" -eq 0 ] || { echo "check_memory.sh: pack failed (exit $status)" >&2; cat "$scratch/time.txt" >&2; exit 2; }
-max_kib=$(awk -F': ' '/Maximum resident set size/ {print $2}' "$scratch/time.txt")
-elapsed=$(awk -F': ' '/Elapsed \(wall clock\)/ {print $2}' "$scratch/time.txt")
-echo "pack took $elapsed; peak RSS (time -v) $((max_kib / 1024)) MiB;" \
-  "sampled peaks: VmRSS $((peak_rss / 1024)) MiB, RssAnon $((peak_anon / 1024)) MiB," \
-  "RssFile $((peak_file / 1024)) MiB"
-"$gpucache" verify "$scratch/out" --quiet >/dev/null || { echo "check_memory.sh: the packed dataset does not verify" >&2; exit 2; }
-if [ "$max_kib" -ge "$limit_kib" ]; then
-  echo "FAIL: peak RSS $((max_kib / 1024)) MiB >= bound $((limit_kib / 1024)) MiB"
+  peak_kib=$(awk -F': ' '/Maximum resident set size/ {print $2}' "$scratch/time.txt")
+  echo "took $(awk -F': ' '/Elapsed \(wall clock\)/ {print $2}' "$scratch/time.txt");" \
+    "peak RSS (time -v) $((peak_kib / 1024)) MiB; sampled peaks: VmRSS $((peak_rss / 1024)) MiB," \
+    "RssAnon $((peak_anon / 1024)) MiB, RssFile $((peak_file / 1024)) MiB"
+  # About 12 samples of the trace, evenly spaced, to show where the memory goes.
+  local lines
+  lines=$(wc -l <"$scratch/trace.txt")
+  awk -v step=$(((lines + 11) / 12)) 'NR == 1 || (NR - 2) % step == 0 {
+    printf "%8s %10s %12s %12s\n", $1, $2, $3, $4 }' "$scratch/trace.txt"
+}
+
+# shellcheck disable=SC2086
+measure pack "$gpucache" pack "$input" -o "$scratch/out" --dtype f16 --shard-size "$shard" --quiet \
+  ${GPUCACHE_MEMCHECK_ARGS:-}
+pack_kib=$peak_kib
+measure verify "$gpucache" verify "$scratch/out" --quiet
+if [ "$pack_kib" -ge "$limit_kib" ]; then
+  echo "FAIL: pack peak RSS $((pack_kib / 1024)) MiB >= bound $((limit_kib / 1024)) MiB"
   exit 1
 fi
-echo "ok: peak RSS $((max_kib / 1024)) MiB < bound $((limit_kib / 1024)) MiB"
+echo "ok: pack peak RSS $((pack_kib / 1024)) MiB < bound $((limit_kib / 1024)) MiB"

@@ -14,6 +14,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <random>
 #include <set>
 
 #include "gpucache/npy.hpp"
@@ -63,14 +64,16 @@ class Tmpfs {
   bool mounted_ = false;
 };
 
-// 1000 rows of 10 f32 (padded to 16) in shards of 200 rows: five shards of 7 pages each.
+// 1000 rows of 10 f32 (padded to 16) in shards of 200 rows: five shards of 7 pages each. Values
+// are normal, so pack's default validation keeps every row.
 std::string make_input(const test_support::ScratchDir& scratch) {
   const std::string path = scratch / "in.npy";
+  std::mt19937 random(3);
+  std::normal_distribution<float> normal;
   write_npy(path, DType::f32, {1000, 10},
-            [](std::span<std::byte> out, std::uint64_t first, std::uint64_t) {
+            [&](std::span<std::byte> out, std::uint64_t, std::uint64_t) {
               auto* values = reinterpret_cast<float*>(out.data());
-              for (std::size_t i = 0; i < out.size() / 4; ++i)
-                values[i] = static_cast<float>(first) + static_cast<float>(i) * 0.25f;
+              for (std::size_t i = 0; i < out.size() / 4; ++i) values[i] = normal(random);
             });
   return path;
 }
