@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs dependencies, builds, and runs every test: the C++ suites through CTest (GPU-labelled
-# tests skip on machines without a GPU).
+# tests skip on machines without a GPU), then the Python package's tests on the CPU.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build_dir=${GPUCACHE_BUILD_DIR:-$root/build}
@@ -8,3 +8,23 @@ build_dir=${GPUCACHE_BUILD_DIR:-$root/build}
 "$root/scripts/install-deps.sh"
 "$root/scripts/build.sh" "$@"
 ctest --test-dir "$build_dir" --output-on-failure --parallel "$(nproc)"
+
+# The Python package, in a venv that sees Debian's torch and numpy (PEP 668 forbids installing
+# into the system interpreter). The build backend (scikit-build-core, nanobind) comes from PyPI
+# once; building without isolation then keeps the extension's build directory incremental.
+venv=${GPUCACHE_VENV:-$root/.venv}
+if [ ! -x "$venv/bin/python" ]; then
+  "${GPUCACHE_PYTHON:-/usr/bin/python3}" -m venv --system-site-packages "$venv"
+fi
+pip=("$venv/bin/python" -m pip --quiet --disable-pip-version-check)
+"$venv/bin/python" -c "import scikit_build_core, nanobind" 2>/dev/null ||
+  "${pip[@]}" install "scikit-build-core>=0.10" "nanobind>=2.0"
+"${pip[@]}" install --no-build-isolation "$root"
+status=0
+GPUCACHE_BUILD_DIR="$build_dir" "$venv/bin/python" -m pytest -q -p no:cacheprovider \
+  "$root/python/tests" || status=$?
+if [ "$status" -eq 5 ]; then
+  echo "gpucache: pytest collected no Python tests" >&2
+  exit 1
+fi
+exit "$status"

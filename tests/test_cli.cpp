@@ -90,7 +90,7 @@ TEST_CASE("bad input exits 2 with one line on stderr naming the file, and leaves
   const auto mismatch = run_cli(
       {"pack", data_path("npy/f32_c.npy"), data_path("npy/dim6.npy"), "-o", scratch / "ds"});
   CHECK(mismatch.exit_code == 2);
-  CHECK(mismatch.err.find("dim6.npy: embedding[6]") != std::string::npos);
+  CHECK(mismatch.err.find("dim6.npy: f32 dim 6") != std::string::npos);
 }
 
 TEST_CASE("usage errors exit 2; --help exits 0 and shows examples") {

@@ -8,12 +8,16 @@
 #include <vector>
 
 #include "gpucache/dtype.hpp"
+#include "gpucache/schema.hpp"
 #include "gpucache/validate.hpp"
 
 namespace gpucache {
 
 struct PackOptions {
-  std::vector<std::string> inputs;
+  std::vector<std::string> inputs;  // .pt/.pth, .safetensors, .npy, .npz, .jsonl, mixed freely
+  // How inputs map to columns (docs/cli.md): detected from the layout unless given.
+  std::optional<SourceKind> kind;
+  std::vector<FieldSpec> fields;
   std::string output_dir;
   // Storage type of float (embedding) columns: f32, f16 or bf16. Unset keeps f32/f16/bf16 inputs
   // as they are and stores f64 inputs as f32.

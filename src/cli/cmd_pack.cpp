@@ -13,10 +13,15 @@ Runner add_pack(CLI::App& app) {
   struct Arguments {
     PackOptions options;
     std::string dtype, shard_size = "1G", compress, device = "auto", on_overflow = "error";
+    MappingArguments mapping;
     bool json = false, quiet = false;
   };
   auto args = std::make_shared<Arguments>();
-  command->add_option("inputs", args->options.inputs, "Input files (.npy)")->required();
+  command
+      ->add_option("inputs", args->options.inputs,
+                   "Input files: .pt/.pth, .safetensors, .npy, .npz, .jsonl")
+      ->required();
+  add_mapping_options(*command, args->mapping);
   command->add_option("-o,--output", args->options.output_dir, "Output dataset directory")
       ->required();
   command->add_option("--dtype", args->dtype,
@@ -66,6 +71,9 @@ Runner add_pack(CLI::App& app) {
   command->add_flag("--json", args->json, "Print the result as JSON");
   command->add_flag("-q,--quiet", args->quiet, "No progress line");
   command->footer(R"(Examples:
+  gpucache pack cache/dialogue_dataset/*.pt -o data/dialogue --dtype f16
+  gpucache pack cache/llm_*.pt -o data/llm_cache
+  gpucache pack vectors.pt -o data/emb --kind embeddings --field embedding=data.vectors
   gpucache pack embeddings.npy -o data/emb
   gpucache pack part-*.npy -o data/emb --dtype f16 --shard-size 512M
   gpucache pack emb.npy -o data/emb --compress zstd:3 --json
@@ -83,6 +91,7 @@ the counts per reason are printed and stored in the manifest.)");
         throw UsageError("--dtype '" + args->dtype + "' is not one of f32, f16, bf16");
     }
     options.shard_size = parse_size(args->shard_size, "--shard-size");
+    apply_mapping_options(args->mapping, options.kind, options.fields);
     if (args->device == "auto")
       options.validation.device = Device::automatic;
     else if (args->device == "cpu")

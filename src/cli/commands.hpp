@@ -4,6 +4,11 @@
 
 #include <CLI/CLI.hpp>
 #include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "gpucache/schema.hpp"
 
 namespace gpucache::cli {
 
@@ -13,6 +18,16 @@ Runner add_pack(CLI::App& app);
 Runner add_verify(CLI::App& app);
 Runner add_inspect(CLI::App& app);
 Runner add_export(CLI::App& app);
+Runner add_probe(CLI::App& app);
+
+// --kind and --field, shared by pack and probe.
+struct MappingArguments {
+  std::string kind;
+  std::vector<std::string> fields;
+};
+void add_mapping_options(CLI::App& command, MappingArguments& arguments);
+void apply_mapping_options(const MappingArguments& arguments, std::optional<SourceKind>& kind,
+                           std::vector<FieldSpec>& fields);
 
 // Progress is drawn when stderr is a terminal, unless --quiet.
 bool show_progress(bool quiet);

@@ -12,10 +12,9 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.footer("Run 'gpucache COMMAND --help' for a command's options and examples.");
   std::map<std::string, gpucache::cli::Runner> runners{
-      {"pack", gpucache::cli::add_pack(app)},
-      {"verify", gpucache::cli::add_verify(app)},
-      {"inspect", gpucache::cli::add_inspect(app)},
-      {"export", gpucache::cli::add_export(app)},
+      {"pack", gpucache::cli::add_pack(app)},       {"verify", gpucache::cli::add_verify(app)},
+      {"inspect", gpucache::cli::add_inspect(app)}, {"export", gpucache::cli::add_export(app)},
+      {"probe", gpucache::cli::add_probe(app)},
   };
   try {
     app.parse(argc, argv);

@@ -83,15 +83,17 @@ std::string render_text(const Json& json) {
     std::string shape;
     for (const auto& extent : column["shape"])
       shape += (shape.empty() ? "" : ", ") + std::to_string(extent.get<std::uint64_t>());
+    const bool text_column = column["kind"] == "text";
+    std::string detail =
+        text_column
+            ? "UTF-8 text"
+            : "pitch " + std::to_string(column["row_pitch_bytes"].get<std::uint64_t>()) + " bytes";
+    if (column.contains("offset"))
+      detail += " at offset " + std::to_string(column["offset"].get<std::uint64_t>());
     char line[256];
-    std::snprintf(
-        line, sizeof line, "  %-20s %-6s [%s]  pitch %llu bytes%s\n",
-        column["name"].get<std::string>().c_str(), column["dtype"].get<std::string>().c_str(),
-        shape.c_str(),
-        static_cast<unsigned long long>(column["row_pitch_bytes"].get<std::uint64_t>()),
-        column.contains("offset")
-            ? (" at offset " + std::to_string(column["offset"].get<std::uint64_t>())).c_str()
-            : "");
+    std::snprintf(line, sizeof line, "  %-20s %-6s [%s]  %s\n",
+                  column["name"].get<std::string>().c_str(),
+                  column["dtype"].get<std::string>().c_str(), shape.c_str(), detail.c_str());
     text += line;
   }
   const auto& bytes = json["bytes"];

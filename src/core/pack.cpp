@@ -21,7 +21,6 @@ namespace fs = std::filesystem;
 using Json = nlohmann::ordered_json;
 using detail::PackInputs;
 using detail::ShardPlan;
-using shard::ColumnKind;
 
 void check_options(const PackOptions& options) {
   if (options.inputs.empty()) throw UsageError("pack needs at least one input file");
@@ -112,7 +111,7 @@ std::vector<std::unique_ptr<RowConverter>> make_converters(
 std::vector<shard::ManifestColumn> manifest_columns(const std::vector<shard::ColumnSpec>& specs) {
   std::vector<shard::ManifestColumn> columns;
   for (const auto& spec : specs) {
-    const bool text = spec.kind == ColumnKind::text;
+    const bool text = spec.kind == shard::ColumnKind::text;
     shard::ManifestColumn column{spec.name,
                                  spec.kind,
                                  text ? DType::u8 : spec.dtype,
@@ -131,8 +130,12 @@ std::vector<shard::ManifestColumn> manifest_columns(const std::vector<shard::Col
 PackResult pack(const PackOptions& options) {
   check_options(options);
   std::vector<detail::Source> sources;
-  for (const auto& input : options.inputs) sources.push_back(detail::open_source(input));
-  detail::check_compatible(sources);
+  std::vector<SourceMapping> mappings;
+  for (const auto& input : options.inputs) {
+    sources.push_back(detail::open_source(input, {options.kind, options.fields}));
+    mappings.push_back(*sources.back().mapping);
+  }
+  check_compatible(mappings);
   const PackInputs inputs(std::move(sources));
   const auto specs = detail::output_columns(inputs.first(), options);
 
@@ -180,7 +183,7 @@ PackResult pack(const PackOptions& options) {
       const auto shard_rows = rows.subspan(plan.first, plan.rows);
       std::vector<std::uint64_t> text_bytes(specs.size(), 0);
       for (std::size_t c = 0; c < specs.size(); ++c)
-        if (specs[c].kind == ColumnKind::text)
+        if (specs[c].kind == shard::ColumnKind::text)
           for (std::uint64_t row : shard_rows) text_bytes[c] += inputs.text(c, row).size();
       shard::ShardBuilder builder(specs, plan.rows, text_bytes);
       const auto counts = detail::fill_shard(builder, specs, inputs, shard_rows, converters,

@@ -19,33 +19,7 @@ DType output_dtype(const SourceColumn& column, const PackOptions& options) {
   return column.dtype == DType::f64 ? DType::f32 : column.dtype;
 }
 
-std::string describe_columns(const Source& source) {
-  std::string text;
-  for (const auto& column : source.columns)
-    text += " " + column.name +
-            (column.kind == ColumnKind::text ? "(text)" : "[" + std::to_string(column.dim) + "]");
-  return text;
-}
-
 }  // namespace
-
-void check_compatible(const std::vector<Source>& sources) {
-  const Source& first = sources.front();
-  for (const Source& other : sources) {
-    bool same = other.columns.size() == first.columns.size();
-    for (std::size_t i = 0; same && i < first.columns.size(); ++i) {
-      const auto &a = first.columns[i], &b = other.columns[i];
-      same = a.name == b.name && a.kind == b.kind && a.dim == b.dim && a.rank == b.rank &&
-             (a.kind == ColumnKind::text || dtype_is_float(a.dtype) == dtype_is_float(b.dtype));
-    }
-    if (same) continue;
-    std::string listing;
-    for (const Source& source : sources)
-      listing += "\n  " + source.path + ":" + describe_columns(source);
-    throw Error(other.path, "",
-                "inputs have different columns or dims and cannot be concatenated:" + listing);
-  }
-}
 
 std::vector<ColumnSpec> output_columns(const Source& source, const PackOptions& options) {
   std::vector<ColumnSpec> specs;

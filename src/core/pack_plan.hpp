@@ -14,9 +14,6 @@
 
 namespace gpucache::detail {
 
-// Every input must offer the same columns with the same shapes; the error lists each input's.
-void check_compatible(const std::vector<Source>& sources);
-
 // The input columns with their storage types and padding, then `source` and `source_row`.
 std::vector<shard::ColumnSpec> output_columns(const Source& source, const PackOptions& options);
 

@@ -1,46 +1,37 @@
 #include "src/core/source.hpp"
 
-#include <filesystem>
-
-#include "gpucache/error.hpp"
-#include "gpucache/npy.hpp"
+#include "gpucache/input.hpp"
+#include "gpucache/schema.hpp"
 
 namespace gpucache::detail {
-namespace {
 
-SourceColumn tensor_column(std::string name, std::shared_ptr<Tensor> tensor) {
-  SourceColumn column;
-  column.name = std::move(name);
-  column.dtype = tensor->dtype;
-  column.rank = tensor->shape.size() == 2 ? 2 : 1;
-  column.dim = column.rank == 2 ? static_cast<std::uint64_t>(tensor->shape[1]) : 1;
-  const std::uint64_t dim = column.dim;
-  column.read_rows = [tensor, dim](std::uint64_t first, std::uint64_t, std::span<std::byte> out) {
-    tensor->copy_row_major(first * dim, out);
-  };
-  return column;
-}
-
-}  // namespace
-
-Source open_source(const std::string& path) {
-  const auto extension = std::filesystem::path(path).extension().string();
-  if (extension != ".npy")
-    throw Error(path, "", "unsupported input type '" + extension + "' (expected .npy)");
+Source open_source(const std::string& path, const SourceOptions& options) {
   Source source;
   source.path = path;
-  source.root = read_npy(path);
-  auto tensor = std::get<std::shared_ptr<Tensor>>(source.root.data);
-  if (tensor->shape.size() != 2)
-    throw Error(
-        path, "npy header",
-        "expected an [N, D] array, found " + std::to_string(tensor->shape.size()) + " dimensions");
-  if (!dtype_is_float(tensor->dtype))
-    throw Error(
-        path, "npy header",
-        "expected a float array for embeddings, found " + std::string(dtype_name(tensor->dtype)));
-  source.rows = static_cast<std::uint64_t>(tensor->shape[0]);
-  source.columns.push_back(tensor_column("embedding", tensor));
+  source.root = read_input(path);
+  auto shared =
+      std::make_shared<SourceMapping>(map_source(source.root, path, options.kind, options.fields));
+  source.rows = shared->rows;
+  for (const ColumnSource& column : shared->columns) {
+    SourceColumn out;
+    out.name = column.name;
+    if (column.kind == gpucache::ColumnKind::text) {
+      out.kind = shard::ColumnKind::text;
+      out.text_row = [shared, &column](std::uint64_t row) { return text_row(column, row); };
+    } else {
+      out.kind = shard::ColumnKind::tensor;
+      out.dtype = column.dtype;
+      out.dim = column.dim;
+      // Float columns are vectors (embeddings); an integer column of one value per row is a scalar.
+      out.rank = dtype_is_float(column.dtype) || column.dim != 1 ? 2 : 1;
+      out.read_rows = [shared, &column](std::uint64_t first, std::uint64_t count,
+                                        std::span<std::byte> bytes) {
+        read_rows(column, first, count, column.dtype, bytes);
+      };
+    }
+    source.columns.push_back(std::move(out));
+  }
+  source.mapping = std::move(shared);
   return source;
 }
 

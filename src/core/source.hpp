@@ -4,12 +4,15 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "formats/shard/shard_layout.hpp"
+#include "gpucache/schema.hpp"
 #include "gpucache/value.hpp"
 
 namespace gpucache::detail {
@@ -32,9 +35,16 @@ struct Source {
   std::uint64_t rows = 0;
   std::vector<SourceColumn> columns;
   Value root;  // keeps the parsed input (and its memory map) alive
+  std::shared_ptr<const SourceMapping> mapping;
 };
 
-// Opens an input and maps it to columns.
-Source open_source(const std::string& path);
+struct SourceOptions {
+  std::optional<SourceKind> kind;  // --kind; detected when unset
+  std::vector<FieldSpec> fields;   // --field COLUMN=PATH
+};
+
+// Reads any supported input (.pt, .safetensors, .npy, .npz, .jsonl) and maps it to columns
+// (schema.hpp).
+Source open_source(const std::string& path, const SourceOptions& options);
 
 }  // namespace gpucache::detail

@@ -1,0 +1,120 @@
+/* The C ABI of the gpucache runtime reader (libgpucache_runtime), for callers that cannot use the
+ * C++ API in gpucache/runtime.hpp. Opaque handles, plain C types only.
+ *
+ * Errors: functions returning int return 0 on success and -1 on failure; the message (the same
+ * text the C++ and Python APIs give) is then available from gpucache_last_error() in the calling
+ * thread until its next failing call. Functions never abort on bad input.
+ *
+ * Lifetimes: every handle is freed with its own *_free function (NULL is accepted). Pointers a
+ * handle hands out (names, host views, device pointers) stay valid while that handle lives. A
+ * host or device data handle stays valid after the dataset it came from is freed. */
+#ifndef GPUCACHE_GPUCACHE_H
+#define GPUCACHE_GPUCACHE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define GPUCACHE_API __attribute__((visibility("default")))
+
+typedef struct gpucache_dataset gpucache_dataset;
+typedef struct gpucache_host_data gpucache_host_data;
+typedef struct gpucache_device_data gpucache_device_data;
+
+enum { GPUCACHE_KIND_TENSOR = 0, GPUCACHE_KIND_TEXT = 1 };
+enum { GPUCACHE_PLACEMENT_DEVICE = 0, GPUCACHE_PLACEMENT_HOST_PINNED = 1 };
+enum { GPUCACHE_READ_AUTOMATIC = 0, GPUCACHE_READ_REGISTER_MMAP = 1, GPUCACHE_READ_PREAD = 2 };
+
+typedef struct {
+  const char* name; /* valid while the handle that returned it lives */
+  int kind;         /* GPUCACHE_KIND_* */
+  int dtype;        /* the shard format's dtype code (SPEC.md): 1 = f32, 2 = f16, 3 = bf16, ... */
+  const char* dtype_name; /* "f32", "bf16", "bool", ... (static storage) */
+  int rank;               /* 1 or 2 */
+  uint64_t dim;
+  uint64_t padded_dim;
+  uint64_t row_pitch_bytes;
+} gpucache_column;
+
+typedef struct {
+  const void* data;       /* tensor: rows × row_pitch_bytes; text: rows + 1 u64 offsets */
+  const void* text_bytes; /* text columns: the UTF-8 bytes the offsets index; else NULL */
+  uint64_t rows;
+  uint64_t first_row; /* first row of this piece within the selection */
+  uint32_t shard_index;
+} gpucache_host_piece;
+
+typedef struct {
+  int verify;       /* nonzero: hash every chunk the selection touches (default 1) */
+  unsigned threads; /* 0: automatic */
+} gpucache_host_options;
+
+typedef struct {
+  int placement; /* GPUCACHE_PLACEMENT_* */
+  int read_mode; /* GPUCACHE_READ_* */
+  int verify;
+  unsigned threads;
+  uint64_t staging_bytes;
+} gpucache_device_options;
+
+/* The message of the calling thread's last failure ("" if none). */
+GPUCACHE_API const char* gpucache_last_error(void);
+/* Nonzero when a CUDA runtime can be loaded and sees at least one GPU. */
+GPUCACHE_API int gpucache_cuda_available(void);
+
+/* Datasets: a directory of shard-*.gcs plus manifest.json, or a single .gcs file. */
+GPUCACHE_API int gpucache_open(const char* path, gpucache_dataset** out);
+GPUCACHE_API void gpucache_dataset_free(gpucache_dataset* dataset);
+GPUCACHE_API uint64_t gpucache_dataset_total_rows(const gpucache_dataset* dataset);
+/* Rows in the selection. */
+GPUCACHE_API uint64_t gpucache_dataset_rows(const gpucache_dataset* dataset);
+GPUCACHE_API uint64_t gpucache_dataset_row_begin(const gpucache_dataset* dataset);
+GPUCACHE_API size_t gpucache_dataset_shard_count(const gpucache_dataset* dataset);
+/* Selected columns. */
+GPUCACHE_API size_t gpucache_dataset_column_count(const gpucache_dataset* dataset);
+GPUCACHE_API int gpucache_dataset_column(const gpucache_dataset* dataset, size_t index,
+                                         gpucache_column* out);
+/* Selections make a new handle; the original is unchanged and must still be freed. */
+GPUCACHE_API int gpucache_select_columns(const gpucache_dataset* dataset, const char* const* names,
+                                         size_t count, gpucache_dataset** out);
+GPUCACHE_API int gpucache_select_rows(const gpucache_dataset* dataset, uint64_t begin, uint64_t end,
+                                      gpucache_dataset** out);
+/* Equal contiguous slices of the selection; the last rows % world_size rows are dropped. */
+GPUCACHE_API int gpucache_for_rank(const gpucache_dataset* dataset, uint32_t rank,
+                                   uint32_t world_size, gpucache_dataset** out);
+
+/* Host: zero-copy views into the mapped shards. options may be NULL for the defaults. */
+GPUCACHE_API void gpucache_host_options_init(gpucache_host_options* options);
+GPUCACHE_API int gpucache_to_host(const gpucache_dataset* dataset,
+                                  const gpucache_host_options* options, gpucache_host_data** out);
+GPUCACHE_API void gpucache_host_data_free(gpucache_host_data* data);
+GPUCACHE_API uint64_t gpucache_host_data_rows(const gpucache_host_data* data);
+/* Pieces of a column (one per shard the selection touches); -1 for an unknown column. */
+GPUCACHE_API int gpucache_host_piece_count(const gpucache_host_data* data, const char* column,
+                                           size_t* count);
+GPUCACHE_API int gpucache_host_get_piece(const gpucache_host_data* data, const char* column,
+                                         size_t index, gpucache_host_piece* out);
+/* Row `row` of a text column as UTF-8 bytes (not NUL-terminated) inside the mapping. */
+GPUCACHE_API int gpucache_host_text(const gpucache_host_data* data, const char* column,
+                                    uint64_t row, const char** text, size_t* size);
+
+/* Device: the selected tensor columns in one allocation on GPU `device`. options may be NULL. */
+GPUCACHE_API void gpucache_device_options_init(gpucache_device_options* options);
+GPUCACHE_API int gpucache_to_device(const gpucache_dataset* dataset, int device,
+                                    const gpucache_device_options* options,
+                                    gpucache_device_data** out);
+GPUCACHE_API void gpucache_device_data_free(gpucache_device_data* data);
+GPUCACHE_API uint64_t gpucache_device_data_rows(const gpucache_device_data* data);
+GPUCACHE_API uint64_t gpucache_device_data_bytes(const gpucache_device_data* data);
+/* A device-accessible pointer to the column's [rows, padded_dim] rows. */
+GPUCACHE_API int gpucache_device_column(const gpucache_device_data* data, const char* column,
+                                        void** pointer, gpucache_column* info);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* GPUCACHE_GPUCACHE_H */

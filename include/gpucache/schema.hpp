@@ -1,0 +1,122 @@
+// Schema mapping: turns the object tree any reader produced into the dataset columns `pack`
+// writes. Three kinds of source are recognised on their own (see map_source); anything else, or
+// anything ambiguous, is mapped with --kind and --field, and the error says which flags to use.
+//
+// Field paths (--field COLUMN=PATH) walk the tree from the root:
+//   key, a.b        dict keys          ["odd.key"]   a quoted key (any characters, \" and \\)
+//   [0]             list element       [*]           every element of a list, or every value of
+//   @keys           the keys of a dict                a dict: one row each (at most one [*])
+//   . or empty      the root itself
+// e.g. `t`, `data.vectors`, `[*].q_emb`, `a.b[*].c`, `cache.@keys`.
+// A path that ends on a list reads one row per element; on an [N, D] tensor, one row per
+// tensor row; on a 1-D [N] tensor, one value per row.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "gpucache/dtype.hpp"
+#include "gpucache/value.hpp"
+
+namespace gpucache {
+
+enum class SourceKind { dialogue, embeddings, llm_cache };
+
+// "dialogue", "embeddings", "llm-cache".
+std::string_view source_kind_name(SourceKind kind) noexcept;
+// Accepts the names above ("llm_cache" too).
+std::optional<SourceKind> parse_source_kind(std::string_view name) noexcept;
+
+struct FieldSpec {
+  std::string column;
+  std::string path;
+  bool operator==(const FieldSpec&) const = default;
+};
+
+// Parses "COLUMN=PATH" as given to --field. Throws UsageError for a missing '=', a column name
+// that is not [a-z_][a-z0-9_]*, or a path that does not parse.
+FieldSpec parse_field_spec(std::string_view text);
+
+enum class ColumnKind { numeric, text };
+
+// One column of one input, ready for row access. Numeric columns are read with read_rows, text
+// columns with text_row. The column keeps the input's tree (and so its file mapping) alive.
+struct ColumnSource {
+  std::string name;
+  ColumnKind kind = ColumnKind::numeric;
+  DType dtype = DType::f32;  // element type in the input; u8 (UTF-8 bytes) for text
+  std::uint64_t rows = 0;
+  std::uint64_t dim = 0;  // values per row; 0 for text
+  std::string path;       // where in the input it comes from, as --field accepts it
+  std::string origin;     // the input file, for error messages
+
+  // Numeric columns hold exactly one of these two. A matrix is [rows, dim] (or [rows, 1, ...,
+  // dim]), possibly strided or big-endian; row tensors are [dim] (or [1, ..., dim]) each, one per
+  // row.
+  std::shared_ptr<const Tensor> matrix;
+  std::vector<const Tensor*> row_tensors;
+  // Text columns: one view per row into the tree's strings.
+  std::vector<std::string_view> row_texts;
+  Value keep_alive;  // the tree the pointers above point into
+};
+
+struct SourceMapping {
+  SourceKind kind = SourceKind::embeddings;
+  std::string origin;
+  std::vector<ColumnSource> columns;  // standard columns of the kind first, then extra --field ones
+  std::uint64_t rows = 0;
+  // The equivalent --field flags for this mapping: pack records them, probe prints them.
+  std::vector<FieldSpec> fields;
+  // One or two sentences: what was found and why it maps this way.
+  std::string explanation;
+
+  const ColumnSource* find(std::string_view column) const noexcept;
+};
+
+// Maps one input's tree to columns.
+//   dialogue    question_embedding, answer_embedding [N, D]; question, answer text (optional)
+//               from a list of dicts, or a dict of parallel lists/tensors (questions, answers,
+//               question_embeddings, answer_embeddings; common aliases accepted).
+//   embeddings  embedding [N, D] (+ text when present) from an [N, D] tensor, or a dict holding
+//               exactly one 2-D float tensor (under any key, nested dicts searched), with an
+//               optional text list.
+//   llm-cache   text + embedding from a dict text -> [D] tensor, a list of {text, embedding}
+//               dicts, or {texts, embeddings} with one vector per text.
+// `kind` forces the kind; `fields` name columns explicitly (standard columns the fields leave
+// out are still detected when detection succeeds; any other column name adds an extra column).
+// Touches no tensor data. Throws gpucache::Error naming `origin`: for an ambiguous or unknown
+// layout (with what was found and the exact --kind/--field flags to use), for columns whose row
+// counts differ (listing each), and for rows whose vectors differ in size or dtype (naming the
+// row).
+SourceMapping map_source(const Value& root, const std::string& origin,
+                         std::optional<SourceKind> kind = std::nullopt,
+                         const std::vector<FieldSpec>& fields = {});
+
+// Several inputs packed into one dataset must agree on kind, column names and kinds, per-column
+// dims and integer dtypes (float columns may differ in float dtype: all become f32). Throws
+// gpucache::Error listing every input with its values when they do not.
+void check_compatible(const std::vector<SourceMapping>& mappings);
+
+// Copies rows [first_row, first_row + count) of a numeric column into out, row-major, count * dim
+// elements of out_dtype. Float columns (f16, bf16, f32, f64) convert to f32; any column can be read
+// in its own dtype. Throws gpucache::Error for another out_dtype, a text column, rows out of range,
+// or an out of the wrong size.
+void read_rows(const ColumnSource& column, std::uint64_t first_row, std::uint64_t count,
+               DType out_dtype, std::span<std::byte> out);
+
+// Row `row` of a text column; valid while the column lives. Throws gpucache::Error when out of
+// range or the column is numeric.
+std::string_view text_row(const ColumnSource& column, std::uint64_t row);
+
+// "--field 'question_embedding=[*].q_emb'": shell-quoted where needed.
+std::string format_field_flag(const FieldSpec& field);
+// "--kind dialogue --field ... --field ...".
+std::string format_flags(SourceKind kind, const std::vector<FieldSpec>& fields);
+
+}  // namespace gpucache

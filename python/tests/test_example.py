@@ -1,0 +1,19 @@
+"""examples/train_loop.py runs end to end on the CPU and learns."""
+import os
+import pathlib
+import re
+import subprocess
+import sys
+
+from conftest import BUILD, ROOT
+
+
+def test_train_loop_example_learns(tmp_path):
+    environment = dict(os.environ, GPUCACHE_CLI=str(BUILD / "src/cli/gpucache"),
+                       CUDA_VISIBLE_DEVICES="")
+    result = subprocess.run([sys.executable, str(ROOT / "examples/train_loop.py"), "--epochs", "4"],
+                            capture_output=True, text=True, env=environment, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    losses = [float(x) for x in re.findall(r"mean loss ([0-9.]+)", result.stdout)]
+    assert len(losses) == 4
+    assert losses[-1] < losses[0] * 0.8, result.stdout

@@ -1,0 +1,24 @@
+#include "gpucache/error.hpp"
+#include "src/cli/commands.hpp"
+
+namespace gpucache::cli {
+
+void add_mapping_options(CLI::App& command, MappingArguments& arguments) {
+  command.add_option("--kind", arguments.kind,
+                     "Input layout when it is not detected: dialogue, embeddings or llm-cache");
+  command.add_option(
+      "--field", arguments.fields,
+      "COLUMN=PATH: take a column from a key path in the input, e.g. embedding=data.vectors "
+      "or question_embedding=[*].q_emb (repeatable)");
+}
+
+void apply_mapping_options(const MappingArguments& arguments, std::optional<SourceKind>& kind,
+                           std::vector<FieldSpec>& fields) {
+  if (!arguments.kind.empty()) {
+    kind = parse_source_kind(arguments.kind);
+    if (!kind) throw UsageError("--kind must be dialogue, embeddings or llm-cache");
+  }
+  for (const auto& field : arguments.fields) fields.push_back(parse_field_spec(field));
+}
+
+}  // namespace gpucache::cli

@@ -1,0 +1,21 @@
+// Recognises the three source kinds in a Value tree and proposes the --field paths for them.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "gpucache/schema.hpp"
+
+namespace gpucache::detail {
+
+struct DetectedLayout {
+  SourceKind kind = SourceKind::embeddings;
+  std::vector<FieldSpec> fields;  // canonical paths, standard columns only
+  std::string description;        // what was found, e.g. "a list of 1000 dicts with keys ..."
+};
+
+// Throws gpucache::Error (location "layout") when nothing is recognised or several candidates
+// fit; the message says what was found and which --kind/--field flags would resolve it.
+DetectedLayout detect_layout(const Value& root, const std::string& origin);
+
+}  // namespace gpucache::detail

@@ -1,0 +1,19 @@
+"""gpucache: load verified, GPU-ready embedding datasets packed by `gpucache pack`.
+
+    import gpucache
+    ds = gpucache.load("data/emb", device="cuda")      # every column in VRAM, hash-checked
+    for batch in gpucache.GPUBatches(ds, batch_size=1024, seed=0):
+        loss = model(batch["embedding"])
+
+See docs/python.md for the full API, lifetimes, rank slicing and errors.
+"""
+from ._gpucache import Error, cuda_available, cuda_library
+from ._batches import GPUBatches
+from ._dataset import Dataset, load
+
+Error.__module__ = "gpucache"
+Error.__doc__ = ("Raised for every gpucache failure; the message names the file, where in it "
+                 "and what is wrong. A subclass of RuntimeError.")
+
+__version__ = "0.1.0"
+__all__ = ["Dataset", "Error", "GPUBatches", "cuda_available", "cuda_library", "load"]

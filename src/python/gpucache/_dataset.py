@@ -1,0 +1,224 @@
+"""gpucache.load and the Dataset it returns."""
+from __future__ import annotations
+
+import json
+import os
+from typing import Dict, List, Optional, Sequence
+
+from . import _arrays
+from ._gpucache import Error, NativeDataset
+
+
+def _distributed_defaults(rank, world_size):
+    if rank is not None and world_size is not None:
+        return int(rank), int(world_size)
+    if rank is not None or world_size is not None:
+        raise Error("rank and world_size go together: pass both or neither")
+    torch = _arrays.torch
+    if (torch is not None and torch.distributed.is_available()
+            and torch.distributed.is_initialized()):
+        return torch.distributed.get_rank(), torch.distributed.get_world_size()
+    return 0, 1
+
+
+def _resolve_device(device: str):
+    """("cpu", None) or ("cuda:N", N)."""
+    if device == "cpu":
+        return "cpu", None
+    if device == "cuda" or device.startswith("cuda:"):
+        torch = _arrays.torch
+        if torch is None:
+            raise Error(f"device='{device}' needs PyTorch; use device='cpu' for numpy arrays")
+        if device == "cuda":
+            index = torch.cuda.current_device() if torch.cuda.is_available() else 0
+        else:
+            try:
+                index = int(device.split(":", 1)[1])
+            except ValueError:
+                raise Error(f"device '{device}' is not cpu, cuda or cuda:N") from None
+        return f"cuda:{index}", index
+    raise Error(f"device '{device}' is not cpu, cuda or cuda:N")
+
+
+def _manifest_path(path: str) -> str:
+    folder = path if os.path.isdir(path) else os.path.dirname(os.path.abspath(path))
+    return os.path.join(folder, "manifest.json")
+
+
+def _read_manifest(path: str) -> Optional[dict]:
+    manifest = _manifest_path(path)
+    if not os.path.exists(manifest):
+        return None
+    try:
+        with open(manifest, encoding="utf-8") as file:
+            return json.load(file)
+    except (OSError, ValueError) as error:
+        raise Error(f"{manifest}: cannot read the manifest: {error}") from None
+
+
+def _check_manifest(native: NativeDataset, manifest: dict, manifest_file: str, whole: bool):
+    """The manifest records every shard's header hash, which vouches for all of its bytes."""
+    recorded = {entry.get("file"): entry for entry in manifest.get("shards", [])}
+    shards = native.shards()
+    if whole and len(recorded) != len(shards):
+        raise Error(f"{manifest_file}: lists {len(recorded)} shards but the directory has "
+                    f"{len(shards)}: shards were added or removed after packing")
+    for shard in shards:
+        name = os.path.basename(shard["path"])
+        entry = recorded.get(name)
+        if entry is None:
+            if whole:
+                raise Error(f"{manifest_file}: does not list {name}")
+            continue
+        if entry.get("header_hash") != shard["header_hash"] or entry.get("rows") != shard["rows"]:
+            raise Error(f"{shard['path']}: header hash {shard['header_hash']} differs from "
+                        f"{entry.get('header_hash')} recorded in {manifest_file}: the shard "
+                        "was replaced or modified after packing")
+
+
+class Dataset:
+    """A loaded dataset (or this rank's slice of it). Returned by gpucache.load.
+
+    tensors[name]: the LOGICAL [rows, dim] view of each tensor column ([rows] for rank-1
+        columns), a strided view of the padded storage.
+    padded[name]: the stored [rows, padded_dim] tensor; rows are zero-padded to a tensor-core
+        friendly width, so a GEMM on it equals one on the logical data.
+    texts(name): the rows of a text column as a list of str.
+    meta: manifest.json as a dict.
+    """
+
+    def __init__(self, *, path, native, device, rank, world_size, columns, padded, host,
+                 device_data, shard_views):
+        self.path = path
+        self.device = device
+        self.rank = rank
+        self.world_size = world_size
+        self.columns: List[dict] = columns
+        self.padded: Dict[str, object] = padded
+        self.tensors: Dict[str, object] = {
+            c["name"]: _arrays.logical_view(padded[c["name"]], c)
+            for c in columns if c["kind"] == "tensor"
+        }
+        # Zero-copy per-shard views when the data stayed in the mapping (device="cpu").
+        self.shard_views: Dict[str, list] = shard_views
+        self._native = native
+        self._host = host
+        self._device_data = device_data
+        self._meta = None
+
+    def __len__(self) -> int:
+        return self._native.rows
+
+    @property
+    def row_begin(self) -> int:
+        """Index in the whole dataset of this slice's first row."""
+        return self._native.row_begin
+
+    @property
+    def total_rows(self) -> int:
+        """Rows in the whole dataset, before rank slicing and row selection."""
+        return self._native.total_rows
+
+    @property
+    def meta(self) -> dict:
+        if self._meta is None:
+            manifest = _read_manifest(self.path)
+            if manifest is None:
+                raise Error(f"{_manifest_path(self.path)}: missing")
+            self._meta = manifest
+        return self._meta
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the device (or pinned host) allocation; 0 for device='cpu'."""
+        return self._device_data.bytes if self._device_data is not None else 0
+
+    @property
+    def load_stats(self) -> dict:
+        return self._device_data.stats() if self._device_data is not None else {}
+
+    def texts(self, name: str) -> List[str]:
+        if self._host is None:
+            raise Error(f"column '{name}': no text column was selected")
+        return self._host.texts(name)
+
+    def mapped_ranges(self) -> List[tuple]:
+        """(address, size, path) of every shard mapping this dataset's host views point into."""
+        return self._host.mapped_ranges() if self._host is not None else []
+
+    def __repr__(self) -> str:
+        names = ", ".join(c["name"] for c in self.columns)
+        return (f"gpucache.Dataset({self.path!r}, rows={len(self)}, device={self.device!r}, "
+                f"rank={self.rank}/{self.world_size}, columns=[{names}])")
+
+
+def load(path, device: str = "cuda", columns: Optional[Sequence[str]] = None,
+         verify: bool = True, rank: Optional[int] = None, world_size: Optional[int] = None,
+         *, rows: Optional[tuple] = None, placement: str = "device", read_mode: str = "auto",
+         threads: int = 0) -> Dataset:
+    """Loads a packed dataset directory (or one .gcs shard).
+
+    device: "cuda" (the current CUDA device), "cuda:N" or "cpu". On CUDA every selected tensor
+        column lands in one allocation; on the CPU tensors are copy-on-write views of the
+        memory-mapped shards (zero-copy when a column's rows lie in one shard).
+    columns: names to load (default: all).
+    verify: check the XXH3 hash of every chunk read, and each shard's header hash against
+        manifest.json. A mismatch raises gpucache.Error naming the shard and byte range.
+    rank, world_size: load only this rank's slice: rows // world_size rows each, the last
+        rows % world_size rows dropped so every rank gets the same count. Default from
+        torch.distributed when it is initialised, else the whole dataset.
+    rows: (begin, end) to load only those rows (before rank slicing).
+    placement: "device", or "host_pinned" to keep data in pinned host memory that CUDA kernels
+        read over PCIe (for datasets larger than VRAM).
+    read_mode: "auto" (register the mapping as pinned memory, else parallel pread), "mmap" or
+        "pread" (for network file systems).
+    """
+    path = os.fspath(path)
+    rank, world_size = _distributed_defaults(rank, world_size)
+    device_name, device_index = _resolve_device(device)
+    native = NativeDataset.open(path)
+    if columns is not None:
+        native = native.select_columns(list(columns))
+    if rows is not None:
+        native = native.select_rows(int(rows[0]), int(rows[1]))
+    native = native.for_rank(rank, world_size)
+    if verify:
+        manifest = _read_manifest(path)
+        if manifest is not None:
+            _check_manifest(native, manifest, _manifest_path(path), os.path.isdir(path))
+    selected = native.columns()
+    tensor_columns = [c for c in selected if c["kind"] == "tensor"]
+    text_columns = [c["name"] for c in selected if c["kind"] == "text"]
+
+    padded, shard_views, host, device_data = {}, {}, None, None
+    if device_index is None:
+        host = native.to_host(verify=verify, threads=threads)
+        flags = _arrays.wire_flags()
+        for column in tensor_columns:
+            views = [_arrays.from_native(piece, column)
+                     for piece in host.pieces(column["name"], **flags)]
+            shard_views[column["name"]] = views
+            if not views:
+                padded[column["name"]] = _arrays.empty(column, "cpu")
+            elif len(views) == 1:
+                padded[column["name"]] = views[0]
+            else:  # rows from several shards: one copy makes them one tensor
+                padded[column["name"]] = _arrays.concatenate(views)
+    else:
+        if tensor_columns:
+            uploaded = native.select_columns([c["name"] for c in tensor_columns])
+            device_data = uploaded.to_device(device_index, placement=placement,
+                                             read_mode=read_mode, verify=verify,
+                                             threads=threads)
+            flags = _arrays.wire_flags()
+            for column in tensor_columns:
+                if native.rows == 0:
+                    padded[column["name"]] = _arrays.empty(column, device_name)
+                    continue
+                array = device_data.tensor(column["name"], **flags)
+                padded[column["name"]] = _arrays.from_native(array, column)
+        if text_columns:
+            host = native.select_columns(text_columns).to_host(verify=verify, threads=threads)
+    return Dataset(path=path, native=native, device=device_name, rank=rank,
+                   world_size=world_size, columns=selected, padded=padded, host=host,
+                   device_data=device_data, shard_views=shard_views)

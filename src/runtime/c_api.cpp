@@ -1,0 +1,276 @@
+// The C ABI (include/gpucache/gpucache.h) over the C++ runtime: handles wrap C++ values, and every
+// exception becomes -1 plus a thread-local message, so no C++ exception crosses the boundary.
+#include "gpucache/gpucache.h"
+
+#include <exception>
+#include <new>
+#include <string>
+
+#include "gpucache/runtime.hpp"
+
+using namespace gpucache::runtime;
+
+struct gpucache_dataset {
+  Dataset value;
+};
+struct gpucache_host_data {
+  HostData value;
+};
+struct gpucache_device_data {
+  DeviceData value;
+};
+
+namespace {
+
+thread_local std::string last_error;
+
+template <typename F>
+int guarded(F&& body) noexcept {
+  try {
+    body();
+    return 0;
+  } catch (const std::bad_alloc&) {
+    last_error = "out of memory";
+  } catch (const std::exception& error) {
+    last_error = error.what();
+  } catch (...) {
+    last_error = "unknown error";
+  }
+  return -1;
+}
+
+void require(const void* pointer, const char* name) {
+  if (!pointer) throw gpucache::Error("", "", std::string("argument ") + name + " is NULL");
+}
+
+void fill_column(const Column& column, gpucache_column* out) {
+  out->name = column.name.c_str();
+  out->kind = static_cast<int>(column.kind);
+  out->dtype = static_cast<int>(column.dtype);
+  out->dtype_name = dtype_text(column.dtype).data();  // static, NUL-terminated literals
+  out->rank = column.rank;
+  out->dim = column.dim;
+  out->padded_dim = column.padded_dim;
+  out->row_pitch_bytes = column.row_pitch_bytes;
+}
+
+template <typename Make>
+int make_dataset(gpucache_dataset** out, Make&& make) noexcept {
+  return guarded([&] {
+    require(out, "out");
+    *out = nullptr;
+    *out = new gpucache_dataset{make()};
+  });
+}
+
+}  // namespace
+
+extern "C" {
+
+const char* gpucache_last_error(void) {
+  return last_error.c_str();
+}
+
+int gpucache_cuda_available(void) {
+  return cuda_available() ? 1 : 0;
+}
+
+int gpucache_open(const char* path, gpucache_dataset** out) {
+  return make_dataset(out, [&] {
+    require(path, "path");
+    return Dataset::open(path);
+  });
+}
+
+void gpucache_dataset_free(gpucache_dataset* dataset) {
+  delete dataset;
+}
+
+uint64_t gpucache_dataset_total_rows(const gpucache_dataset* dataset) {
+  return dataset ? dataset->value.total_rows() : 0;
+}
+uint64_t gpucache_dataset_rows(const gpucache_dataset* dataset) {
+  return dataset ? dataset->value.rows() : 0;
+}
+uint64_t gpucache_dataset_row_begin(const gpucache_dataset* dataset) {
+  return dataset ? dataset->value.row_begin() : 0;
+}
+size_t gpucache_dataset_shard_count(const gpucache_dataset* dataset) {
+  return dataset ? dataset->value.shards().size() : 0;
+}
+size_t gpucache_dataset_column_count(const gpucache_dataset* dataset) {
+  return dataset ? dataset->value.columns().size() : 0;
+}
+
+int gpucache_dataset_column(const gpucache_dataset* dataset, size_t index, gpucache_column* out) {
+  return guarded([&] {
+    require(dataset, "dataset");
+    require(out, "out");
+    const auto& columns = dataset->value.columns();
+    if (index >= columns.size())
+      throw gpucache::Error("", "column " + std::to_string(index),
+                            "out of range: " + std::to_string(columns.size()) + " selected");
+    fill_column(columns[index], out);
+  });
+}
+
+int gpucache_select_columns(const gpucache_dataset* dataset, const char* const* names, size_t count,
+                            gpucache_dataset** out) {
+  return make_dataset(out, [&] {
+    require(dataset, "dataset");
+    if (count > 0) require(names, "names");
+    std::vector<std::string> list;
+    for (size_t i = 0; i < count; ++i) {
+      require(names[i], "names[i]");
+      list.emplace_back(names[i]);
+    }
+    return dataset->value.select_columns(list);
+  });
+}
+
+int gpucache_select_rows(const gpucache_dataset* dataset, uint64_t begin, uint64_t end,
+                         gpucache_dataset** out) {
+  return make_dataset(out, [&] {
+    require(dataset, "dataset");
+    return dataset->value.select_rows(begin, end);
+  });
+}
+
+int gpucache_for_rank(const gpucache_dataset* dataset, uint32_t rank, uint32_t world_size,
+                      gpucache_dataset** out) {
+  return make_dataset(out, [&] {
+    require(dataset, "dataset");
+    return dataset->value.for_rank(rank, world_size);
+  });
+}
+
+void gpucache_host_options_init(gpucache_host_options* options) {
+  if (!options) return;
+  const HostOptions defaults;
+  options->verify = defaults.verify ? 1 : 0;
+  options->threads = defaults.threads;
+}
+
+int gpucache_to_host(const gpucache_dataset* dataset, const gpucache_host_options* options,
+                     gpucache_host_data** out) {
+  return guarded([&] {
+    require(dataset, "dataset");
+    require(out, "out");
+    *out = nullptr;
+    HostOptions host_options;
+    if (options) {
+      host_options.verify = options->verify != 0;
+      host_options.threads = options->threads;
+    }
+    *out = new gpucache_host_data{dataset->value.to_host(host_options)};
+  });
+}
+
+void gpucache_host_data_free(gpucache_host_data* data) {
+  delete data;
+}
+
+uint64_t gpucache_host_data_rows(const gpucache_host_data* data) {
+  return data ? data->value.rows() : 0;
+}
+
+int gpucache_host_piece_count(const gpucache_host_data* data, const char* column, size_t* count) {
+  return guarded([&] {
+    require(data, "data");
+    require(column, "column");
+    require(count, "count");
+    *count = data->value.pieces(column).size();
+  });
+}
+
+int gpucache_host_get_piece(const gpucache_host_data* data, const char* column, size_t index,
+                            gpucache_host_piece* out) {
+  return guarded([&] {
+    require(data, "data");
+    require(column, "column");
+    require(out, "out");
+    const auto pieces = data->value.pieces(column);
+    if (index >= pieces.size())
+      throw gpucache::Error("", "column '" + std::string(column) + "'",
+                            "piece " + std::to_string(index) +
+                                " out of range: " + std::to_string(pieces.size()) + " pieces");
+    const HostPiece& piece = pieces[index];
+    out->data = piece.data;
+    out->text_bytes = piece.text_bytes;
+    out->rows = piece.rows;
+    out->first_row = piece.first_row;
+    out->shard_index = piece.shard_index;
+  });
+}
+
+int gpucache_host_text(const gpucache_host_data* data, const char* column, uint64_t row,
+                       const char** text, size_t* size) {
+  return guarded([&] {
+    require(data, "data");
+    require(column, "column");
+    require(text, "text");
+    require(size, "size");
+    const std::string_view value = data->value.text(column, row);
+    *text = value.data();
+    *size = value.size();
+  });
+}
+
+void gpucache_device_options_init(gpucache_device_options* options) {
+  if (!options) return;
+  const DeviceOptions defaults;
+  options->placement = static_cast<int>(defaults.placement);
+  options->read_mode = static_cast<int>(defaults.read_mode);
+  options->verify = defaults.verify ? 1 : 0;
+  options->threads = defaults.threads;
+  options->staging_bytes = defaults.staging_bytes;
+}
+
+int gpucache_to_device(const gpucache_dataset* dataset, int device,
+                       const gpucache_device_options* options, gpucache_device_data** out) {
+  return guarded([&] {
+    require(dataset, "dataset");
+    require(out, "out");
+    *out = nullptr;
+    DeviceOptions device_options;
+    if (options) {
+      if (options->placement != GPUCACHE_PLACEMENT_DEVICE &&
+          options->placement != GPUCACHE_PLACEMENT_HOST_PINNED)
+        throw gpucache::Error("", "placement",
+                              "unknown value " + std::to_string(options->placement));
+      if (options->read_mode < GPUCACHE_READ_AUTOMATIC || options->read_mode > GPUCACHE_READ_PREAD)
+        throw gpucache::Error("", "read_mode",
+                              "unknown value " + std::to_string(options->read_mode));
+      device_options.placement = static_cast<Placement>(options->placement);
+      device_options.read_mode = static_cast<ReadMode>(options->read_mode);
+      device_options.verify = options->verify != 0;
+      device_options.threads = options->threads;
+      device_options.staging_bytes = options->staging_bytes;
+    }
+    *out = new gpucache_device_data{dataset->value.to_device(device, device_options)};
+  });
+}
+
+void gpucache_device_data_free(gpucache_device_data* data) {
+  delete data;
+}
+
+uint64_t gpucache_device_data_rows(const gpucache_device_data* data) {
+  return data ? data->value.rows() : 0;
+}
+uint64_t gpucache_device_data_bytes(const gpucache_device_data* data) {
+  return data ? data->value.bytes() : 0;
+}
+
+int gpucache_device_column(const gpucache_device_data* data, const char* column, void** pointer,
+                           gpucache_column* info) {
+  return guarded([&] {
+    require(data, "data");
+    require(column, "column");
+    const DeviceColumn& found = data->value.column(column);
+    if (pointer) *pointer = found.data;
+    if (info) fill_column(found.column, info);
+  });
+}
+
+}  // extern "C"

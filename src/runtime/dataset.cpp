@@ -1,0 +1,134 @@
+// Dataset: opening, selections and rank slicing. Loading lives in host_load.cpp and
+// device_load.cpp.
+#include <algorithm>
+
+#include "src/runtime/dataset_state.hpp"
+
+namespace gpucache::runtime {
+
+using detail::DatasetState;
+
+Dataset Dataset::open(const std::string& path) {
+  auto state = std::make_shared<DatasetState>();
+  state->table = detail::open_shard_table(path);
+  state->columns = state->table->columns;
+  for (std::size_t i = 0; i < state->columns.size(); ++i) state->selected.push_back(i);
+  state->row_end = state->table->total_rows;
+  return Dataset(std::move(state));
+}
+
+const std::string& Dataset::path() const noexcept {
+  return state_->table->path;
+}
+std::uint64_t Dataset::total_rows() const noexcept {
+  return state_->table->total_rows;
+}
+std::uint64_t Dataset::row_begin() const noexcept {
+  return state_->row_begin;
+}
+std::uint64_t Dataset::row_end() const noexcept {
+  return state_->row_end;
+}
+const std::vector<Column>& Dataset::all_columns() const noexcept {
+  return state_->table->columns;
+}
+const std::vector<Column>& Dataset::columns() const noexcept {
+  return state_->columns;
+}
+const std::vector<ShardInfo>& Dataset::shards() const noexcept {
+  return state_->table->shards;
+}
+
+std::vector<std::size_t> Dataset::needed_shards() const {
+  std::vector<std::size_t> needed;
+  const auto& table = *state_->table;
+  for (std::size_t k = 0; k < table.shards.size(); ++k) {
+    const std::uint64_t begin = table.starts[k], end = begin + table.shards[k].rows;
+    if (begin < state_->row_end && end > state_->row_begin && begin < end) needed.push_back(k);
+  }
+  return needed;
+}
+
+Dataset Dataset::select_columns(const std::vector<std::string>& names) const {
+  const auto& all = state_->table->columns;
+  if (names.empty()) throw Error(path(), "columns", "select at least one column");
+  auto state = std::make_shared<DatasetState>(*state_);
+  state->selected.clear();
+  state->columns.clear();
+  for (const auto& name : names) {
+    const auto it = std::find_if(all.begin(), all.end(),
+                                 [&](const Column& column) { return column.name == name; });
+    if (it == all.end()) {
+      std::string known;
+      for (const auto& column : all) known += (known.empty() ? "" : ", ") + column.name;
+      throw Error(path(), "column '" + name + "'", "no such column; the dataset has " + known);
+    }
+    const auto index = static_cast<std::size_t>(it - all.begin());
+    if (std::find(state->selected.begin(), state->selected.end(), index) != state->selected.end())
+      throw Error(path(), "column '" + name + "'", "selected twice");
+    state->selected.push_back(index);
+    state->columns.push_back(*it);
+  }
+  return Dataset(std::move(state));
+}
+
+Dataset Dataset::select_rows(std::uint64_t begin, std::uint64_t end) const {
+  if (begin > end || end > rows())
+    throw Error(path(), "rows " + std::to_string(begin) + ".." + std::to_string(end),
+                "outside the selection of " + std::to_string(rows()) + " rows");
+  auto state = std::make_shared<DatasetState>(*state_);
+  state->row_begin = state_->row_begin + begin;
+  state->row_end = state_->row_begin + end;
+  return Dataset(std::move(state));
+}
+
+Dataset Dataset::for_rank(std::uint32_t rank, std::uint32_t world_size) const {
+  if (world_size == 0 || rank >= world_size)
+    throw Error(
+        path(), "rank " + std::to_string(rank),
+        "must be below world_size " + std::to_string(world_size) + " (and world_size at least 1)");
+  const std::uint64_t per_rank = rows() / world_size;
+  return select_rows(rank * per_rank, (rank + 1) * per_rank);
+}
+
+std::string_view column_kind_name(ColumnKind kind) noexcept {
+  return kind == ColumnKind::text ? "text" : "tensor";
+}
+
+std::string_view dtype_text(DType dtype) noexcept {
+  return gpucache::dtype_name(dtype);
+}
+std::size_t dtype_bytes(DType dtype) noexcept {
+  return gpucache::dtype_size(dtype);
+}
+
+namespace detail {
+
+std::vector<MappedShard> map_needed_shards(const DatasetState& state, ShardMapping::Access access) {
+  const auto& table = *state.table;
+  std::vector<MappedShard> mapped;
+  std::uint64_t out_row = 0;
+  for (std::size_t k = 0; k < table.shards.size(); ++k) {
+    const std::uint64_t begin = table.starts[k], end = begin + table.shards[k].rows;
+    const std::uint64_t lo = std::max(begin, state.row_begin), hi = std::min(end, state.row_end);
+    if (lo >= hi) continue;
+    const ShardInfo& info = table.shards[k];
+    MappedShard shard;
+    shard.table_index = k;
+    shard.file = ShardMapping::open(info.path, access);
+    // Decoded again because the file may have been replaced or truncated since open.
+    const auto layout = shard::decode_layout({shard.file->data(), shard.file->size()}, info.path);
+    if (layout.header.header_hash != info.header_hash)
+      throw Error(info.path, "header", "the shard changed since the dataset was opened");
+    shard.layout = &table.layouts[k];
+    shard.row_lo = lo - begin;
+    shard.row_hi = hi - begin;
+    shard.out_row = out_row;
+    out_row += hi - lo;
+    mapped.push_back(std::move(shard));
+  }
+  return mapped;
+}
+
+}  // namespace detail
+}  // namespace gpucache::runtime

@@ -1,0 +1,48 @@
+// What a Dataset value holds: the checked shard table (shared by every selection made from it) and
+// the selection itself; plus the per-load view of one mapped shard.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "formats/shard/shard_layout.hpp"
+#include "gpucache/runtime.hpp"
+#include "src/runtime/shard_mapping.hpp"
+
+namespace gpucache::runtime::detail {
+
+struct ShardTable {
+  std::string path;                    // as given to Dataset::open
+  std::vector<ShardInfo> shards;       // ordered by shard_index
+  std::vector<shard::Layout> layouts;  // decoded at open, one per shard
+  std::vector<std::uint64_t> starts;   // row of the dataset where each shard begins
+  std::vector<Column> columns;
+  std::uint64_t total_rows = 0;
+};
+
+struct DatasetState {
+  std::shared_ptr<const ShardTable> table;
+  std::vector<std::size_t> selected;  // indices into table->columns
+  std::vector<Column> columns;        // the selected columns, in selection order
+  std::uint64_t row_begin = 0;
+  std::uint64_t row_end = 0;
+};
+
+// One shard a load needs, mapped and checked again (the file may have changed since open).
+struct MappedShard {
+  std::size_t table_index = 0;  // into ShardTable::shards
+  std::shared_ptr<const ShardMapping> file;
+  const shard::Layout* layout = nullptr;
+  std::uint64_t row_lo = 0, row_hi = 0;  // rows [row_lo, row_hi) of this shard are selected
+  std::uint64_t out_row = 0;             // where row_lo lands in the selection
+};
+
+// Discovers and checks the shards under `path` (see Dataset::open).
+std::shared_ptr<const ShardTable> open_shard_table(const std::string& path);
+// The shards the selection needs, mapped, in row order.
+std::vector<MappedShard> map_needed_shards(const DatasetState& state, ShardMapping::Access access);
+Column column_from_entry(const shard::ColumnEntry& entry);
+
+}  // namespace gpucache::runtime::detail

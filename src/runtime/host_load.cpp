@@ -1,0 +1,127 @@
+// Dataset::to_host: zero-copy views into the mapped shards, after hashing every chunk they touch.
+#include <algorithm>
+#include <cstring>
+
+#include "src/runtime/load_plan.hpp"
+
+namespace gpucache::runtime {
+namespace detail {
+
+struct HostState {
+  std::vector<MappedShard> shards;  // keeps the mappings alive
+  std::vector<Column> columns;
+  std::vector<std::vector<HostPiece>> pieces;  // per column, per shard
+  std::uint64_t rows = 0;
+
+  std::size_t find(std::string_view name) const {
+    for (std::size_t i = 0; i < columns.size(); ++i)
+      if (columns[i].name == name) return i;
+    throw Error("", "column '" + std::string(name) + "'", "not in this selection");
+  }
+};
+
+}  // namespace detail
+
+HostData Dataset::to_host(const HostOptions& options) const {
+  const detail::DatasetState& state = *state_;
+  auto host = std::make_shared<detail::HostState>();
+  host->shards = detail::map_needed_shards(state, detail::ShardMapping::Access::copy_on_write);
+  host->columns = state.columns;
+  host->rows = rows();
+
+  std::vector<std::vector<detail::ByteRange>> ranges(host->shards.size());
+  for (std::size_t s = 0; s < host->shards.size(); ++s)
+    for (std::size_t c = 0; c < state.columns.size(); ++c)
+      ranges[s].push_back(detail::column_rows_range(state, host->shards[s], c));
+  std::vector<std::vector<std::uint64_t>> verified(host->shards.size());
+  {
+    detail::TaskPool pool(options.verify ? detail::resolve_threads(options.threads) : 1);
+    // Tensor rows and text offsets first; text bytes only once their offsets are trusted.
+    if (options.verify) {
+      for (std::size_t s = 0; s < host->shards.size(); ++s) {
+        detail::advise_will_need(host->shards[s], ranges[s]);
+        detail::submit_chunk_checks(pool, host->shards[s], ranges[s], verified[s]);
+      }
+      pool.wait();
+    }
+    for (std::size_t s = 0; s < host->shards.size(); ++s) {
+      std::vector<detail::ByteRange> text_ranges;
+      for (std::size_t c = 0; c < state.columns.size(); ++c) {
+        if (state.columns[c].kind != ColumnKind::text) continue;
+        detail::check_text_offsets(state, host->shards[s], c);
+        text_ranges.push_back(detail::text_bytes_range(state, host->shards[s], c));
+      }
+      if (options.verify && !text_ranges.empty())
+        detail::submit_chunk_checks(pool, host->shards[s], text_ranges, verified[s]);
+    }
+    pool.wait();
+  }
+
+  host->pieces.resize(state.columns.size());
+  for (std::size_t c = 0; c < state.columns.size(); ++c) {
+    for (std::size_t s = 0; s < host->shards.size(); ++s) {
+      const auto& shard = host->shards[s];
+      const auto& entry = shard.layout->columns[state.selected[c]];
+      HostPiece piece;
+      piece.data = shard.file->data() + ranges[s][c].begin;
+      piece.rows = shard.row_hi - shard.row_lo;
+      piece.first_row = shard.out_row;
+      piece.shard_index = state.table->shards[shard.table_index].shard_index;
+      if (entry.kind == shard::ColumnKind::text)
+        piece.text_bytes = shard.file->data() + entry.aux_offset;
+      host->pieces[c].push_back(piece);
+    }
+  }
+  HostData data;
+  data.state_ = std::move(host);
+  return data;
+}
+
+std::uint64_t HostData::rows() const noexcept {
+  return state_->rows;
+}
+const std::vector<Column>& HostData::columns() const noexcept {
+  return state_->columns;
+}
+const Column& HostData::column(std::string_view name) const {
+  return state_->columns[state_->find(name)];
+}
+
+std::span<const HostPiece> HostData::pieces(std::string_view column) const {
+  return state_->pieces[state_->find(column)];
+}
+
+std::string_view HostData::text(std::string_view column, std::uint64_t row) const {
+  const std::size_t c = state_->find(column);
+  if (state_->columns[c].kind != ColumnKind::text)
+    throw Error("", "column '" + std::string(column) + "'", "is not a text column");
+  if (row >= state_->rows)
+    throw Error("", "column '" + std::string(column) + "'",
+                "row " + std::to_string(row) + " is outside the " + std::to_string(state_->rows) +
+                    " selected rows");
+  const auto& pieces = state_->pieces[c];
+  // The last piece starting at or before `row`.
+  const auto it =
+      std::upper_bound(pieces.begin(), pieces.end(), row,
+                       [](std::uint64_t r, const HostPiece& p) { return r < p.first_row; });
+  const HostPiece& piece = *(it - 1);
+  const std::uint64_t local = row - piece.first_row;
+  std::uint64_t begin = 0, end = 0;
+  std::memcpy(&begin, piece.data + local * 8, 8);
+  std::memcpy(&end, piece.data + (local + 1) * 8, 8);
+  // check_text_offsets vouched for both offsets when the data was loaded.
+  return {reinterpret_cast<const char*>(piece.text_bytes + begin), end - begin};
+}
+
+std::vector<MappedRange> HostData::mapped_ranges() const {
+  std::vector<MappedRange> ranges;
+  for (const auto& shard : state_->shards)
+    ranges.push_back({shard.file->data(), shard.file->size(), shard.file->path()});
+  return ranges;
+}
+
+std::shared_ptr<const void> HostData::owner() const noexcept {
+  return state_;
+}
+
+}  // namespace gpucache::runtime

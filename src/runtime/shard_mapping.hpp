@@ -1,0 +1,34 @@
+// A memory map of one shard file, owned through shared_ptr so views into it never dangle.
+// Host loads map copy-on-write (readable and writable, private): frameworks that cannot mark a
+// tensor read-only (PyTorch) may then write to a view without crashing, and the file never
+// changes. Device loads map read-only, which cudaHostRegisterReadOnly pins without copying pages.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+
+namespace gpucache::runtime::detail {
+
+class ShardMapping {
+ public:
+  enum class Access { read_only, copy_on_write };
+  // Throws gpucache::Error naming the file when it cannot be opened or mapped.
+  static std::shared_ptr<const ShardMapping> open(const std::string& path, Access access);
+  ~ShardMapping();
+  ShardMapping(const ShardMapping&) = delete;
+  ShardMapping& operator=(const ShardMapping&) = delete;
+
+  const std::string& path() const noexcept { return path_; }
+  const std::byte* data() const noexcept { return data_; }
+  std::size_t size() const noexcept { return size_; }
+
+ private:
+  ShardMapping(std::string path, std::byte* data, std::size_t size)
+      : path_(std::move(path)), data_(data), size_(size) {}
+  std::string path_;
+  std::byte* data_;
+  std::size_t size_;
+};
+
+}  // namespace gpucache::runtime::detail
