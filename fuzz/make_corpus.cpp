@@ -163,6 +163,19 @@ int main(int argc, char** argv) {
     copy_fixtures(data / "npz", ".npz", corpus / "npz");
     copy_fixtures(data / "pt", ".pt", corpus / "pt");
     copy_fixtures(data / "npz", ".npz", corpus / "zip");
+    copy_fixtures(data / "safetensors", ".safetensors", corpus / "safetensors");
+    copy_fixtures(data / "safetensors" / "broken", ".safetensors", corpus / "safetensors");
+    copy_fixtures(data / "jsonl", ".jsonl", corpus / "jsonl");
+    copy_fixtures(data / "jsonl" / "broken", ".jsonl", corpus / "jsonl");
+    const fs::path paths = corpus / "field_path";
+    fs::create_directories(paths);
+    const char* flags[] = {"embedding=data.vectors",      "question_embedding=rows[*].q_emb",
+                           "question=rows[*].q",          "text=cache.@keys",
+                           "embedding=cache[\"k.2\"]",    "embedding=pair[0]",
+                           "text=data.texts",             "extra_col=rows[*].n",
+                           "embedding=.",                 "embedding=[*]"};
+    for (std::size_t i = 0; i < std::size(flags); ++i)
+      write_text(paths / ("flag" + std::to_string(i) + ".txt"), flags[i]);
     // The pickles inside the zip-based .pt fixtures, and the legacy ones (a pickle comes first).
     const fs::path pickles = corpus / "pickle";
     fs::create_directories(pickles);

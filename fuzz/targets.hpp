@@ -30,7 +30,10 @@
 #include "gpucache/error.hpp"
 #include "gpucache/npy.hpp"
 #include "gpucache/npz.hpp"
+#include "gpucache/probe.hpp"
 #include "gpucache/pt.hpp"
+#include "gpucache/readers.hpp"
+#include "gpucache/schema.hpp"
 #include "gpucache/value.hpp"
 
 namespace gpucache::fuzz {
@@ -189,6 +192,30 @@ inline void walk(const Value& value, std::uint64_t& budget) {
     for (const auto& [key, item] : dict->items) walk(item, budget);
 }
 
+// Schema mapping and probe on a tree a reader produced: detection, then up to 64 rows of every
+// column read back, then both probe renderings. Refusals (gpucache::Error) are fine.
+inline void map_and_probe(const Value& root, const std::vector<FieldSpec>& fields = {}) {
+  try {
+    const SourceMapping mapping = map_source(root, "fuzz", std::nullopt, fields);
+    for (const auto& column : mapping.columns) {
+      const std::uint64_t rows = std::min<std::uint64_t>(column.rows, 64);
+      if (column.kind == ColumnKind::text) {
+        for (std::uint64_t r = 0; r < rows; ++r) (void)text_row(column, r);
+        continue;
+      }
+      GPUCACHE_FUZZ_REQUIRE(column.dim > 0);
+      if (column.dim > (std::uint64_t{1} << 16)) continue;
+      std::vector<std::byte> out(rows * column.dim * 4);
+      read_rows(column, 0, rows, DType::f32, out);
+    }
+  } catch (const Error&) {
+  }
+  ProbeOptions options;
+  options.fields = fields;
+  (void)probe_text(root, "fuzz", options);
+  (void)probe_json(root, "fuzz", options);
+}
+
 // formats/npy: parse_npy, then every element read through the tensor's shape and strides.
 inline void npy(std::span<const std::byte> input) {
   Tensor tensor;
@@ -252,6 +279,7 @@ inline void npz(std::span<const std::byte> input) {
   }
   std::uint64_t budget = 4096;
   walk(value, budget);
+  map_and_probe(value);
 }
 
 // formats/pt: whole torch.save files, zip and legacy layouts.
@@ -264,6 +292,77 @@ inline void pt(std::span<const std::byte> input) {
   }
   std::uint64_t budget = 4096;
   walk(value, budget);
+  map_and_probe(value);
+}
+
+// formats/safetensors: header JSON, offsets, dtypes and shapes.
+inline void safetensors(std::span<const std::byte> input) {
+  Value value;
+  try {
+    value = read_safetensors(input_file(input));
+  } catch (const Error&) {
+    return;
+  }
+  std::uint64_t budget = 4096;
+  walk(value, budget);
+  map_and_probe(value);
+}
+
+// formats/jsonl: one JSON object per line, numeric arrays as tensors.
+inline void jsonl(std::span<const std::byte> input) {
+  Value value;
+  try {
+    value = read_jsonl(input_file(input));
+  } catch (const Error&) {
+    return;
+  }
+  std::uint64_t budget = 4096;
+  walk(value, budget);
+  map_and_probe(value);
+}
+
+// The schema's field paths (--field COLUMN=PATH): the input is the flag's text, resolved against
+// a fixed tree that has every kind of node a path can walk.
+inline void field_path(std::span<const std::byte> input) {
+  const std::string_view text(reinterpret_cast<const char*>(input.data()), input.size());
+  FieldSpec spec;
+  try {
+    spec = parse_field_spec(text);
+  } catch (const Error&) {
+    return;
+  }
+  static const Value tree = [] {
+    auto matrix = [](std::int64_t rows, std::int64_t dim) {
+      std::vector<std::byte> bytes(static_cast<std::size_t>(rows * dim * 4));
+      for (std::size_t i = 0; i < bytes.size(); i += 4) bytes[i + 3] = std::byte{0x3f};  // 0.5
+      return Value(std::make_shared<Tensor>(
+          Tensor::from_buffer(DType::f32, {rows, dim}, std::move(bytes))));
+    };
+    auto dict = [](std::vector<std::pair<std::string, Value>> items) {
+      auto result = std::make_shared<Dict>();
+      result->items = std::move(items);
+      return Value(std::move(result));
+    };
+    auto list = [](std::vector<Value> items, bool tuple = false) {
+      auto result = std::make_shared<List>();
+      result->items = std::move(items);
+      result->is_tuple = tuple;
+      return Value(std::move(result));
+    };
+    std::vector<Value> rows;
+    for (int i = 0; i < 3; ++i)
+      rows.push_back(dict({{"q_emb", matrix(1, 4)},
+                           {"q", Value(std::string("question ") + std::to_string(i))},
+                           {"n", Value(std::int64_t{i})}}));
+    return dict({{"data", dict({{"vectors", matrix(3, 4)},
+                                {"texts", list({Value(std::string("a")), Value(std::string("b")),
+                                                Value(std::string("c"))})}})},
+                 {"rows", list(std::move(rows))},
+                 {"cache", dict({{"k1", matrix(1, 4)}, {"k.2", matrix(1, 4)}})},
+                 {"pair", list({matrix(3, 4), Value(None{})}, true)},
+                 {"scalar", Value(2.5)}});
+  }();
+  map_and_probe(tree, {spec});
 }
 
 }  // namespace gpucache::fuzz

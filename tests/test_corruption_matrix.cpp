@@ -4,7 +4,10 @@
 // truncate and extend every shard, swap, delete and add shards, and edit the manifest (with and
 // without recomputing its hash). `gpucache verify` must exit 1 for every mutation and name the
 // file and the place: a problem in the damaged file whose byte range or location covers the
-// flipped byte, with the region's name (header, column table, the column, padding, ...).
+// flipped byte, with the region's name (header, column table, the column, padding, ...). The
+// runtime reader (include/gpucache/runtime.hpp), opening the dataset and loading it to the host
+// with verification on, must refuse every mutation of the shard files too. It reads no JSON, so
+// manifest content edits are verify's alone (and the Python layer's, which reads the manifest).
 #include <doctest/doctest.h>
 
 #include <cstring>
@@ -16,6 +19,7 @@
 #include "formats/shard/manifest.hpp"
 #include "formats/shard/shard_layout.hpp"
 #include "gpucache/npy.hpp"
+#include "gpucache/runtime.hpp"
 #include "test_support.hpp"
 
 using namespace gpucache;
@@ -148,6 +152,25 @@ std::string problems_text(const nlohmann::json& report) {
   return report["problems"].dump(1);
 }
 
+// The runtime reader refuses the dataset: open, then load every column to the host with chunk
+// verification. Returns the error text, or nothing when it loaded.
+std::optional<std::string> runtime_refusal(const std::string& dataset) {
+  try {
+    const auto opened = runtime::Dataset::open(dataset);
+    runtime::HostOptions options;
+    options.verify = true;
+    const auto host = opened.to_host(options);
+    return std::nullopt;
+  } catch (const Error& error) {
+    return std::string(error.what());
+  }
+}
+
+void check_runtime_refuses(const std::string& dataset) {
+  const auto refusal = runtime_refusal(dataset);
+  CHECK_MESSAGE(refusal.has_value(), "the runtime reader loaded a corrupted dataset");
+}
+
 bool any_problem(const nlohmann::json& report, const std::string& file,
                  const std::function<bool(const nlohmann::json&)>& predicate) {
   for (const auto& problem : report["problems"])
@@ -170,7 +193,7 @@ std::vector<std::string> shard_names(const std::string& dataset) {
 }
 
 // Flips sampled bytes of every region of every shard, one at a time, restoring the shard after.
-void flip_matrix(const std::string& dataset, int extra_per_region) {
+void flip_matrix(const std::string& dataset, int extra_per_region, bool runtime_too) {
   std::mt19937_64 random(2024);
   const auto names = shard_names(dataset);
   REQUIRE(names.size() == kRows / kShardRows);
@@ -192,6 +215,7 @@ void flip_matrix(const std::string& dataset, int extra_per_region) {
         CHECK(any_problem(report, name, [&](const nlohmann::json& problem) {
           return covers(problem, position) && mentions(problem, region.keyword);
         }));
+        if (runtime_too) check_runtime_refuses(dataset);
         ++mutations;
       }
     }
@@ -199,6 +223,7 @@ void flip_matrix(const std::string& dataset, int extra_per_region) {
   }
   MESSAGE(mutations << " single-byte flips, each reported and located");
   CHECK(run_cli({"verify", dataset, "--quiet"}).exit_code == 0);
+  if (runtime_too) CHECK_FALSE(runtime_refusal(dataset).has_value());
 }
 
 // Rewrites manifest.json after edit(), recomputing manifest_hash as the writer does, so that only
@@ -221,10 +246,11 @@ void edit_manifest_rehashed(const std::string& dataset,
 TEST_CASE("corruption matrix: every flipped byte of every region of every shard is located") {
   test_support::ScratchDir scratch;
   SUBCASE("uncompressed") {
-    flip_matrix(pack_dataset(scratch, false), 4);
+    flip_matrix(pack_dataset(scratch, false), 4, true);
   }
+  // The runtime reader refuses compressed shards outright, so only verify is checked here.
   SUBCASE("zstd") {
-    flip_matrix(pack_dataset(scratch, true), 2);
+    flip_matrix(pack_dataset(scratch, true), 2, false);
   }
 }
 
@@ -243,6 +269,7 @@ TEST_CASE("corruption matrix: truncated and extended shards") {
       const auto report = verify_json(dataset);
       CAPTURE(problems_text(report));
       CHECK(any_problem(report, name, [](const auto& p) { return mentions(p, "truncated"); }));
+      check_runtime_refuses(dataset);
     }
     for (const std::uint64_t more : {1, 32, 4096}) {
       auto longer = pristine;
@@ -253,6 +280,7 @@ TEST_CASE("corruption matrix: truncated and extended shards") {
       const auto report = verify_json(dataset);
       CAPTURE(problems_text(report));
       CHECK(any_problem(report, name, [](const auto& p) { return mentions(p, "extended"); }));
+      check_runtime_refuses(dataset);
     }
     test_support::write_bytes(path, pristine);
   }
@@ -273,6 +301,7 @@ TEST_CASE("corruption matrix: swapped, deleted, duplicated and extra shards") {
     CAPTURE(problems_text(report));
     for (const auto& name : {names[0], names[1]})
       CHECK(any_problem(report, name, [](const auto& p) { return mentions(p, "swapped"); }));
+    check_runtime_refuses(dataset);
   }
   SUBCASE("each shard deleted") {
     for (const auto& name : names) {
@@ -281,6 +310,8 @@ TEST_CASE("corruption matrix: swapped, deleted, duplicated and extra shards") {
       const auto report = verify_json(dataset);
       CAPTURE(problems_text(report));
       CHECK(any_problem(report, name, [](const auto& p) { return mentions(p, "missing"); }));
+      // Without the last shard the rest is a gap-free set: see the known gaps below.
+      if (name != names.back()) check_runtime_refuses(dataset);
       test_support::write_bytes(dataset + "/" + name, saved);
     }
   }
@@ -289,6 +320,7 @@ TEST_CASE("corruption matrix: swapped, deleted, duplicated and extra shards") {
     const auto report = verify_json(dataset);
     CAPTURE(problems_text(report));
     CHECK(any_problem(report, names[1], [](const auto& p) { return mentions(p, "header"); }));
+    check_runtime_refuses(dataset);
   }
   SUBCASE("an extra shard") {
     fs::copy_file(first, dataset + "/shard-00003.gcs");
@@ -296,6 +328,7 @@ TEST_CASE("corruption matrix: swapped, deleted, duplicated and extra shards") {
     CAPTURE(problems_text(report));
     CHECK(
         any_problem(report, "shard-00003.gcs", [](const auto& p) { return mentions(p, "extra"); }));
+    check_runtime_refuses(dataset);
   }
   SUBCASE("a leftover temporary") {
     fs::copy_file(first, dataset + "/shard-00003.gcs.tmp");
@@ -303,6 +336,44 @@ TEST_CASE("corruption matrix: swapped, deleted, duplicated and extra shards") {
     CAPTURE(problems_text(report));
     CHECK(any_problem(report, "shard-00003.gcs.tmp",
                       [](const auto& p) { return mentions(p, "interrupted"); }));
+  }
+}
+
+// Known gaps of the runtime reader, which reads no manifest.json: a dataset whose last shard is
+// missing, or whose shard was replaced by a self-consistent shard of the same shape, is still a
+// gap-free, hash-consistent shard set. verify catches both (through the manifest); the runtime
+// loads them. should_fail: this test case fails, as expected, until the runtime checks the
+// manifest's shard count and header hashes; then it passes and the decorator must go.
+TEST_CASE("corruption matrix: runtime reader gaps that need the manifest" *
+          doctest::should_fail()) {
+  test_support::ScratchDir scratch;
+  const auto dataset = pack_dataset(scratch, false);
+  const auto names = shard_names(dataset);
+  const std::string second = dataset + "/" + names[1];
+  SUBCASE("the last shard deleted") {
+    fs::remove(dataset + "/" + names.back());
+    const auto report = verify_json(dataset);
+    CHECK(any_problem(report, names.back(), [](const auto& p) { return mentions(p, "missing"); }));
+    check_runtime_refuses(dataset);
+  }
+  SUBCASE("a shard replaced by the same shard of another dataset of the same shape") {
+    // Self-consistent on its own: only the manifest's header_hash tells it apart.
+    test_support::ScratchDir other_scratch;
+    std::mt19937 random(99);
+    std::normal_distribution<float> normal;
+    write_npy(other_scratch / "in.npy", DType::f32, {kRows, kDim},
+              [&](std::span<std::byte> out, std::uint64_t, std::uint64_t) {
+                auto* values = reinterpret_cast<float*>(out.data());
+                for (std::size_t i = 0; i < out.size() / 4; ++i) values[i] = normal(random);
+              });
+    REQUIRE(run_cli({"pack", other_scratch / "in.npy", "-o", other_scratch / "ds", "--shard-rows",
+                     std::to_string(kShardRows), "--quiet"})
+                .exit_code == 0);
+    fs::copy_file(other_scratch / ("ds/" + names[1]), second, fs::copy_options::overwrite_existing);
+    const auto report = verify_json(dataset);
+    CAPTURE(problems_text(report));
+    CHECK(any_problem(report, names[1], [](const auto& p) { return mentions(p, "manifest"); }));
+    check_runtime_refuses(dataset);
   }
 }
 
@@ -346,6 +417,7 @@ TEST_CASE("corruption matrix: manifest edits") {
     CHECK(any_problem(verify_json(dataset), "manifest.json", manifest_problem("JSON")));
     fs::remove(manifest);
     CHECK(any_problem(verify_json(dataset), "manifest.json", manifest_problem("missing")));
+    check_runtime_refuses(dataset);
   }
   SUBCASE("edited without updating manifest_hash") {
     std::string text(pristine.begin(), pristine.end());

@@ -68,3 +68,15 @@ TEST_CASE("fuzz corpus and regressions: pickle machine") {
 TEST_CASE("fuzz corpus and regressions: torch.save files") {
   CHECK(replay("pt", gpucache::fuzz::pt) >= 10);
 }
+
+TEST_CASE("fuzz corpus and regressions: safetensors") {
+  CHECK(replay("safetensors", gpucache::fuzz::safetensors) >= 10);
+}
+
+TEST_CASE("fuzz corpus and regressions: JSON lines") {
+  CHECK(replay("jsonl", gpucache::fuzz::jsonl) >= 10);
+}
+
+TEST_CASE("fuzz corpus and regressions: schema field paths") {
+  CHECK(replay("field_path", gpucache::fuzz::field_path) >= 10);
+}
