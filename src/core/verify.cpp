@@ -166,7 +166,9 @@ void compare_with_manifest(const OpenShard& shard, const shard::Manifest& manife
     const auto& have = shard.layout.columns[c];
     const auto& want = manifest.columns[c];
     columns_match = have.name == want.name && have.kind == want.kind && have.dtype == want.dtype &&
-                    have.dim == want.dim && have.padded_dim == want.padded_dim;
+                    have.rank == want.rank && have.dim == want.dim &&
+                    have.padded_dim == want.padded_dim &&
+                    have.row_pitch_bytes == want.row_pitch_bytes;
   }
   if (!columns_match)
     problems.push_back(problem(shard.name, "column table", "columns differ from the manifest"));

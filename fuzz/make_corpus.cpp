@@ -1,0 +1,207 @@
+// Writes the seed corpora under fuzz/corpus/<target>/: small valid inputs that reach deep into
+// each parser (the fuzzer mutates from there), plus copies of the test fixtures. Deterministic:
+// running it again gives the same files. Usage: fuzz_make_corpus SOURCE_ROOT
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include "formats/shard/manifest.hpp"
+#include "formats/shard/shard_writer.hpp"
+#include "formats/zip/zip.hpp"
+#include "gpucache/detail/mapped_file.hpp"
+#include "gpucache/error.hpp"
+
+using namespace gpucache;
+using namespace gpucache::shard;
+namespace fs = std::filesystem;
+
+namespace {
+
+// Copies every file of `from` with the extension `extension` into `to`.
+void copy_fixtures(const fs::path& from, const std::string& extension, const fs::path& to) {
+  fs::create_directories(to);
+  for (const auto& entry : fs::directory_iterator(from))
+    if (entry.path().extension() == extension)
+      fs::copy_file(entry.path(), to / entry.path().filename(),
+                    fs::copy_options::overwrite_existing);
+}
+
+void write_text(const fs::path& path, const std::string& text) {
+  std::ofstream stream(path, std::ios::binary | std::ios::trunc);
+  stream << text;
+}
+
+// A shard of `rows` rows: a rank-2 column, a rank-1 column and optionally a text column, written
+// with 4 KiB chunks so the chunk table has several entries.
+void write_shard(const fs::path& path, DType dtype, std::uint64_t rows, std::uint64_t dim,
+                 bool with_text, int zstd_level) {
+  std::vector<ColumnSpec> specs{
+      {"embedding", ColumnKind::tensor, dtype, 2, dim, padded_dim_for(dim, dtype, 16)},
+      {"label", ColumnKind::tensor, DType::i32, 1, 1, 1}};
+  std::vector<std::string> texts;
+  std::uint64_t text_total = 0;
+  if (with_text) {
+    specs.push_back({"text", ColumnKind::text, DType::u8, 1, 1, 1});
+    for (std::uint64_t r = 0; r < rows; ++r) {
+      texts.push_back(std::string(r % 4, static_cast<char>('a' + r)) + (r % 2 ? "\xc3\xa9" : ""));
+      text_total += texts.back().size();
+    }
+  }
+  std::vector<std::uint64_t> text_bytes(specs.size(), 0);
+  text_bytes.back() = text_total;
+  ShardBuilder builder(specs, rows, text_bytes);
+  const auto& column = builder.columns()[0];
+  auto data = builder.tensor_data(0);
+  for (std::uint64_t r = 0; r < rows; ++r)
+    for (std::uint64_t i = 0; i < dim * dtype_size(dtype); ++i)
+      data[r * column.row_pitch_bytes + i] = static_cast<std::byte>(r * 31 + i * 7 + 1);
+  auto labels = builder.tensor_data(1);
+  for (std::uint64_t r = 0; r < rows; ++r) labels[r * 4] = static_cast<std::byte>(r);
+  if (with_text) {
+    auto offsets = builder.text_offsets(2);
+    auto bytes = builder.text_bytes(2);
+    std::uint64_t cursor = 0;
+    for (std::uint64_t r = 0; r < rows; ++r) {
+      offsets[r] = cursor;
+      std::copy(texts[r].begin(), texts[r].end(), bytes.begin() + cursor);
+      cursor += texts[r].size();
+    }
+    offsets[rows] = cursor;
+  }
+  WriteOptions options;
+  options.chunk_size = kAlignment;
+  options.zstd_level = zstd_level;
+  options.threads = 1;
+  builder.write(path.string(), options);
+}
+
+Manifest sample_manifest(std::uint64_t shards, bool with_text) {
+  Manifest manifest;
+  manifest.tool_version = "0.1.0";
+  manifest.columns.push_back({"embedding", ColumnKind::tensor, DType::f16, 2, 5, 16, 32});
+  if (with_text) manifest.columns.push_back({"text", ColumnKind::text, DType::u8, 1, 1, 1, 1});
+  manifest.columns.push_back({"source", ColumnKind::tensor, DType::u16, 1, 1, 1, 2});
+  for (std::uint64_t s = 0; s < shards; ++s) {
+    manifest.shards.push_back(
+        {shard_file_name(static_cast<std::uint32_t>(s)), 8, s * 8, 20584, 0x1f0e2d3c4b5a6978 + s});
+    manifest.rows += 8;
+  }
+  manifest.inputs.push_back({"data/emb.npy", 1536128, 0x0123456789abcdef});
+  manifest.options = {{"dtype", "f16"},  {"pad_to", 16},       {"shard_size", 1073741824},
+                      {"shard_rows", 8}, {"compress", "none"}, {"chunk_size", 4194304}};
+  if (with_text) manifest.sections["validation"] = {{"rows_checked", 16}, {"problems", {}}};
+  return manifest;
+}
+
+// Hand-written .npy files for header variants the numpy fixtures do not cover.
+std::string npy_bytes(int major, const std::string& header, const std::string& data) {
+  std::string out("\x93NUMPY", 6);
+  out += static_cast<char>(major);
+  out += '\0';
+  std::string padded = header;
+  const std::size_t prefix = major == 1 ? 10 : 12;
+  while ((prefix + padded.size() + 1) % 64 != 0) padded += ' ';
+  padded += '\n';
+  const std::size_t length = padded.size();
+  out += static_cast<char>(length & 0xff);
+  out += static_cast<char>((length >> 8) & 0xff);
+  if (major != 1) out += std::string(2, '\0');
+  return out + padded + data;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: %s SOURCE_ROOT\n", argv[0]);
+    return 2;
+  }
+  const fs::path root(argv[1]);
+  const fs::path corpus = root / "fuzz" / "corpus";
+  try {
+    const fs::path shards = corpus / "shard_layout";
+    fs::create_directories(shards);
+    write_shard(shards / "f32_rows3.gcs", DType::f32, 3, 5, false, 0);
+    write_shard(shards / "f16_text_rows4.gcs", DType::f16, 4, 3, true, 0);
+    write_shard(shards / "u8_text_rows2_zstd.gcs", DType::u8, 2, 20, true, 3);
+    write_shard(shards / "bf16_rows40_zstd.gcs", DType::bf16, 40, 16, false, 1);
+    write_shard(shards / "i64_rows1.gcs", DType::i64, 1, 1, false, 0);
+
+    const fs::path manifests = corpus / "manifest";
+    fs::create_directories(manifests);
+    write_text(manifests / "two_shards.json", manifest_to_text(sample_manifest(2, false)));
+    write_text(manifests / "text_validation.json", manifest_to_text(sample_manifest(1, true)));
+    write_text(manifests / "empty.json", manifest_to_text(sample_manifest(0, false)));
+
+    const fs::path npys = corpus / "npy";
+    fs::create_directories(npys);
+    for (const auto& entry : fs::directory_iterator(root / "tests" / "data" / "npy"))
+      if (entry.path().extension() == ".npy")
+        fs::copy_file(entry.path(), npys / entry.path().filename(),
+                      fs::copy_options::overwrite_existing);
+    const std::string twelve_bytes("\x01\x00\x02\x00\x03\x00\x04\x00\x05\x00\x06\x00", 12);
+    write_text(
+        npys / "v2_u2.npy",
+        npy_bytes(2, "{'descr': '<u2', 'fortran_order': False, 'shape': (2, 3), }", twelve_bytes));
+    write_text(
+        npys / "v3_big_i2_fortran.npy",
+        npy_bytes(3, "{'descr': '>i2', 'fortran_order': True, 'shape': (3, 2), }", twelve_bytes));
+    write_text(npys / "scalar_u4.npy",
+               npy_bytes(1, "{'descr': '=u4', 'fortran_order': False, 'shape': (), }",
+                         twelve_bytes.substr(0, 4)));
+    write_text(
+        npys / "python2_long.npy",
+        npy_bytes(1, "{'descr': '|u1', 'fortran_order': False, 'shape': (12L,), }", twelve_bytes));
+    write_text(npys / "key_order.npy",
+               npy_bytes(1, "{\"shape\": (1, 1, 3), \"fortran_order\": False, \"descr\": \"<f4\"}",
+                         twelve_bytes));
+
+    const fs::path data = root / "tests" / "data";
+    copy_fixtures(data / "npz", ".npz", corpus / "npz");
+    copy_fixtures(data / "pt", ".pt", corpus / "pt");
+    copy_fixtures(data / "npz", ".npz", corpus / "zip");
+    copy_fixtures(data / "safetensors", ".safetensors", corpus / "safetensors");
+    copy_fixtures(data / "safetensors" / "broken", ".safetensors", corpus / "safetensors");
+    copy_fixtures(data / "jsonl", ".jsonl", corpus / "jsonl");
+    copy_fixtures(data / "jsonl" / "broken", ".jsonl", corpus / "jsonl");
+    const fs::path paths = corpus / "field_path";
+    fs::create_directories(paths);
+    const char* flags[] = {"embedding=data.vectors",      "question_embedding=rows[*].q_emb",
+                           "question=rows[*].q",          "text=cache.@keys",
+                           "embedding=cache[\"k.2\"]",    "embedding=pair[0]",
+                           "text=data.texts",             "extra_col=rows[*].n",
+                           "embedding=.",                 "embedding=[*]"};
+    for (std::size_t i = 0; i < std::size(flags); ++i)
+      write_text(paths / ("flag" + std::to_string(i) + ".txt"), flags[i]);
+    // The pickles inside the zip-based .pt fixtures, and the legacy ones (a pickle comes first).
+    const fs::path pickles = corpus / "pickle";
+    fs::create_directories(pickles);
+    for (const auto& entry : fs::directory_iterator(data / "pt")) {
+      if (entry.path().extension() != ".pt") continue;
+      const auto file = detail::MappedFile::open(entry.path().string());
+      const std::string stem = entry.path().stem().string();
+      try {
+        const detail::ZipArchive archive(file);
+        fs::copy_file(entry.path(), corpus / "zip" / entry.path().filename(),
+                      fs::copy_options::overwrite_existing);
+        for (const auto& member : archive.members())
+          if (member.name.ends_with("data.pkl")) {
+            const auto bytes = archive.read(member).bytes;
+            write_text(pickles / (stem + ".pkl"),
+                       std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
+          }
+      } catch (const Error&) {
+        if (stem.starts_with("legacy") || stem.starts_with("malicious_legacy"))
+          fs::copy_file(entry.path(), pickles / (stem + ".pkl"),
+                        fs::copy_options::overwrite_existing);
+      }
+    }
+  } catch (const Error& error) {
+    std::fprintf(stderr, "fuzz_make_corpus: %s\n", error.what());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,368 @@
+// One fuzz target per parser of untrusted input. The contract every parser must keep: given any
+// bytes, it either succeeds or throws gpucache::Error. Any other exception, a crash, a sanitizer
+// report, a hang or an allocation beyond libFuzzer's -malloc_limit_mb is a finding. Where a parse
+// succeeds, the target also checks what callers rely on (offsets in bounds, re-encoding gives the
+// same bytes) and traps when that does not hold.
+//
+// These functions are header-only so that fuzz/fuzz_main.cpp (libFuzzer, clang) and
+// tests/test_fuzz_replay.cpp (every build, any compiler) run exactly the same code.
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "formats/npy/npy_header.hpp"
+#include "formats/pt/pickle.hpp"
+#include "formats/shard/manifest.hpp"
+#include "formats/shard/shard_layout.hpp"
+#include "formats/shard/shard_reader.hpp"
+#include "formats/zip/zip.hpp"
+#include "gpucache/detail/mapped_file.hpp"
+#include "gpucache/error.hpp"
+#include "gpucache/npy.hpp"
+#include "gpucache/npz.hpp"
+#include "gpucache/probe.hpp"
+#include "gpucache/pt.hpp"
+#include "gpucache/readers.hpp"
+#include "gpucache/schema.hpp"
+#include "gpucache/value.hpp"
+
+namespace gpucache::fuzz {
+
+// A broken invariant: abort so that libFuzzer keeps the input and the replay test fails loudly.
+#define GPUCACHE_FUZZ_REQUIRE(condition) \
+  do {                                   \
+    if (!(condition)) __builtin_trap();  \
+  } while (false)
+
+template <std::size_t N>
+inline bool same_bytes(const std::array<std::byte, N>& encoded, std::span<const std::byte> input,
+                       std::uint64_t offset) {
+  return offset + N <= input.size() && std::memcmp(encoded.data(), input.data() + offset, N) == 0;
+}
+
+inline bool same_bytes(const std::vector<std::byte>& encoded, std::span<const std::byte> input,
+                       std::uint64_t offset) {
+  return offset + encoded.size() <= input.size() &&
+         std::memcmp(encoded.data(), input.data() + offset, encoded.size()) == 0;
+}
+
+inline std::uint64_t load_u64(const std::byte* at) {
+  std::uint64_t value = 0;
+  for (int i = 7; i >= 0; --i) value = value << 8 | std::to_integer<std::uint64_t>(at[i]);
+  return value;
+}
+
+inline void store_u64(std::byte* at, std::uint64_t value) {
+  for (int i = 0; i < 8; ++i) at[i] = static_cast<std::byte>(value >> (8 * i));
+}
+
+// Decodes one shard image and checks what callers rely on when it is accepted.
+inline void check_shard_image(std::span<const std::byte> input) {
+  shard::Layout layout;
+  try {
+    layout = shard::decode_layout(input, "fuzz.gcs");
+  } catch (const Error&) {
+    return;
+  }
+  const auto& h = layout.header;
+  // A layout that decodes is canonical: encoding it again gives the very same bytes, so no byte
+  // outside the data region escapes the checks.
+  GPUCACHE_FUZZ_REQUIRE(same_bytes(shard::encode_header(h), input, 0));
+  GPUCACHE_FUZZ_REQUIRE(same_bytes(shard::encode_column_table(layout.columns), input, 256));
+  GPUCACHE_FUZZ_REQUIRE(
+      same_bytes(shard::encode_chunk_table(layout.chunks), input, h.chunk_table_offset));
+  GPUCACHE_FUZZ_REQUIRE(same_bytes(shard::encode_footer({h.file_size, h.header_hash, 0}), input,
+                                   input.size() - shard::kFooterSize));
+  GPUCACHE_FUZZ_REQUIRE(layout.columns.size() == h.column_count);
+  GPUCACHE_FUZZ_REQUIRE(layout.chunks.size() == h.chunk_count);
+  // What the zero-copy readers rely on: every column region lies inside the logical data region
+  // (and, uncompressed, inside the file), and so do every chunk's stored bytes.
+  for (const auto& column : layout.columns) {
+    GPUCACHE_FUZZ_REQUIRE(column.data_offset >= h.data_offset);
+    GPUCACHE_FUZZ_REQUIRE(column.data_offset + column.data_size <= h.data_offset + h.data_size);
+    GPUCACHE_FUZZ_REQUIRE(column.aux_offset + column.aux_size <= h.data_offset + h.data_size);
+    if (!h.compressed()) {
+      GPUCACHE_FUZZ_REQUIRE(column.data_offset + column.data_size <= input.size());
+      GPUCACHE_FUZZ_REQUIRE(column.aux_offset + column.aux_size <= input.size());
+    }
+  }
+  for (const auto& chunk : layout.chunks)
+    GPUCACHE_FUZZ_REQUIRE(chunk.stored_offset + chunk.stored_size <= input.size());
+  for (std::uint64_t k = 0; k < layout.chunks.size(); ++k)
+    (void)shard::check_chunk(input, layout, k);
+}
+
+// formats/shard: decode_layout (header, column and chunk tables, footer, gaps) and the check of
+// every chunk (hash, zstd decompression). The input is decoded as it is, and again after its
+// table, header and footer hashes are recomputed, so that mutations of the fields behind the
+// hashes reach the structural checks instead of stopping at a hash mismatch.
+inline void shard_layout(std::span<const std::byte> input) {
+  check_shard_image(input);
+  constexpr std::uint64_t kMinimum = shard::kHeaderSize + shard::kFooterSize;
+  if (input.size() < kMinimum) return;
+  std::vector<std::byte> fixed(input.begin(), input.end());
+  std::byte* bytes = fixed.data();
+  const std::uint64_t size = fixed.size();
+  const std::uint64_t column_count = load_u64(bytes + 44) & 0xffffffffu;
+  if (column_count <= (size - shard::kHeaderSize) / shard::kColumnEntrySize)
+    store_u64(bytes + 120, shard::xxh3_64(std::span(fixed).subspan(
+                               shard::kHeaderSize, column_count * shard::kColumnEntrySize)));
+  const std::uint64_t chunk_table = load_u64(bytes + 96), chunk_count = load_u64(bytes + 88);
+  if (chunk_table <= size && chunk_count <= (size - chunk_table) / shard::kChunkEntrySize)
+    store_u64(bytes + 128, shard::xxh3_64(std::span(fixed).subspan(
+                               chunk_table, chunk_count * shard::kChunkEntrySize)));
+  store_u64(bytes + 248, shard::xxh3_64(std::span(fixed).first(248)));
+  std::byte* footer = bytes + size - shard::kFooterSize;
+  store_u64(footer + 16, load_u64(bytes + 248));
+  store_u64(footer + 24, shard::xxh3_64({footer, 24}));
+  check_shard_image(fixed);
+}
+
+// formats/shard: manifest.json. A manifest that parses must survive a round trip through
+// manifest_to_text with its hash intact.
+inline void manifest(std::span<const std::byte> input) {
+  const std::string text(reinterpret_cast<const char*>(input.data()), input.size());
+  shard::Manifest parsed;
+  try {
+    bool hash_ok = false;
+    parsed = shard::parse_manifest(text, "manifest.json", hash_ok);
+  } catch (const Error&) {
+    return;
+  }
+  std::string written;
+  try {
+    written = shard::manifest_to_text(parsed);
+  } catch (const Error&) {
+    return;  // a value that cannot be written back is refused cleanly
+  }
+  bool hash_ok = false;
+  const auto again = shard::parse_manifest(written, "manifest.json", hash_ok);
+  GPUCACHE_FUZZ_REQUIRE(hash_ok);
+  GPUCACHE_FUZZ_REQUIRE(shard::manifest_to_text(again) == written);
+}
+
+// Readers that take a path get the input through an in-memory file (memfd), rewritten in place
+// for every input; the returned path opens it.
+inline std::string input_file(std::span<const std::byte> input) {
+  static const int fd = ::memfd_create("gpucache-fuzz-input", MFD_CLOEXEC);
+  GPUCACHE_FUZZ_REQUIRE(fd >= 0);
+  GPUCACHE_FUZZ_REQUIRE(::ftruncate(fd, 0) == 0);
+  std::size_t done = 0;
+  while (done < input.size()) {
+    const auto written =
+        ::pwrite(fd, input.data() + done, input.size() - done, static_cast<off_t>(done));
+    GPUCACHE_FUZZ_REQUIRE(written > 0);
+    done += static_cast<std::size_t>(written);
+  }
+  return "/proc/self/fd/" + std::to_string(fd);
+}
+
+// Reads every element of a tensor in row-major order, as pack does (small tensors only, so a
+// claimed shape cannot make the target itself slow): it must stay inside the storage.
+inline void read_tensor(const Tensor& tensor) {
+  const std::uint64_t itemsize = dtype_size(tensor.dtype);
+  GPUCACHE_FUZZ_REQUIRE(itemsize > 0);
+  const std::uint64_t count = tensor.numel();
+  if (count == 0 || count > (std::uint64_t{1} << 16)) return;
+  GPUCACHE_FUZZ_REQUIRE(tensor.storage != nullptr);
+  std::vector<std::byte> out(count * itemsize);
+  tensor.copy_row_major(0, out);
+  if (count > 1) tensor.copy_row_major(count - 1, std::span(out).first(itemsize));
+}
+
+// Walks a value tree (at most `budget` nodes: shared subtrees can make it exponentially large)
+// and reads every tensor in it.
+inline void walk(const Value& value, std::uint64_t& budget) {
+  if (budget == 0) return;
+  --budget;
+  if (const auto* tensor = value.as_tensor()) read_tensor(*tensor);
+  if (const auto* list = value.as_list())
+    for (const auto& item : list->items) walk(item, budget);
+  if (const auto* dict = value.as_dict())
+    for (const auto& [key, item] : dict->items) walk(item, budget);
+}
+
+// Schema mapping and probe on a tree a reader produced: detection, then up to 64 rows of every
+// column read back, then both probe renderings. Refusals (gpucache::Error) are fine.
+inline void map_and_probe(const Value& root, const std::vector<FieldSpec>& fields = {}) {
+  try {
+    const SourceMapping mapping = map_source(root, "fuzz", std::nullopt, fields);
+    for (const auto& column : mapping.columns) {
+      const std::uint64_t rows = std::min<std::uint64_t>(column.rows, 64);
+      if (column.kind == ColumnKind::text) {
+        for (std::uint64_t r = 0; r < rows; ++r) (void)text_row(column, r);
+        continue;
+      }
+      GPUCACHE_FUZZ_REQUIRE(column.dim > 0);
+      if (column.dim > (std::uint64_t{1} << 16)) continue;
+      std::vector<std::byte> out(rows * column.dim * 4);
+      read_rows(column, 0, rows, DType::f32, out);
+    }
+  } catch (const Error&) {
+  }
+  ProbeOptions options;
+  options.fields = fields;
+  (void)probe_text(root, "fuzz", options);
+  (void)probe_json(root, "fuzz", options);
+}
+
+// formats/npy: parse_npy, then every element read through the tensor's shape and strides.
+inline void npy(std::span<const std::byte> input) {
+  Tensor tensor;
+  try {
+    tensor = parse_npy(input, nullptr, "fuzz.npy");
+  } catch (const Error&) {
+    return;
+  }
+  GPUCACHE_FUZZ_REQUIRE(tensor.numel() * dtype_size(tensor.dtype) <= input.size());
+  read_tensor(tensor);
+}
+
+// formats/pt: the restricted pickle machine, on a bare pickle (protocols 0-5).
+inline void pickle(std::span<const std::byte> input) {
+  detail::PickleResult result;
+  try {
+    detail::PickleOptions options;
+    options.file = "fuzz.pt";
+    options.name = "data.pkl";
+    result = detail::unpickle(input, options);
+  } catch (const Error&) {
+    return;
+  }
+  GPUCACHE_FUZZ_REQUIRE(result.end <= input.size());
+  // The container reader fills storages before anything reads them. Here they are empty, so the
+  // bounds check must refuse every view that is not empty, and what it lets through must read.
+  for (const auto& tensor : result.storage_tensors) {
+    try {
+      tensor->check_bounds("fuzz.pt");
+    } catch (const Error&) {
+      continue;
+    }
+    read_tensor(*tensor);
+  }
+}
+
+// formats/zip: the central directory and every member (stored views, inflated copies).
+inline void zip(std::span<const std::byte> input) {
+  try {
+    const detail::ZipArchive archive(detail::MappedFile::open(input_file(input)));
+    for (const auto& member : archive.members()) {
+      try {
+        const Storage bytes = archive.read(member);
+        GPUCACHE_FUZZ_REQUIRE(bytes.bytes.size() == member.uncompressed_size);
+        if (member.method == 0)
+          GPUCACHE_FUZZ_REQUIRE(member.data_offset + bytes.bytes.size() <= input.size());
+      } catch (const Error&) {
+      }
+    }
+  } catch (const Error&) {
+  }
+}
+
+// formats/npz: a zip of .npy members.
+inline void npz(std::span<const std::byte> input) {
+  Value value;
+  try {
+    value = read_npz(input_file(input));
+  } catch (const Error&) {
+    return;
+  }
+  std::uint64_t budget = 4096;
+  walk(value, budget);
+  map_and_probe(value);
+}
+
+// formats/pt: whole torch.save files, zip and legacy layouts.
+inline void pt(std::span<const std::byte> input) {
+  Value value;
+  try {
+    value = read_pt(input_file(input));
+  } catch (const Error&) {
+    return;
+  }
+  std::uint64_t budget = 4096;
+  walk(value, budget);
+  map_and_probe(value);
+}
+
+// formats/safetensors: header JSON, offsets, dtypes and shapes.
+inline void safetensors(std::span<const std::byte> input) {
+  Value value;
+  try {
+    value = read_safetensors(input_file(input));
+  } catch (const Error&) {
+    return;
+  }
+  std::uint64_t budget = 4096;
+  walk(value, budget);
+  map_and_probe(value);
+}
+
+// formats/jsonl: one JSON object per line, numeric arrays as tensors.
+inline void jsonl(std::span<const std::byte> input) {
+  Value value;
+  try {
+    value = read_jsonl(input_file(input));
+  } catch (const Error&) {
+    return;
+  }
+  std::uint64_t budget = 4096;
+  walk(value, budget);
+  map_and_probe(value);
+}
+
+// The schema's field paths (--field COLUMN=PATH): the input is the flag's text, resolved against
+// a fixed tree that has every kind of node a path can walk.
+inline void field_path(std::span<const std::byte> input) {
+  const std::string_view text(reinterpret_cast<const char*>(input.data()), input.size());
+  FieldSpec spec;
+  try {
+    spec = parse_field_spec(text);
+  } catch (const Error&) {
+    return;
+  }
+  static const Value tree = [] {
+    auto matrix = [](std::int64_t rows, std::int64_t dim) {
+      std::vector<std::byte> bytes(static_cast<std::size_t>(rows * dim * 4));
+      for (std::size_t i = 0; i < bytes.size(); i += 4) bytes[i + 3] = std::byte{0x3f};  // 0.5
+      return Value(std::make_shared<Tensor>(
+          Tensor::from_buffer(DType::f32, {rows, dim}, std::move(bytes))));
+    };
+    auto dict = [](std::vector<std::pair<std::string, Value>> items) {
+      auto result = std::make_shared<Dict>();
+      result->items = std::move(items);
+      return Value(std::move(result));
+    };
+    auto list = [](std::vector<Value> items, bool tuple = false) {
+      auto result = std::make_shared<List>();
+      result->items = std::move(items);
+      result->is_tuple = tuple;
+      return Value(std::move(result));
+    };
+    std::vector<Value> rows;
+    for (int i = 0; i < 3; ++i)
+      rows.push_back(dict({{"q_emb", matrix(1, 4)},
+                           {"q", Value(std::string("question ") + std::to_string(i))},
+                           {"n", Value(std::int64_t{i})}}));
+    return dict({{"data", dict({{"vectors", matrix(3, 4)},
+                                {"texts", list({Value(std::string("a")), Value(std::string("b")),
+                                                Value(std::string("c"))})}})},
+                 {"rows", list(std::move(rows))},
+                 {"cache", dict({{"k1", matrix(1, 4)}, {"k.2", matrix(1, 4)}})},
+                 {"pair", list({matrix(3, 4), Value(None{})}, true)},
+                 {"scalar", Value(2.5)}});
+  }();
+  map_and_probe(tree, {spec});
+}
+
+}  // namespace gpucache::fuzz

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Builds the whole test suite with AddressSanitizer and UndefinedBehaviorSanitizer into build-asan/
+# (or $GPUCACHE_ASAN_BUILD_DIR) and runs it: every unit test, the CLI tests through the sanitized
+# binary, the corruption matrix, the crash-safety kills, and the fuzz corpora replayed through
+# the same fuzz targets (tests/test_fuzz_replay.cpp). Any sanitizer report fails the run.
+# Extra arguments go to cmake. The CUDA backend is off: nvcc cannot build sanitized code.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build_dir=${GPUCACHE_ASAN_BUILD_DIR:-$root/build-asan}
+
+"$root/scripts/install-deps.sh"
+GPUCACHE_BUILD_DIR=$build_dir GPUCACHE_BUILD_TYPE=RelWithDebInfo "$root/scripts/build.sh" \
+  -DGPUCACHE_SANITIZE=ON -DGPUCACHE_CUDA=OFF "$@"
+# abort_on_error: a report kills the test with a signal CTest cannot mistake for a pass.
+export ASAN_OPTIONS=${ASAN_OPTIONS:-abort_on_error=1:detect_leaks=1:check_initialization_order=1:strict_init_order=1}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+ctest --test-dir "$build_dir" --output-on-failure --parallel "$(nproc)"

@@ -1,0 +1,114 @@
+// Every fuzzing finding, kept as a test with the exact expectation: the input that broke a parser
+// (fuzz/regressions/<target>/) and the hand-reduced variants of the same bug. The replay test
+// (test_fuzz_replay.cpp) also runs those files through the fuzz targets themselves.
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <string>
+
+#include "formats/shard/manifest.hpp"
+#include "gpucache/error.hpp"
+#include "gpucache/npy.hpp"
+#include "test_support.hpp"
+
+using namespace gpucache;
+namespace fs = std::filesystem;
+
+namespace {
+
+const fs::path kRegressions =
+    fs::path(GPUCACHE_TEST_DATA).parent_path().parent_path() / "fuzz" / "regressions";
+
+std::string regression_text(const std::string& relative) {
+  const auto bytes = test_support::read_bytes((kRegressions / relative).string());
+  REQUIRE_FALSE(bytes.empty());
+  return {bytes.begin(), bytes.end()};
+}
+
+shard::Manifest parse(const std::string& text) {
+  bool hash_ok = true;
+  return shard::parse_manifest(text, "manifest.json", hash_ok);
+}
+
+// A valid manifest with `replace` substituted for `find`.
+std::string manifest_with(const std::string& find, const std::string& replace) {
+  std::string text =
+      R"({"format": "gpucache-dataset", "format_version": 1, "tool": {"name": "gpucache", )"
+      R"("version": "0.1.0"}, "rows": 4, "columns": [{"name": "embedding", "kind": "tensor", )"
+      R"("dtype": "f16", "rank": 2, "shape": [4, 5], "padded_dim": 16, "row_pitch_bytes": 32}], )"
+      R"("shards": [{"file": "shard-00000.gcs", "rows": 4, "first_row": 0, "bytes": 8192, )"
+      R"("header_hash": "0123456789abcdef"}], "inputs": [{"path": "a.npy", "bytes": 10, )"
+      R"("xxh3": "0123456789abcdef"}], "options": {}})";
+  if (find.empty()) return text;
+  const auto at = text.find(find);
+  REQUIRE(at != std::string::npos);
+  return text.replace(at, find.size(), replace);
+}
+
+}  // namespace
+
+TEST_CASE("fuzz finding: a manifest number beyond a double is a gpucache::Error") {
+  // Found by fuzz_manifest in 1 s: nlohmann::json throws out_of_range (406), not parse_error, for
+  // "161e308"; it escaped parse_manifest as a foreign exception.
+  CHECK_THROWS_WITH_AS(parse(regression_text("manifest/number-overflow-1e308.json")),
+                       doctest::Contains("manifest is not valid JSON"), Error);
+  CHECK_THROWS_WITH_AS(parse(manifest_with(R"("rows": 4)", R"("rows": 1e400)")),
+                       doctest::Contains("not valid JSON"), Error);
+}
+
+TEST_CASE("manifest fields of the wrong JSON type are refused with their key, never converted") {
+  CHECK_NOTHROW(parse(manifest_with("", "")));
+  struct Case {
+    const char* find;
+    const char* replace;
+    const char* where;
+  };
+  // Floats used to go through get<uint64_t>(), a float-to-integer conversion with undefined
+  // behaviour when out of range; negative numbers wrapped around; wrong types threw nlohmann's
+  // type_error.
+  const Case cases[] = {
+      {R"("rows": 4)", R"("rows": 1e300)", "rows"},
+      {R"("rows": 4)", R"("rows": -1)", "rows"},
+      {R"("rows": 4)", R"("rows": "4")", "rows"},
+      {R"("format_version": 1)", R"("format_version": 1.5)", "format_version"},
+      {R"("format": "gpucache-dataset")", R"("format": 7)", "format"},
+      {R"("rank": 2)", R"("rank": 258)", "columns[0].rank"},
+      {R"("shape": [4, 5])", R"("shape": [4, 5.5])", "columns[0].shape[1]"},
+      {R"("shape": [4, 5])", R"("shape": [3, 5])", "columns[0].shape"},
+      {R"("shape": [4, 5])", R"("shape": [4])", "columns[0].shape"},
+      {R"("shape": [4, 5])", R"("shape": {})", "columns[0].shape"},
+      {R"("kind": "tensor")", R"("kind": "image")", "columns[0].kind"},
+      {R"("padded_dim": 16)", R"("padded_dim": null)", "columns[0].padded_dim"},
+      {R"("columns": [)", R"("columns": 3, "x": [)", "columns"},
+      {R"("shards": [{)", R"("shards": [7, {)", "shards[0]"},
+      {R"("bytes": 8192)", R"("bytes": 1e20)", "shards[0].bytes"},
+      {R"(, "header_hash": "0123456789abcdef"}], "inputs")", R"(}], "inputs")", "shards[0]"},
+      {R"("inputs": [{)", R"("inputs": ["a.npy", {)", "inputs[0]"},
+      {R"("path": "a.npy")", R"("path": ["a.npy"])", "inputs[0].path"},
+      {R"("bytes": 10)", R"("bytes": -10)", "inputs[0].bytes"},
+  };
+  for (const auto& c : cases) {
+    CAPTURE(c.replace);
+    try {
+      parse(manifest_with(c.find, c.replace));
+      FAIL("accepted");
+    } catch (const Error& error) {
+      CHECK(error.file() == "manifest.json");
+      CHECK(error.location() == c.where);
+    }
+  }
+  // A tool section of the wrong type is only provenance: ignored, not fatal.
+  CHECK(parse(manifest_with(R"({"name": "gpucache", "version": "0.1.0"})", "[]")).tool_version ==
+        "");
+}
+
+TEST_CASE("fuzz finding: an npy shape whose element count overflows 64 bits is refused") {
+  // Found by fuzz_npy against the first .npy parser: strides were multiplied in signed 64-bit
+  // arithmetic (UBSan: 4 * 9223372036854775807 overflows). The .npy parser that replaced it
+  // checks every product.
+  const auto bytes =
+      test_support::read_bytes((kRegressions / "npy/stride-overflow-int64.npy").string());
+  REQUIRE(bytes.size() > 128);
+  CHECK_THROWS_AS(parse_npy(std::as_bytes(std::span(bytes.data(), bytes.size())), nullptr, "x.npy"),
+                  Error);
+}
