@@ -155,3 +155,9 @@ def test_a_manifest_that_disagrees_with_the_shards_is_refused(damaged, edit):
         content["shards"].append(dict(content["shards"][-1], file="shard-00003.gcs"))
     manifest.write_text(json.dumps(content, indent=2))
     refuses(damaged)
+
+
+@pytest.mark.parametrize("text", ["[]", '{"shards": 3}', '{"shards": [7]}', "null"])
+def test_a_manifest_of_the_wrong_shape_is_refused_with_gpucache_error(damaged, text):
+    (damaged / "manifest.json").write_text(text)
+    refuses(damaged)
