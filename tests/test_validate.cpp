@@ -852,3 +852,39 @@ TEST_CASE("invalid options are refused") {
   CHECK(parse_overflow_policy("clamp") == OverflowPolicy::clamp);
   CHECK_FALSE(parse_overflow_policy("wrap"));
 }
+
+TEST_CASE(
+    "CPU conversion of in-range rows (the vectorised path) matches the shared rounding bit for "
+    "bit") {
+  std::mt19937 random(77);
+  std::uniform_int_distribution<std::uint32_t> any_bits;
+  const std::uint64_t rows = 64, dim = 257;
+  for (auto [dtype, output] : {std::pair{DType::f16, detail::OutputType::f16},
+                               std::pair{DType::bf16, detail::OutputType::bf16}}) {
+    std::vector<float> in(rows * dim);
+    for (std::uint64_t r = 0; r < rows; ++r)
+      for (std::uint64_t i = 0; i < dim; ++i) {
+        float x;
+        do {
+          x = std::bit_cast<float>(any_bits(random));
+          // f16: keep |x| in [2^-14, 65504] (or zero); bf16: finite, not flushed to zero.
+        } while (!std::isfinite(x) ||
+                 (dtype == DType::f16 && (std::fabs(x) < 6.2e-5f || std::fabs(x) > 65504.0f)) ||
+                 (dtype == DType::bf16 && (std::fabs(x) < 1e-37f || std::fabs(x) > 3.3e38f)));
+        if (i % 50 == 0) x = (r % 2) ? -0.0f : 0.0f;
+        in[r * dim + i] = x;
+      }
+    const std::uint64_t padded = 272;
+    std::vector<std::uint16_t> out(rows * padded, 0xffff);
+    convert_rows(in.data(), rows, dim, padded, dtype, false, OverflowPolicy::error,
+                 reinterpret_cast<std::byte*>(out.data()), Device::cpu, 2);
+    for (std::uint64_t r = 0; r < rows; ++r) {
+      for (std::uint64_t i = 0; i < dim; ++i) {
+        const auto want =
+            detail::convert_bits(std::bit_cast<std::uint32_t>(in[r * dim + i]), output);
+        REQUIRE(out[r * padded + i] == want.bits);
+      }
+      for (std::uint64_t i = dim; i < padded; ++i) REQUIRE(out[r * padded + i] == 0);
+    }
+  }
+}

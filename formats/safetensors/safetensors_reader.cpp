@@ -72,15 +72,6 @@ std::string tensor_location(std::string_view name) {
   return "tensor '" + std::string(name) + "'";
 }
 
-std::string shape_text(const std::vector<std::int64_t>& shape) {
-  std::string text = "[";
-  for (std::size_t i = 0; i < shape.size(); ++i) {
-    if (i > 0) text += ", ";
-    text += std::to_string(shape[i]);
-  }
-  return text + "]";
-}
-
 // nlohmann keeps the last of two equal keys; a header with duplicates is ambiguous, so refuse it.
 Json parse_header(std::string_view text, const std::string& path) {
   std::vector<std::unordered_set<std::string>> open_objects;

@@ -36,6 +36,9 @@ class Progress {
   bool finished_ = false;
 };
 
+// "1.5 GiB": bytes in binary units with `decimals` digits after the point (none for plain bytes).
+std::string format_bytes(double bytes, int decimals = 1);
+
 // True when stderr is a terminal: the default for showing progress.
 bool stderr_is_terminal() noexcept;
 

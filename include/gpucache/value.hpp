@@ -48,6 +48,9 @@ struct Tensor {
                             std::vector<std::byte> data);
 };
 
+// "[2, 384]": a shape as people read it in messages and listings.
+std::string shape_text(const std::vector<std::int64_t>& shape);
+
 struct List;
 struct Dict;
 

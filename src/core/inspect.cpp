@@ -8,6 +8,7 @@
 
 #include "formats/shard/manifest.hpp"
 #include "gpucache/error.hpp"
+#include "gpucache/progress.hpp"
 
 namespace gpucache {
 namespace {
@@ -65,15 +66,6 @@ Json column_json(const std::string& name, ColumnKind kind, DType dtype, std::uin
           {"row_pitch_bytes", pitch}};
 }
 
-std::string human_bytes(double bytes) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  int unit = 0;
-  while (bytes >= 1024.0 && unit < 4) bytes /= 1024.0, ++unit;
-  char text[32];
-  std::snprintf(text, sizeof text, unit == 0 ? "%.0f %s" : "%.2f %s", bytes, units[unit]);
-  return text;
-}
-
 std::string render_text(const Json& json) {
   std::string text = json.value("path", "") + ": " +
                      std::to_string(json["rows"].get<std::uint64_t>()) + " rows in " +
@@ -97,15 +89,15 @@ std::string render_text(const Json& json) {
     text += line;
   }
   const auto& bytes = json["bytes"];
-  text += "\nbytes: logical " + human_bytes(bytes["logical"].get<double>()) + ", padded " +
-          human_bytes(bytes["padded"].get<double>()) + ", on disk " +
-          human_bytes(bytes["on_disk"].get<double>()) + "\n";
+  text += "\nbytes: logical " + format_bytes(bytes["logical"].get<double>(), 2) + ", padded " +
+          format_bytes(bytes["padded"].get<double>(), 2) + ", on disk " +
+          format_bytes(bytes["on_disk"].get<double>(), 2) + "\n";
   if (json.contains("provenance")) {
     const auto& provenance = json["provenance"];
     text += "\nmade by gpucache " + provenance.value("tool_version", std::string("?")) + " from:\n";
     for (const auto& input : provenance["inputs"])
       text += "  " + input["path"].get<std::string>() + " (" +
-              human_bytes(input["bytes"].get<double>()) + ", xxh3 " +
+              format_bytes(input["bytes"].get<double>(), 2) + ", xxh3 " +
               input["xxh3"].get<std::string>() + ")\n";
     text += "options: " + provenance["options"].dump() + "\n";
   }

@@ -5,9 +5,7 @@
 #include <cstdio>
 
 namespace gpucache {
-namespace {
-
-std::string human_bytes(double bytes) {
+std::string format_bytes(double bytes, int decimals) {
   const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
   int unit = 0;
   while (bytes >= 1024.0 && unit < 4) {
@@ -15,11 +13,9 @@ std::string human_bytes(double bytes) {
     ++unit;
   }
   char text[32];
-  std::snprintf(text, sizeof text, unit == 0 ? "%.0f %s" : "%.1f %s", bytes, units[unit]);
+  std::snprintf(text, sizeof text, "%.*f %s", unit == 0 ? 0 : decimals, bytes, units[unit]);
   return text;
 }
-
-}  // namespace
 
 bool stderr_is_terminal() noexcept {
   return ::isatty(STDERR_FILENO) == 1;
@@ -64,13 +60,13 @@ void Progress::draw(bool) {
   const double done = static_cast<double>(done_.load());
   const double total = static_cast<double>(total_.load());
   const double rate = seconds > 0 ? done / seconds : 0;
-  std::string line = "\r\033[K" + label_ + ": " + human_bytes(done);
+  std::string line = "\r\033[K" + label_ + ": " + format_bytes(done);
   if (total > 0) {
     char percent[16];
     std::snprintf(percent, sizeof percent, " (%.0f%%)", 100.0 * done / total);
-    line += " of " + human_bytes(total) + percent;
+    line += " of " + format_bytes(total) + percent;
   }
-  line += ", " + human_bytes(rate) + "/s";
+  line += ", " + format_bytes(rate) + "/s";
   if (total > 0 && rate > 0 && done < total) {
     char eta[32];
     std::snprintf(eta, sizeof eta, ", ETA %.0f s", (total - done) / rate);

@@ -8,6 +8,12 @@
 
 namespace gpucache {
 
+std::string shape_text(const std::vector<std::int64_t>& shape) {
+  std::string text = "[";
+  for (std::size_t i = 0; i < shape.size(); ++i) text += (i ? ", " : "") + std::to_string(shape[i]);
+  return text + "]";
+}
+
 std::uint64_t Tensor::numel() const noexcept {
   std::uint64_t count = 1;
   for (auto extent : shape) count *= static_cast<std::uint64_t>(std::max<std::int64_t>(extent, 0));

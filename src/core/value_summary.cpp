@@ -5,15 +5,6 @@
 
 namespace gpucache::detail {
 
-std::string shape_text(const std::vector<std::int64_t>& shape) {
-  std::string text = "[";
-  for (std::size_t i = 0; i < shape.size(); ++i) {
-    if (i > 0) text += ", ";
-    text += std::to_string(shape[i]);
-  }
-  return text + "]";
-}
-
 std::string tensor_text(const Tensor& tensor) {
   std::string text =
       "tensor " + std::string(dtype_name(tensor.dtype)) + " " + shape_text(tensor.shape);

@@ -12,7 +12,6 @@
 
 namespace gpucache::detail {
 
-std::string shape_text(const std::vector<std::int64_t>& shape);
 // "tensor f32 [384]", plus " big-endian" / " strided" when the bytes are not usable as they are.
 std::string tensor_text(const Tensor& tensor);
 // A JSON-style quoted string, control characters escaped, cut to max_chars code points + "...".

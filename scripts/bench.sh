@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# The benchmark suite in one command: builds the CLI if needed, prepares the bench venv, then runs
+# scripts/bench/driver.py, which generates the data, measures, and writes bench-out/results.{json,md}
+# and bench-out/chart.png (docs/benchmarks.md with --publish). See docs/benchmarks.md.
+#   scripts/bench.sh [--quick] [--publish] [--size 1G] [--reps 5] [--only tools,loads] ...
+#   scripts/bench.sh --help
+# Environment: GPUCACHE_BUILD_DIR (default build/), GPUCACHE_BENCH_VENV (default .venv-bench),
+# GPUCACHE_BENCH_PYTHON (default /usr/bin/python3), GPUCACHE_BENCH_CMAKE_ARGS (extra cmake
+# arguments when build/ is configured here), GPUCACHE_BENCH_<OPTION> for any driver option.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build_dir=${GPUCACHE_BUILD_DIR:-$root/build}
+export GPUCACHE_BUILD_DIR=$build_dir
+
+help=0
+for arg in "$@"; do [ "$arg" = "--help" ] || [ "$arg" = "-h" ] && help=1; done
+
+if [ "$help" = 0 ]; then
+  if [ ! -f "$build_dir/build.ninja" ] && [ ! -f "$build_dir/Makefile" ]; then
+    echo "bench: configuring $build_dir (Release)" >&2
+    # shellcheck disable=SC2086
+    cmake -S "$root" -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+      ${GPUCACHE_BENCH_CMAKE_ARGS:-} >/dev/null
+  fi
+  echo "bench: building gpucache_cli" >&2
+  cmake --build "$build_dir" --target gpucache_cli --parallel "$(nproc)" >&2
+  # The validation microbenchmark exists once the validation engine is in the tree.
+  if cmake --build "$build_dir" --target help 2>/dev/null | grep gpucache_bench_validate >/dev/null; then
+    echo "bench: building gpucache_bench_validate" >&2
+    cmake --build "$build_dir" --target gpucache_bench_validate --parallel "$(nproc)" >&2
+  fi
+fi
+
+venv=$("$root/scripts/bench/setup-venv.sh")
+exec "$venv/bin/python" "$root/scripts/bench/driver.py" --root "$root" --build-dir "$build_dir" "$@"
