@@ -51,9 +51,16 @@ def _read_manifest(path: str) -> Optional[dict]:
         return None
     try:
         with open(manifest, encoding="utf-8") as file:
-            return json.load(file)
+            content = json.load(file)
     except (OSError, ValueError) as error:
         raise Error(f"{manifest}: cannot read the manifest: {error}") from None
+    # Valid JSON of the wrong shape ("null", a list, shards that are not objects) must not slip
+    # past the shard checks or surface as AttributeError.
+    shards = content.get("shards") if isinstance(content, dict) else None
+    if not isinstance(shards, list) or not all(isinstance(entry, dict) for entry in shards):
+        raise Error(f"{manifest}: not a gpucache manifest (expected an object with a list of "
+                    "shard objects)")
+    return content
 
 
 def _check_manifest(native: NativeDataset, manifest: dict, manifest_file: str, whole: bool):
