@@ -6,11 +6,49 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <algorithm>
+#include <cstdint>
 #include <cstring>
+#include <map>
+#include <mutex>
 
 #include "gpucache/error.hpp"
 
 namespace gpucache::detail {
+namespace {
+
+// Live mappings by start address, so release_if_mapped_file can tell a file mapping from memory
+// the process owns.
+std::mutex registry_mutex;
+std::map<const std::byte*, std::size_t>& registry() {
+  static std::map<const std::byte*, std::size_t> mappings;
+  return mappings;
+}
+
+void drop_pages(const std::byte* begin, std::size_t length, const std::byte* floor, const std::byte* ceiling) noexcept {
+  static const std::uintptr_t page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
+  // Whole pages only, rounded inwards would keep partial pages forever; rounded outwards within
+  // the mapping is fine: a neighbour's page just faults back in from the page cache.
+  auto first = reinterpret_cast<std::uintptr_t>(begin) & ~(page - 1);
+  auto last = (reinterpret_cast<std::uintptr_t>(begin) + length + page - 1) & ~(page - 1);
+  first = std::max(first, reinterpret_cast<std::uintptr_t>(floor));
+  last = std::min(last, reinterpret_cast<std::uintptr_t>(ceiling));
+  if (last > first) ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
+}
+
+}  // namespace
+
+bool release_if_mapped_file(const void* begin, std::size_t length) noexcept {
+  const auto* start = static_cast<const std::byte*>(begin);
+  std::lock_guard lock(registry_mutex);
+  const auto& mappings = registry();
+  auto it = mappings.upper_bound(start);
+  if (it == mappings.begin()) return false;
+  --it;
+  if (start + length > it->first + it->second) return false;
+  drop_pages(start, length, it->first, it->first + it->second);
+  return true;
+}
 
 std::shared_ptr<const MappedFile> MappedFile::open(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -37,11 +75,25 @@ std::shared_ptr<const MappedFile> MappedFile::open(const std::string& path) {
     data = static_cast<const std::byte*>(mapping);
   }
   ::close(fd);  // the mapping stays valid without the descriptor
+  if (data != nullptr) {
+    std::lock_guard lock(registry_mutex);
+    registry()[data] = size;
+  }
   return std::shared_ptr<const MappedFile>(new MappedFile(path, data, size));
 }
 
 MappedFile::~MappedFile() {
-  if (data_ != nullptr) ::munmap(const_cast<std::byte*>(data_), size_);
+  if (data_ == nullptr) return;
+  {
+    std::lock_guard lock(registry_mutex);
+    registry().erase(data_);
+  }
+  ::munmap(const_cast<std::byte*>(data_), size_);
+}
+
+void MappedFile::release(std::uint64_t offset, std::uint64_t length) const noexcept {
+  if (data_ == nullptr || offset >= size_) return;
+  drop_pages(data_ + offset, std::min<std::uint64_t>(length, size_ - offset), data_, data_ + size_);
 }
 
 void MappedFile::advise_sequential() const noexcept {

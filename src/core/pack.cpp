@@ -1,5 +1,8 @@
 #include "gpucache/pack.hpp"
 
+#include <xxhash.h>
+
+#include <algorithm>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
@@ -40,11 +43,23 @@ void check_options(const PackOptions& options) {
   if (options.resume && options.force) throw UsageError("--resume and --force cannot be combined");
 }
 
+// XXH3-64 of a whole input, streamed in windows whose pages are released once hashed, so a
+// file larger than memory is never resident at once.
 std::uint64_t hash_file(const std::string& path, std::uint64_t& size) {
+  constexpr std::uint64_t kWindow = 64ull << 20;
   auto file = detail::MappedFile::open(path);
   file->advise_sequential();
   size = file->size();
-  return shard::xxh3_64(file->bytes());
+  XXH3_state_t* state = XXH3_createState();
+  XXH3_64bits_reset(state);
+  for (std::uint64_t offset = 0; offset < size; offset += kWindow) {
+    const std::uint64_t length = std::min(kWindow, size - offset);
+    XXH3_64bits_update(state, file->data() + offset, length);
+    file->release(offset, length);
+  }
+  const std::uint64_t hash = XXH3_64bits_digest(state);
+  XXH3_freeState(state);
+  return hash;
 }
 
 Json validation_json(const ValidationOptions& rules) {

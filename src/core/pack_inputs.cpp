@@ -30,6 +30,7 @@ void PackInputs::read_raw(std::size_t column, std::uint64_t global_first, std::u
   const SourceColumn& source_column = sources_[at.source].columns[column];
   const std::uint64_t bytes = count * source_column.dim * dtype_size(source_column.dtype);
   source_column.read_rows(at.row, count, {out, bytes});
+  if (source_column.release_rows) source_column.release_rows(at.row, count);
 }
 
 void PackInputs::read_f32(std::size_t column, std::uint64_t global_first, std::uint64_t count,

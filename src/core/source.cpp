@@ -1,5 +1,6 @@
 #include "src/core/source.hpp"
 
+#include "gpucache/detail/mapped_file.hpp"
 #include "gpucache/input.hpp"
 #include "gpucache/schema.hpp"
 

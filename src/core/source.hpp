@@ -26,6 +26,8 @@ struct SourceColumn {
   // Tensor columns: copies rows [first, first + count) into out, row-major, `dim` elements of
   // `dtype` per row.
   std::function<void(std::uint64_t first, std::uint64_t count, std::span<std::byte> out)> read_rows;
+  // Tensor columns, optional: lets the rows' input pages leave the resident set once read.
+  std::function<void(std::uint64_t first, std::uint64_t count)> release_rows;
   // Text columns: the UTF-8 text of one row.
   std::function<std::string_view(std::uint64_t row)> text_row;
 };

@@ -3,11 +3,17 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <span>
 #include <string>
 
 namespace gpucache::detail {
+
+// Releases the pages of [begin, begin + length) if, and only if, the whole range lies inside a
+// live MappedFile (never memory the process owns, where dropping pages would lose data). Returns
+// whether it did.
+bool release_if_mapped_file(const void* begin, std::size_t length) noexcept;
 
 class MappedFile {
  public:
@@ -23,6 +29,10 @@ class MappedFile {
   std::size_t size() const noexcept { return size_; }
   // Hints the kernel to read ahead: the whole file is about to be read once, front to back.
   void advise_sequential() const noexcept;
+  // Drops [offset, offset + length) of this mapping from the process's resident set (the page
+  // cache keeps the data; the next access faults it back in), so reading a file much larger than
+  // memory does not make the process look that large.
+  void release(std::uint64_t offset, std::uint64_t length) const noexcept;
 
  private:
   MappedFile(std::string path, const std::byte* data, std::size_t size)
