@@ -5,8 +5,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <algorithm>
+#include <cerrno>
 #include <cstdint>
 #include <cstring>
 #include <map>
@@ -25,7 +25,8 @@ std::map<const std::byte*, std::size_t>& registry() {
   return mappings;
 }
 
-void drop_pages(const std::byte* begin, std::size_t length, const std::byte* floor, const std::byte* ceiling) noexcept {
+void drop_pages(const std::byte* begin, std::size_t length, const std::byte* floor,
+                const std::byte* ceiling) noexcept {
   static const std::uintptr_t page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
   // Whole pages only, rounded inwards would keep partial pages forever; rounded outwards within
   // the mapping is fine: a neighbour's page just faults back in from the page cache.
