@@ -29,6 +29,15 @@ Source open_source(const std::string& path, const SourceOptions& options) {
                                         std::span<std::byte> bytes) {
         read_rows(column, first, count, column.dtype, bytes);
       };
+      if (column.matrix && column.matrix->is_contiguous_le()) {
+        // A whole matrix in the file: once rows are read, their pages need not stay resident.
+        out.release_rows = [shared, &column](std::uint64_t first, std::uint64_t count) {
+          const std::uint64_t row_bytes = column.dim * dtype_size(column.dtype);
+          const auto bytes = column.matrix->contiguous_bytes();
+          if ((first + count) * row_bytes <= bytes.size())
+            release_if_mapped_file(bytes.data() + first * row_bytes, count * row_bytes);
+        };
+      }
     }
     source.columns.push_back(std::move(out));
   }
