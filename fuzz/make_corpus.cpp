@@ -169,11 +169,16 @@ int main(int argc, char** argv) {
     copy_fixtures(data / "jsonl" / "broken", ".jsonl", corpus / "jsonl");
     const fs::path paths = corpus / "field_path";
     fs::create_directories(paths);
-    const char* flags[] = {"embedding=data.vectors",      "question_embedding=rows[*].q_emb",
-                           "question=rows[*].q",          "text=cache.@keys",
-                           "embedding=cache[\"k.2\"]",    "embedding=pair[0]",
-                           "text=data.texts",             "extra_col=rows[*].n",
-                           "embedding=.",                 "embedding=[*]"};
+    const char* flags[] = {"embedding=data.vectors",
+                           "question_embedding=rows[*].q_emb",
+                           "question=rows[*].q",
+                           "text=cache.@keys",
+                           "embedding=cache[\"k.2\"]",
+                           "embedding=pair[0]",
+                           "text=data.texts",
+                           "extra_col=rows[*].n",
+                           "embedding=.",
+                           "embedding=[*]"};
     for (std::size_t i = 0; i < std::size(flags); ++i)
       write_text(paths / ("flag" + std::to_string(i) + ".txt"), flags[i]);
     // The pickles inside the zip-based .pt fixtures, and the legacy ones (a pickle comes first).

@@ -335,8 +335,8 @@ inline void field_path(std::span<const std::byte> input) {
     auto matrix = [](std::int64_t rows, std::int64_t dim) {
       std::vector<std::byte> bytes(static_cast<std::size_t>(rows * dim * 4));
       for (std::size_t i = 0; i < bytes.size(); i += 4) bytes[i + 3] = std::byte{0x3f};  // 0.5
-      return Value(std::make_shared<Tensor>(
-          Tensor::from_buffer(DType::f32, {rows, dim}, std::move(bytes))));
+      return Value(
+          std::make_shared<Tensor>(Tensor::from_buffer(DType::f32, {rows, dim}, std::move(bytes))));
     };
     auto dict = [](std::vector<std::pair<std::string, Value>> items) {
       auto result = std::make_shared<Dict>();

@@ -66,13 +66,20 @@ int run(int argc, char** argv) {
   std::string device_name = "cpu";
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i], value = argv[i + 1];
-    if (flag == "--rows") rows = std::stoull(value);
-    else if (flag == "--dim") dim = std::stoull(value);
-    else if (flag == "--columns") columns = static_cast<unsigned>(std::stoul(value));
-    else if (flag == "--device") device_name = value;
-    else if (flag == "--threads") threads = static_cast<unsigned>(std::stoul(value));
-    else if (flag == "--reps") reps = static_cast<unsigned>(std::stoul(value));
-    else if (flag == "--batch-rows") batch_rows = std::stoull(value);
+    if (flag == "--rows")
+      rows = std::stoull(value);
+    else if (flag == "--dim")
+      dim = std::stoull(value);
+    else if (flag == "--columns")
+      columns = static_cast<unsigned>(std::stoul(value));
+    else if (flag == "--device")
+      device_name = value;
+    else if (flag == "--threads")
+      threads = static_cast<unsigned>(std::stoul(value));
+    else if (flag == "--reps")
+      reps = static_cast<unsigned>(std::stoul(value));
+    else if (flag == "--batch-rows")
+      batch_rows = std::stoull(value);
     else {
       std::fprintf(stderr, "unknown option %s\n", flag.c_str());
       return 2;
@@ -127,9 +134,10 @@ int run(int argc, char** argv) {
       "\"device\": \"%s\", \"description\": \"%s\", \"rows_kept\": %llu, \"check\": %s, "
       "\"check_and_finish\": %s, \"memcpy_1_thread\": %s}\n",
       static_cast<unsigned long long>(rows), static_cast<unsigned long long>(dim), columns,
-      static_cast<unsigned long long>(bytes), threads, device_name.c_str(), json_escape(description).c_str(),
-      static_cast<unsigned long long>(kept), samples_json(check).c_str(),
-      samples_json(total).c_str(), samples_json(memcpy_seconds).c_str());
+      static_cast<unsigned long long>(bytes), threads, device_name.c_str(),
+      json_escape(description).c_str(), static_cast<unsigned long long>(kept),
+      samples_json(check).c_str(), samples_json(total).c_str(),
+      samples_json(memcpy_seconds).c_str());
   return 0;
 }
 
