@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
-#include <map>
 #include <nlohmann/json.hpp>
 
 #include "formats/shard/manifest.hpp"
@@ -142,10 +141,6 @@ std::optional<OpenShard> open_shard(const fs::path& path, const std::string& nam
   }
   return shard;
 }
-
-struct ManifestCheck {
-  std::optional<shard::Manifest> manifest;
-};
 
 void compare_with_manifest(const OpenShard& shard, const shard::Manifest& manifest,
                            std::size_t index, std::vector<Problem>& problems) {
