@@ -7,7 +7,8 @@
 #   scripts/fuzz.sh --list                   print the target names
 #
 # SECONDS defaults to $GPUCACHE_FUZZ_SECONDS or 60. Other settings: GPUCACHE_FUZZ_BUILD_DIR
-# (default build-fuzz), GPUCACHE_FUZZ_JOBS (parallel fuzzing processes per target, default 1).
+# (default build-fuzz), GPUCACHE_FUZZ_JOBS (parallel fuzzing processes per target, default 1),
+# GPUCACHE_FUZZ_RUNS (also stop a target after this many executions, e.g. 10000000).
 # What the fuzzer finds beyond the seeds goes to $build/corpus/<target> (kept between runs, not
 # committed); crashing inputs go to $build/artifacts/<target>/. Each run's executions are appended
 # to $build/fuzz-log.tsv. Exits 1 if any target found a crash, leak, timeout or OOM.
@@ -33,7 +34,7 @@ case "${1:-}" in
   --smoke) mode=smoke; shift ;;
   --make-corpus) mode=corpus; shift ;;
   --list) all_targets | tr ' ' '\n'; exit 0 ;;
-  -h | --help) sed -n '2,14p' "$0"; exit 0 ;;
+  -h | --help) sed -n '2,15p' "$0"; exit 0 ;;
   '' ) ;;
   *[!0-9]*) ;;  # a target name
   *) seconds=$1; shift ;;
@@ -47,7 +48,9 @@ cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DGPUCACHE_FUZZ=ON -DGPUCACHE_CUDA=OFF -DGPUCACHE_BUILD_TESTS=OFF >/dev/null
 build_targets=(fuzz_make_corpus)
 for target in "${targets[@]}"; do build_targets+=("fuzz_$target"); done
-cmake --build "$build" --parallel "$(nproc)" --target "${build_targets[@]}"
+mkdir -p "$build"
+# Several fuzz.sh runs may share one build directory; ninja must not run twice in it at once.
+flock "$build/.build-lock" cmake --build "$build" --parallel "$(nproc)" --target "${build_targets[@]}"
 
 if [ "$mode" = corpus ]; then
   "$build/fuzz/fuzz_make_corpus" "$root"
@@ -69,6 +72,7 @@ for target in "${targets[@]}"; do
   args=(-max_len="$(max_len "$target")" -timeout=10 -rss_limit_mb=2048 -malloc_limit_mb=1024
         -artifact_prefix="$artifacts" -print_final_stats=1)
   [ -f "$root/fuzz/dicts/$target.dict" ] && args+=(-dict="$root/fuzz/dicts/$target.dict")
+  [ -n "${GPUCACHE_FUZZ_RUNS:-}" ] && args+=(-runs="$GPUCACHE_FUZZ_RUNS")
   inputs=("$seeds")
   [ -d "$regressions" ] && inputs+=("$regressions")
   output="$build/$target.log"

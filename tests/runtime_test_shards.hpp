@@ -62,6 +62,10 @@ inline TestColumn text_column(const std::string& name, std::uint64_t rows) {
 struct ShardOptions {
   std::uint64_t chunk_size = 2 * shard::kAlignment;  // small, so a shard has several chunks
   bool compressed_flag = false;
+  // Header dataset fields; 0 means "this shard alone": index + 1 shards, first_row + rows rows.
+  std::uint32_t shard_count = 0;
+  std::uint64_t dataset_rows = 0;
+  std::uint64_t dataset_id = 0x5eed;
 };
 
 inline void write_bytes(const std::string& path, const std::vector<std::byte>& bytes) {
@@ -89,6 +93,9 @@ inline std::vector<std::byte> build_shard(std::uint32_t shard_index, std::uint64
   h.row_count = rows;
   h.first_row = first_row;
   h.shard_index = shard_index;
+  h.shard_count = options.shard_count != 0 ? options.shard_count : shard_index + 1;
+  h.dataset_rows = options.dataset_rows != 0 ? options.dataset_rows : first_row + rows;
+  h.dataset_id = options.dataset_id;
   h.column_count = static_cast<std::uint32_t>(columns.size());
   h.chunk_size = options.chunk_size;
   h.flags = options.compressed_flag ? kFlagCompressed : 0;
@@ -185,10 +192,14 @@ inline void write_dataset(const std::filesystem::path& dir, const std::vector<Te
                           const ShardOptions& options = {}) {
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
+  ShardOptions dataset_options = options;
+  dataset_options.shard_count = static_cast<std::uint32_t>(shard_rows.size());
+  dataset_options.dataset_rows = 0;
+  for (std::uint64_t rows : shard_rows) dataset_options.dataset_rows += rows;
   std::uint64_t first = 0;
   for (std::uint32_t k = 0; k < shard_rows.size(); ++k) {
     write_bytes((dir / shard_name(k)).string(),
-                build_shard(k, first, shard_rows[k], columns, options));
+                build_shard(k, first, shard_rows[k], columns, dataset_options));
     first += shard_rows[k];
   }
   std::ofstream(dir / "manifest.json") << "{\"format\": \"gpucache-dataset\"}\n";

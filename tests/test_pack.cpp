@@ -118,6 +118,54 @@ TEST_CASE("shard size splits rows so each shard stays within the budget") {
   CHECK(rows == 2000);
 }
 
+// Full shards hold a multiple of 2048 rows here (the u16 source column needs 2048 rows per page),
+// so every tensor column of a full shard ends on a page boundary and the runtime can map shard
+// after shard into one contiguous view.
+TEST_CASE("shards cut by size hold whole pages of every tensor column") {
+  test_support::ScratchDir scratch;
+  save_f32(scratch / "a.npy", random_rows(10000, 64, 5), 10000, 64);
+  PackOptions options;
+  options.inputs = {scratch / "a.npy"};
+  options.output_dir = scratch / "ds";
+  options.shard_size = 1 << 20;
+  const auto result = pack(options);
+  REQUIRE(result.shards.size() == 5);
+  for (std::size_t s = 0; s + 1 < result.shards.size(); ++s) {
+    CHECK(result.shards[s].rows == 2048);
+    CHECK(result.shards[s].bytes <= options.shard_size);
+  }
+  CHECK(result.shards.back().rows == 10000 - 4 * 2048);
+
+  // Rows with text: cut at the last multiple of 2048 that fits, the rest opens the next shard.
+  {
+    std::ofstream jsonl(scratch / "cache.jsonl");
+    for (int r = 0; r < 6000; ++r)
+      jsonl << "{\"text\": \"" << std::string(static_cast<std::size_t>(r % 50), 'x')
+            << "\", \"embedding\": [1, 2, " << r % 7 + 1 << "]}\n";
+  }
+  options.inputs = {scratch / "cache.jsonl"};
+  options.output_dir = scratch / "text";
+  options.shard_size = 400 * 1024;
+  const auto text_result = pack(options);
+  REQUIRE(text_result.shards.size() >= 2);
+  std::uint64_t rows = 0;
+  for (std::size_t s = 0; s < text_result.shards.size(); ++s) {
+    CAPTURE(s);
+    if (s + 1 < text_result.shards.size()) CHECK(text_result.shards[s].rows % 2048 == 0);
+    CHECK(text_result.shards[s].bytes <= options.shard_size);
+    rows += text_result.shards[s].rows;
+  }
+  CHECK(rows == 6000);
+
+  // --shard-rows is taken as given.
+  options.inputs = {scratch / "a.npy"};
+  options.output_dir = scratch / "exact";
+  options.shard_rows = 3000;
+  options.shard_size = 1ull << 30;
+  const auto exact = pack(options);
+  CHECK(exact.shards[0].rows == 3000);
+}
+
 TEST_CASE("inputs with different dims are refused, listing every file and its dim") {
   test_support::ScratchDir scratch;
   save_f32(scratch / "a.npy", random_rows(4, 8, 1), 4, 8);

@@ -318,6 +318,35 @@ TEST_CASE("inconsistent or incomplete shard sets are refused") {
                     test::build_shard(2, 12, 4, {columns[0], columns[1]}));
   CHECK(open_error().find("has 2 columns but") != std::string::npos);
 
+  reset();  // the last shard deleted: the rest is gap-free, but every header says 3 shards
+  std::filesystem::remove(dir / "shard-00002.gcs");
+  CHECK(open_error().find("shard-00002.gcs: missing: the shards say the dataset has 3 shards but "
+                          "2 are present") != std::string::npos);
+
+  reset();  // the same shard of another pack with the same shape and rows
+  {
+    test::ShardOptions other;
+    other.shard_count = 3;
+    other.dataset_rows = kRows;
+    other.dataset_id = 0xd1ff;
+    test::write_bytes((dir / "shard-00001.gcs").string(),
+                      test::build_shard(1, 5, 7, columns, other));
+  }
+  CHECK(open_error().find("shard-00001.gcs: header byte 152: belongs to another dataset") !=
+        std::string::npos);
+
+  reset();  // every header agrees on 3 shards but says the dataset has one row more
+  for (std::uint32_t k = 0; k < 3; ++k) {
+    test::ShardOptions longer;
+    longer.shard_count = 3;
+    longer.dataset_rows = kRows + 1;
+    const std::uint64_t firsts[] = {0, 5, 12};
+    test::write_bytes((dir / test::shard_name(k)).string(),
+                      test::build_shard(k, firsts[k], kShardRows[k], columns, longer));
+  }
+  CHECK(open_error().find("the shards hold 16 rows but their headers say the dataset has 17") !=
+        std::string::npos);
+
   reset();
   std::filesystem::remove(dir / "manifest.json");
   CHECK(open_error().find("manifest.json: missing: the dataset is unfinished") !=
@@ -342,6 +371,28 @@ TEST_CASE("inconsistent or incomplete shard sets are refused") {
   test::write_bytes((dir / "junk.gcs").string(), std::vector<std::byte>(400, std::byte{7}));
   CHECK(error_of([&] { Dataset::open((dir / "junk.gcs").string()); }).find("bad magic") !=
         std::string::npos);
+}
+
+TEST_CASE("shards of format 1.0, which carry no dataset fields, still open") {
+  TempDir dir;
+  const auto columns = standard_columns();
+  test::write_dataset(dir.path(), columns, kShardRows);
+  // Rewrite each header as a 1.0 writer did: minor version 0, bytes 136-247 zero, new hash.
+  for (std::uint32_t k = 0; k < 3; ++k) {
+    const std::string path = (dir / test::shard_name(k)).string();
+    auto bytes = test::read_bytes(path);
+    auto header = shard::decode_header(bytes, path);
+    header.version_minor = 0;
+    const auto encoded = shard::encode_header(header);
+    std::memcpy(bytes.data(), encoded.data(), encoded.size());
+    std::memcpy(bytes.data() + bytes.size() - 16, encoded.data() + 248, 8);  // footer copy
+    const auto footer_hash = shard::xxh3_64(std::span(bytes).last(32).first(24));
+    std::memcpy(bytes.data() + bytes.size() - 8, &footer_hash, 8);
+    test::write_bytes(path, bytes);
+  }
+  const Dataset dataset = Dataset::open(dir.path().string());
+  CHECK(dataset.total_rows() == kRows);
+  CHECK(read_f32(dataset.to_host(), "emb")[13][2] == test::test_value(13, 2));
 }
 
 TEST_CASE("a single shard opens as a dataset of its own, numbered from row 0") {

@@ -1,5 +1,6 @@
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <random>
 
@@ -196,4 +197,65 @@ TEST_CASE(
   extended.push_back(0);
   CHECK_FALSE(decodes(extended));
   CHECK(decodes(original));
+}
+
+TEST_CASE("header dataset fields (format 1.1): written, checked, and absent from 1.0 headers") {
+  Header header;
+  header.row_count = 10;
+  header.first_row = 20;
+  header.shard_index = 2;
+  header.shard_count = 3;
+  header.dataset_rows = 30;
+  header.dataset_id = 0x0123456789abcdefULL;
+  // decode_header wants a file at least as long as a header and a footer.
+  auto as_file = [](const auto& header_bytes) {
+    std::vector<std::byte> file(kAlignment);
+    std::memcpy(file.data(), header_bytes.data(), header_bytes.size());
+    return file;
+  };
+  auto decode = [&](const Header& h) { return decode_header(as_file(encode_header(h)), "h.gcs"); };
+  const Header decoded = decode(header);
+  CHECK(decoded.version_minor == 1);
+  CHECK(decoded.shard_count == 3);
+  CHECK(decoded.dataset_rows == 30);
+  CHECK(decoded.dataset_id == 0x0123456789abcdefULL);
+
+  auto refusal = [&](Header h) {
+    try {
+      decode(h);
+      return std::string();
+    } catch (const Error& error) {
+      return std::string(error.what());
+    }
+  };
+  Header bad = header;
+  bad.shard_count = 2;
+  CHECK(refusal(bad).find("shard_index 2 is not below shard_count 2") != std::string::npos);
+  bad = header;
+  bad.dataset_rows = 29;
+  CHECK(refusal(bad).find("past dataset_rows 29") != std::string::npos);
+
+  // A 1.0 header keeps bytes 136-247 zero and decodes without dataset fields.
+  Header old = header;
+  old.version_minor = 0;
+  const auto old_bytes = encode_header(old);
+  CHECK(std::all_of(old_bytes.begin() + 136, old_bytes.begin() + 248,
+                    [](std::byte b) { return b == std::byte{0}; }));
+  const Header old_decoded = decode_header(as_file(old_bytes), "h.gcs");
+  CHECK_FALSE(old_decoded.has_dataset_fields());
+  CHECK(old_decoded.shard_count == 0);
+
+  // A later 1.x may use the bytes this reader treats as reserved; 1.1 itself may not.
+  auto future_bytes = encode_header(header);
+  future_bytes[200] = std::byte{1};
+  future_bytes[10] = std::byte{2};  // version_minor 2
+  auto rehash = [](auto& bytes) {
+    const auto hash = xxh3_64(std::span(bytes).first(248));
+    std::memcpy(bytes.data() + 248, &hash, 8);
+  };
+  rehash(future_bytes);
+  CHECK(decode_header(as_file(future_bytes), "h.gcs").version_minor == 2);
+  future_bytes[10] = std::byte{1};
+  rehash(future_bytes);
+  CHECK_THROWS_AS(decode_header(as_file(future_bytes), "h.gcs"), Error);
 }

@@ -103,6 +103,11 @@ std::array<std::byte, kHeaderSize> encode_header(const Header& header) {
   put<std::uint32_t>(out.data(), 112, header.alignment);
   put<std::uint64_t>(out.data(), 120, header.columns_hash);
   put<std::uint64_t>(out.data(), 128, header.chunks_hash);
+  if (header.has_dataset_fields()) {
+    put<std::uint32_t>(out.data(), 136, header.shard_count);
+    put<std::uint64_t>(out.data(), 144, header.dataset_rows);
+    put<std::uint64_t>(out.data(), 152, header.dataset_id);
+  }
   put<std::uint64_t>(out.data(), 248, xxh3_64(std::span(out).first(248)));
   return out;
 }
@@ -232,8 +237,28 @@ Header decode_header(std::span<const std::byte> file, const std::string& path) {
   header.chunks_hash = get<std::uint64_t>(in, 128);
   header.header_hash = stored_hash;
   if (header.flags & ~kFlagCompressed) fail(path, "header byte 16", "unknown flags are set");
-  if (get<std::uint32_t>(in, 116) != 0 || !all_zero(file.subspan(136, 112)))
-    fail(path, "header bytes 116-247", "reserved header bytes are not zero");
+  if (get<std::uint32_t>(in, 116) != 0)
+    fail(path, "header bytes 116-119", "reserved header bytes are not zero");
+  if (!header.has_dataset_fields()) {
+    if (!all_zero(file.subspan(136, 112)))
+      fail(path, "header bytes 136-247", "reserved header bytes are not zero");
+    return header;
+  }
+  header.shard_count = get<std::uint32_t>(in, 136);
+  header.dataset_rows = get<std::uint64_t>(in, 144);
+  header.dataset_id = get<std::uint64_t>(in, 152);
+  // Bytes a later minor version may use are only required to be zero up to the version we know.
+  if (header.version_minor == kVersionMinor &&
+      (get<std::uint32_t>(in, 140) != 0 || !all_zero(file.subspan(160, 88))))
+    fail(path, "header bytes 140-247", "reserved header bytes are not zero");
+  if (header.shard_index >= header.shard_count)
+    fail(path, "header byte 136",
+         "shard_index " + std::to_string(header.shard_index) + " is not below shard_count " +
+             std::to_string(header.shard_count));
+  const auto shard_end = detail::checked_add(header.first_row, header.row_count);
+  if (!shard_end || *shard_end > header.dataset_rows)
+    fail(path, "header byte 144",
+         "the shard's rows end past dataset_rows " + std::to_string(header.dataset_rows));
   return header;
 }
 

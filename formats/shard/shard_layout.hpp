@@ -17,7 +17,8 @@ namespace gpucache::shard {
 inline constexpr std::array<std::uint8_t, 8> kMagic{0x89, 'G', 'P', 'C', '\r', '\n', 0x1A, '\n'};
 inline constexpr std::array<std::uint8_t, 8> kFooterMagic{0x89, 'G', 'P', 'C', 'E', 'N', 'D', '\n'};
 inline constexpr std::uint16_t kVersionMajor = 1;
-inline constexpr std::uint16_t kVersionMinor = 0;
+// 1.1 added the dataset fields (shard_count, dataset_rows, dataset_id) to the header.
+inline constexpr std::uint16_t kVersionMinor = 1;
 inline constexpr std::uint64_t kHeaderSize = 256;
 inline constexpr std::uint64_t kColumnEntrySize = 128;
 inline constexpr std::uint64_t kChunkEntrySize = 24;
@@ -49,9 +50,15 @@ struct Header {
   std::uint32_t alignment = kAlignment;
   std::uint64_t columns_hash = 0;
   std::uint64_t chunks_hash = 0;
+  // The dataset this shard belongs to (version 1.1; zero in 1.0 shards): a reader without the
+  // manifest can still tell a missing shard or a shard from another dataset.
+  std::uint32_t shard_count = 0;
+  std::uint64_t dataset_rows = 0;
+  std::uint64_t dataset_id = 0;
   std::uint64_t header_hash = 0;
 
   bool compressed() const noexcept { return (flags & kFlagCompressed) != 0; }
+  bool has_dataset_fields() const noexcept { return version_minor >= 1; }
 };
 
 struct ColumnEntry {

@@ -124,6 +124,9 @@ WrittenShard ShardBuilder::write(const std::string& path, const WriteOptions& op
   header.row_count = rows_;
   header.first_row = options.first_row;
   header.shard_index = options.shard_index;
+  header.shard_count = std::max(options.shard_count, options.shard_index + 1);
+  header.dataset_rows = std::max(options.dataset_rows, options.first_row + rows_);
+  header.dataset_id = options.dataset_id;
   header.column_count = static_cast<std::uint32_t>(columns_.size());
   header.data_offset = data_offset_;
   header.data_size = data_size_;

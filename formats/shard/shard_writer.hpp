@@ -24,6 +24,10 @@ struct ColumnSpec {
 struct WriteOptions {
   std::uint64_t first_row = 0;
   std::uint32_t shard_index = 0;
+  // The dataset the shard belongs to (SPEC.md, header bytes 136-159).
+  std::uint32_t shard_count = 1;
+  std::uint64_t dataset_rows = 0;
+  std::uint64_t dataset_id = 0;
   std::uint64_t chunk_size = kDefaultChunkSize;
   int zstd_level = 0;  // 0: uncompressed
   unsigned threads = 0;

@@ -94,15 +94,24 @@ Json options_json(const PackOptions& options) {
 
 // A shard left by an interrupted run is kept only if it is complete, intact and exactly the
 // planned one; anything else is rewritten.
+struct DatasetIdentity {
+  std::uint32_t shard_count = 0;
+  std::uint64_t rows = 0;
+  std::uint64_t id = 0;
+};
+
 std::optional<shard::WrittenShard> reuse_shard(const std::string& path, const ShardPlan& plan,
-                                               std::size_t index, unsigned threads) {
+                                               std::size_t index, const DatasetIdentity& identity,
+                                               unsigned threads) {
   std::error_code error;
   if (!fs::exists(path, error)) return std::nullopt;
   try {
     shard::ShardReader reader(path, true, threads);
     const auto& header = reader.layout().header;
     if (header.row_count != plan.rows || header.first_row != plan.first ||
-        header.shard_index != index)
+        header.shard_index != index || !header.has_dataset_fields() ||
+        header.shard_count != identity.shard_count || header.dataset_rows != identity.rows ||
+        header.dataset_id != identity.id)
       return std::nullopt;
     return shard::WrittenShard{path, plan.rows, header.file_size, header.header_hash};
   } catch (const Error&) {
@@ -175,7 +184,18 @@ PackResult pack(const PackOptions& options) {
   const std::span<const std::uint64_t> rows = outcome.result.rows;
   manifest.rows = rows.size();
   const auto plans = detail::plan_shards(specs, inputs, rows, options);
-  output.record_plan(detail::plan_text(manifest, plans));
+  if (plans.size() > UINT32_MAX)
+    throw UsageError("the options make " + std::to_string(plans.size()) +
+                     " shards; a dataset holds at most 4294967295: raise --shard-size or " +
+                     "--shard-rows");
+  const std::string plan_text = detail::plan_text(manifest, plans);
+  output.record_plan(plan_text);
+  // Every shard carries the plan's hash, so readers without the manifest can tell whether shards
+  // belong together (SPEC.md, header dataset fields).
+  DatasetIdentity identity;
+  identity.shard_count = static_cast<std::uint32_t>(plans.size());
+  identity.rows = rows.size();
+  identity.id = shard::xxh3_64(std::as_bytes(std::span(plan_text)));
 
   // Pass 2: fill, convert and write each shard.
   auto converters = make_converters(
@@ -191,7 +211,7 @@ PackResult pack(const PackOptions& options) {
     const std::string file = shard::shard_file_name(static_cast<std::uint32_t>(s));
     std::optional<shard::WrittenShard> written;
     if (options.resume) {
-      written = reuse_shard(output.file(file), plan, s, options.threads);
+      written = reuse_shard(output.file(file), plan, s, identity, options.threads);
       if (written) ++result.resumed_shards;
     }
     if (!written) {
@@ -208,6 +228,9 @@ PackResult pack(const PackOptions& options) {
       shard::WriteOptions write_options;
       write_options.first_row = plan.first;
       write_options.shard_index = static_cast<std::uint32_t>(s);
+      write_options.shard_count = identity.shard_count;
+      write_options.dataset_rows = identity.rows;
+      write_options.dataset_id = identity.id;
       write_options.zstd_level = options.zstd_level;
       write_options.threads = options.threads;
       written = builder.write(output.file(file), write_options);

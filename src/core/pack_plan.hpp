@@ -22,8 +22,13 @@ struct ShardPlan {
   std::uint64_t rows = 0;
 };
 
+// The smallest row count whose bytes are a whole number of 4096-byte pages in every tensor
+// column (text columns do not count): lcm over columns of 4096 / gcd(row pitch, 4096).
+std::uint64_t aligned_rows_quantum(const std::vector<shard::ColumnSpec>& specs);
+
 // Splits the output rows into shards within shard_size bytes and shard_rows rows; a shard always
-// takes at least one row.
+// takes at least one row. Without shard_rows, a shard that is cut early holds a multiple of
+// aligned_rows_quantum rows whenever the budget fits one (SPEC.md, "Rows per shard").
 std::vector<ShardPlan> plan_shards(const std::vector<shard::ColumnSpec>& specs,
                                    const PackInputs& inputs, std::span<const std::uint64_t> rows,
                                    const PackOptions& options);

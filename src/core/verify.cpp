@@ -156,6 +156,11 @@ void compare_with_manifest(const OpenShard& shard, const shard::Manifest& manife
     problems.push_back(
         problem(shard.name, "header",
                 "rows, first row or shard index differ from the manifest (shard swapped?)"));
+  if (header.has_dataset_fields() &&
+      (header.shard_count != manifest.shards.size() || header.dataset_rows != manifest.rows))
+    problems.push_back(
+        problem(shard.name, "header byte 136",
+                "the header's dataset shard count or rows differ from the manifest"));
   bool columns_match = shard.layout.columns.size() == manifest.columns.size();
   for (std::size_t c = 0; columns_match && c < manifest.columns.size(); ++c) {
     const auto& have = shard.layout.columns[c];

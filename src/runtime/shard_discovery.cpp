@@ -2,6 +2,7 @@
 // form one dataset (same columns, indices 0..n-1, rows contiguous) before anything is loaded.
 #include <algorithm>
 #include <cctype>
+#include <cstdio>
 #include <filesystem>
 #include <system_error>
 
@@ -59,6 +60,39 @@ void add_shard(ShardTable& table, const std::string& path) {
   table.layouts.push_back(std::move(layout));
 }
 
+// Version 1.1 shards name their dataset (shard count, rows, the pack plan's hash), so a shard that
+// is missing at the end, or one taken from another pack of the same shape, is caught here without
+// manifest.json.
+void check_same_dataset(const ShardTable& table) {
+  const shard::Header& first = table.layouts.front().header;
+  for (std::size_t k = 0; k < table.layouts.size(); ++k) {
+    const shard::Header& header = table.layouts[k].header;
+    const std::string& path = table.shards[k].path;
+    if (header.has_dataset_fields() != first.has_dataset_fields() ||
+        header.dataset_id != first.dataset_id)
+      throw Error(path, "header byte 152",
+                  "belongs to another dataset than " + table.shards.front().path +
+                      " (its dataset id differs): shards from different packs were mixed");
+    if (header.shard_count != first.shard_count || header.dataset_rows != first.dataset_rows)
+      throw Error(
+          path, "header byte 136",
+          "disagrees with " + table.shards.front().path + " on the dataset's shard count or rows");
+  }
+  if (!first.has_dataset_fields()) return;  // a version 1.0 dataset: only the manifest can tell
+  if (table.shards.size() != first.shard_count) {
+    char missing[32];
+    std::snprintf(missing, sizeof missing, "shard-%05zu.gcs", table.shards.size());
+    throw Error(table.path, missing,
+                "missing: the shards say the dataset has " + std::to_string(first.shard_count) +
+                    " shards but " + std::to_string(table.shards.size()) + " are present");
+  }
+  if (table.total_rows != first.dataset_rows)
+    throw Error(table.path, "",
+                "the shards hold " + std::to_string(table.total_rows) +
+                    " rows but their headers say the dataset has " +
+                    std::to_string(first.dataset_rows));
+}
+
 void check_consistent(ShardTable& table) {
   const auto& first = table.layouts.front();
   for (const auto& entry : first.columns) table.columns.push_back(column_from_entry(entry));
@@ -94,6 +128,7 @@ void check_consistent(ShardTable& table) {
     next_row += info.rows;
   }
   table.total_rows = next_row;
+  check_same_dataset(table);
 }
 
 }  // namespace
