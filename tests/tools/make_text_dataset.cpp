@@ -26,12 +26,16 @@ int main(int argc, char** argv) {
                                                 test::i64_column("label", rows),
                                                 test::text_column("caption", rows)};
     std::filesystem::create_directories(dir);
+    test::ShardOptions dataset;
+    dataset.shard_count =
+        static_cast<std::uint32_t>(rows == 0 ? 1 : (rows + shard_rows - 1) / shard_rows);
+    dataset.dataset_rows = rows;
     std::string shards;
     std::uint32_t index = 0;
     for (std::uint64_t first = 0; first < rows || (rows == 0 && index == 0);
          first += shard_rows, ++index) {
       const std::uint64_t count = std::min(shard_rows, rows - first);
-      const auto bytes = test::build_shard(index, first, count, columns);
+      const auto bytes = test::build_shard(index, first, count, columns, dataset);
       test::write_bytes((dir / test::shard_name(index)).string(), bytes);
       std::uint64_t header_hash = 0;
       std::memcpy(&header_hash, bytes.data() + 248, 8);
