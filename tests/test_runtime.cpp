@@ -433,3 +433,69 @@ TEST_CASE("host views are copy-on-write: writing to one changes neither the file
   CHECK(dataset.to_host().pieces("emb")[0].data[0] == std::byte{0});
   CHECK(test::read_bytes((dir / "shard-00000.gcs").string()) == before);
 }
+
+TEST_CASE("a tensor column across shards cut on page boundaries is one zero-copy array") {
+  TempDir dir;
+  // emb: 64-byte rows (64 per page); label: 8-byte rows (512 per page). 512-row shards meet on
+  // pages in both columns; the caption column never joins (its offsets are per shard).
+  constexpr std::uint64_t rows = 1124;
+  const auto columns = standard_columns(rows);
+  test::write_dataset(dir.path(), columns, {512, 512, 100});
+  const Dataset dataset = Dataset::open(dir.path().string());
+
+  auto check_rows = [&](const HostData& data, std::uint64_t first_row) {
+    const Column& emb = data.column("emb");
+    const std::byte* joined = data.joined("emb");
+    REQUIRE(joined != nullptr);
+    for (std::uint64_t r = 0; r < data.rows(); ++r)
+      for (std::uint64_t j = 0; j < emb.padded_dim; ++j) {
+        float value = 0;
+        std::memcpy(&value, joined + r * emb.row_pitch_bytes + j * 4, 4);
+        CHECK(value == (j < emb.dim ? test::test_value(first_row + r, j) : 0.0f));
+      }
+    const std::byte* labels = data.joined("label");
+    REQUIRE(labels != nullptr);
+    for (std::uint64_t r = 0; r < data.rows(); ++r) {
+      std::int64_t label = 0;
+      std::memcpy(&label, labels + r * 8, 8);
+      CHECK(label == static_cast<std::int64_t>(first_row + r) * 7 - 3);
+    }
+    CHECK(data.joined("caption") == nullptr);
+  };
+
+  const HostData whole = dataset.to_host();
+  REQUIRE(whole.pieces("emb").size() == 3);
+  check_rows(whole, 0);
+  // The joined view is a mapping of its own, listed among the mapped ranges.
+  bool listed = false;
+  for (const MappedRange& range : whole.mapped_ranges())
+    listed = listed || (range.data == whole.joined("emb") &&
+                        range.size == rows * whole.column("emb").row_pitch_bytes);
+  CHECK(listed);
+
+  // A selection starting inside a page and ending inside the last shard.
+  const HostData middle = dataset.select_rows(10, 1100).to_host({.verify = false});
+  REQUIRE(middle.pieces("emb").size() == 3);
+  check_rows(middle, 10);
+
+  // Copy-on-write like the pieces: a write stays in this view.
+  const auto before = test::read_bytes((dir / "shard-00001.gcs").string());
+  auto* writable = const_cast<std::byte*>(whole.joined("emb"));
+  writable[600 * 64] = std::byte{0x55};
+  CHECK(test::read_bytes((dir / "shard-00001.gcs").string()) == before);
+  CHECK(dataset.to_host().joined("emb")[600 * 64] != std::byte{0x55});
+
+  // One shard: the shard's own view.
+  const HostData first = dataset.select_rows(3, 9).to_host();
+  CHECK(first.joined("emb") == first.pieces("emb")[0].data);
+}
+
+TEST_CASE("shards that do not meet on page boundaries are left as pieces") {
+  TempDir dir;
+  test::write_dataset(dir.path(), standard_columns(), kShardRows);  // 5, 7, 4 rows
+  const HostData data = Dataset::open(dir.path().string()).to_host();
+  CHECK(data.pieces("emb").size() == 3);
+  CHECK(data.joined("emb") == nullptr);
+  CHECK(data.joined("label") == nullptr);
+  CHECK(read_f32(data, "emb")[6][1] == test::test_value(6, 1));
+}

@@ -97,6 +97,10 @@ GPUCACHE_API int gpucache_host_piece_count(const gpucache_host_data* data, const
                                            size_t* count);
 GPUCACHE_API int gpucache_host_get_piece(const gpucache_host_data* data, const char* column,
                                          size_t index, gpucache_host_piece* out);
+/* A tensor column's selected rows as one contiguous [rows, padded_dim] array without a copy, or
+ *data_out = NULL when its shards' parts could not be joined (then read the pieces). */
+GPUCACHE_API int gpucache_host_joined(const gpucache_host_data* data, const char* column,
+                                      const void** data_out);
 /* Row `row` of a text column as UTF-8 bytes (not NUL-terminated) inside the mapping. */
 GPUCACHE_API int gpucache_host_text(const gpucache_host_data* data, const char* column,
                                     uint64_t row, const char** text, size_t* size);

@@ -83,6 +83,11 @@ class GPUCACHE_RUNTIME_API HostData {
   const Column& column(std::string_view name) const;
   // One piece per shard the selection touches, in row order.
   std::span<const HostPiece> pieces(std::string_view column) const;
+  // A tensor column's selected rows as one contiguous [rows, padded_dim] array, without a copy:
+  // the shard's view when the rows lie in one shard; across shards, their parts mapped side by
+  // side when they meet on page boundaries (what gpucache pack writes unless --shard-rows says
+  // otherwise). nullptr when they could not be joined (then use pieces()), or for text columns.
+  const std::byte* joined(std::string_view column) const;
   // Row `row` of the selection of a text column, as UTF-8 bytes pointing into the mapping.
   std::string_view text(std::string_view column, std::uint64_t row) const;
   std::vector<MappedRange> mapped_ranges() const;

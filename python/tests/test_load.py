@@ -55,6 +55,35 @@ def test_zero_copy_views_point_into_the_mapping(single_shard, packed):
         assert view.data_ptr() % 4096 == 0
 
 
+def test_shards_cut_on_pages_load_as_one_zero_copy_tensor(tmp_path):
+    """Without --shard-rows, pack cuts full shards at multiples of 2048 rows here, so each column's
+    part of a shard is whole pages and the shards are mapped side by side: no copy."""
+    numpy.save(tmp_path / "emb.npy", embeddings(5000, 10))
+    ds_dir = pack([tmp_path / "emb.npy"], tmp_path / "ds", "--shard-size", "200K",
+                  "--norm-max", "1000")
+    ds = gpucache.load(ds_dir, device="cpu")
+    assert [len(v) for v in ds.shard_views.values()] == [3, 3, 3]
+    assert [v.shape[0] for v in ds.shard_views["embedding"]] == [2048, 2048, 904]
+    emb = ds.tensors["embedding"]
+    assert torch.equal(emb, torch.from_numpy(embeddings(5000, 10)))
+    assert torch.equal(ds.tensors["source_row"], torch.arange(5000))
+    joined = {path: (start, size) for start, size, path in ds.mapped_ranges()
+              if path.startswith("joined view")}
+    start, size = joined["joined view of column 'embedding'"]
+    assert start == emb.data_ptr() and size == 5000 * 64
+    for name in ("source", "source_row"):
+        assert joined[f"joined view of column '{name}'"][0] == ds.tensors[name].data_ptr()
+    # A slice starting inside a page and spanning shards is zero-copy as well.
+    part = gpucache.load(ds_dir, device="cpu", rows=(1000, 4500), verify=False)
+    assert torch.equal(part.tensors["embedding"], torch.from_numpy(embeddings(5000, 10)[1000:4500]))
+    assert any(start == part.tensors["embedding"].data_ptr()
+               for start, _, _ in part.mapped_ranges())
+    # The tensor outlives the Dataset; the mapping lives as long as the tensor.
+    del ds, part
+    gc.collect()
+    assert float(emb[4999, 9]) == float(embeddings(5000, 10)[4999, 9])
+
+
 def test_views_keep_the_mapping_alive(single_shard):
     shard = single_shard / "shard-00000.gcs"
     ds = gpucache.load(single_shard, device="cpu")

@@ -145,6 +145,21 @@ NB_MODULE(_gpucache, m) {
           nb::arg("name"), nb::arg("numpy") = false, nb::arg("unsigned_as_signed") = false,
           "Zero-copy views of a tensor column, one per shard, in row order")
       .def(
+          "joined",
+          [](const HostData& data, const std::string& name, bool numpy,
+             bool unsigned_as_signed) -> nb::object {
+            const Column& column = data.column(name);
+            const std::byte* joined = data.joined(name);
+            if (joined == nullptr) return nb::none();
+            const auto array =
+                make_array(joined, data.rows(), column, data.owner(), nb::device::cpu::value, 0,
+                           Wire{numpy, unsigned_as_signed});
+            return numpy ? nb::cast(nb::ndarray<nb::numpy>(array)) : nb::cast(array);
+          },
+          nb::arg("name"), nb::arg("numpy") = false, nb::arg("unsigned_as_signed") = false,
+          "A zero-copy view of all selected rows of a tensor column, or None when its shards' "
+          "parts could not be mapped side by side")
+      .def(
           "texts",
           [](const HostData& data, const std::string& name) {
             nb::list out;

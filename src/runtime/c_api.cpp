@@ -203,6 +203,16 @@ int gpucache_host_get_piece(const gpucache_host_data* data, const char* column, 
   });
 }
 
+int gpucache_host_joined(const gpucache_host_data* data, const char* column,
+                         const void** data_out) {
+  return guarded([&] {
+    require(data, "data");
+    require(column, "column");
+    require(data_out, "data_out");
+    *data_out = data->value.joined(column);
+  });
+}
+
 int gpucache_host_text(const gpucache_host_data* data, const char* column, uint64_t row,
                        const char** text, size_t* size) {
   return guarded([&] {

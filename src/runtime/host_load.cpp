@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "src/runtime/joined_view.hpp"
 #include "src/runtime/load_plan.hpp"
 
 namespace gpucache::runtime {
@@ -11,6 +12,8 @@ struct HostState {
   std::vector<MappedShard> shards;  // keeps the mappings alive
   std::vector<Column> columns;
   std::vector<std::vector<HostPiece>> pieces;  // per column, per shard
+  std::vector<const std::byte*> joined;        // per column: all rows contiguous, or nullptr
+  std::vector<std::unique_ptr<JoinedView>> views;
   std::uint64_t rows = 0;
 
   std::size_t find(std::string_view name) const {
@@ -72,6 +75,21 @@ HostData Dataset::to_host(const HostOptions& options) const {
       host->pieces[c].push_back(piece);
     }
   }
+  // A tensor column across shards becomes one array when its parts meet on page boundaries.
+  host->joined.assign(state.columns.size(), nullptr);
+  for (std::size_t c = 0; c < state.columns.size(); ++c) {
+    if (state.columns[c].kind != ColumnKind::tensor || host->pieces[c].empty()) continue;
+    if (host->pieces[c].size() == 1) {
+      host->joined[c] = host->pieces[c].front().data;
+      continue;
+    }
+    std::vector<detail::ByteRange> parts;
+    for (std::size_t s = 0; s < host->shards.size(); ++s) parts.push_back(ranges[s][c]);
+    if (auto view = detail::JoinedView::map(host->shards, parts)) {
+      host->joined[c] = view->data();
+      host->views.push_back(std::move(view));
+    }
+  }
   HostData data;
   data.state_ = std::move(host);
   return data;
@@ -89,6 +107,10 @@ const Column& HostData::column(std::string_view name) const {
 
 std::span<const HostPiece> HostData::pieces(std::string_view column) const {
   return state_->pieces[state_->find(column)];
+}
+
+const std::byte* HostData::joined(std::string_view column) const {
+  return state_->joined[state_->find(column)];
 }
 
 std::string_view HostData::text(std::string_view column, std::uint64_t row) const {
@@ -117,6 +139,10 @@ std::vector<MappedRange> HostData::mapped_ranges() const {
   std::vector<MappedRange> ranges;
   for (const auto& shard : state_->shards)
     ranges.push_back({shard.file->data(), shard.file->size(), shard.file->path()});
+  for (std::size_t c = 0; c < state_->columns.size(); ++c)
+    if (state_->joined[c] != nullptr && state_->pieces[c].size() > 1)
+      ranges.push_back({state_->joined[c], state_->rows * state_->columns[c].row_pitch_bytes,
+                        "joined view of column '" + state_->columns[c].name + "'"});
   return ranges;
 }
 

@@ -36,7 +36,8 @@ std::shared_ptr<const ShardMapping> ShardMapping::open(const std::string& path, 
     data = static_cast<std::byte*>(mapping);
   }
   ::close(fd);  // the mapping stays valid without the descriptor
-  return std::shared_ptr<const ShardMapping>(new ShardMapping(path, data, size));
+  return std::shared_ptr<const ShardMapping>(
+      new ShardMapping(path, data, size, info.st_dev, info.st_ino));
 }
 
 ShardMapping::~ShardMapping() {

@@ -4,6 +4,8 @@
 // changes. Device loads map read-only, which cudaHostRegisterReadOnly pins without copying pages.
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstddef>
 #include <memory>
 #include <string>
@@ -22,13 +24,18 @@ class ShardMapping {
   const std::string& path() const noexcept { return path_; }
   const std::byte* data() const noexcept { return data_; }
   std::size_t size() const noexcept { return size_; }
+  // The file that was mapped, so a later mapping of the same path can check it is the same file.
+  dev_t device_id() const noexcept { return device_id_; }
+  ino_t inode() const noexcept { return inode_; }
 
  private:
-  ShardMapping(std::string path, std::byte* data, std::size_t size)
-      : path_(std::move(path)), data_(data), size_(size) {}
+  ShardMapping(std::string path, std::byte* data, std::size_t size, dev_t device_id, ino_t inode)
+      : path_(std::move(path)), data_(data), size_(size), device_id_(device_id), inode_(inode) {}
   std::string path_;
   std::byte* data_;
   std::size_t size_;
+  dev_t device_id_;
+  ino_t inode_;
 };
 
 }  // namespace gpucache::runtime::detail

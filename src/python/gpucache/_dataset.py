@@ -167,7 +167,8 @@ def load(path, device: str = "cuda", columns: Optional[Sequence[str]] = None,
 
     device: "cuda" (the current CUDA device), "cuda:N" or "cpu". On CUDA every selected tensor
         column lands in one allocation; on the CPU tensors are copy-on-write views of the
-        memory-mapped shards (zero-copy when a column's rows lie in one shard).
+        memory-mapped shards, zero-copy even across shards when they were cut on page
+        boundaries (as gpucache pack cuts them unless --shard-rows says otherwise).
     columns: names to load (default: all).
     verify: check the XXH3 hash of every chunk read, and each shard's header hash against
         manifest.json. A mismatch raises gpucache.Error naming the shard and byte range.
@@ -207,9 +208,11 @@ def load(path, device: str = "cuda", columns: Optional[Sequence[str]] = None,
             shard_views[column["name"]] = views
             if not views:
                 padded[column["name"]] = _arrays.empty(column, "cpu")
-            elif len(views) == 1:
-                padded[column["name"]] = views[0]
-            else:  # rows from several shards: one copy makes them one tensor
+                continue
+            joined = host.joined(column["name"], **flags)
+            if joined is not None:  # one shard, or shards mapped side by side: no copy
+                padded[column["name"]] = _arrays.from_native(joined, column)
+            else:  # shards whose parts do not meet on page boundaries: one copy joins them
                 padded[column["name"]] = _arrays.concatenate(views)
     else:
         if tensor_columns:
