@@ -67,24 +67,43 @@ double sum_squares(const float* row, std::uint64_t dim) {
   return tree_sum(sums);
 }
 
-// The common case, branch-free so it vectorises: every value of the row lies where the rounding
-// is a plain add-and-shift (f16: 2^-14 <= |x| < 65520 or x == ±0; bf16: finite and not flushed).
-// The arithmetic is exactly the matching branch of f32_to_f16 / f32_to_bf16 in row_checks.cuh, so
-// the bits are the same; a row with any other value returns false and takes the general path.
-bool convert_row_common_range(OutputType output, const float* in, std::uint16_t* out,
-                              std::uint64_t dim) {
+// The common case, branch-free so it vectorises: every value of the row is finite and does not
+// overflow (f16: |x| < 65520; bf16: below the largest bf16 and not flushed to zero). For f16 the
+// normal, subnormal and flush-to-zero results are all computed and the right one selected; the
+// arithmetic is exactly that of the matching branch of f32_to_f16 / f32_to_bf16 in
+// row_checks.cuh, so the bits are the same. Values flushed to zero are added to `flushed`. A row
+// with any other value returns false and takes the general path.
+// Cloned for AVX2 (picked at load time by the CPU): the same integer arithmetic, 8 lanes wide.
+__attribute__((target_clones("avx2", "default"))) bool convert_row_common_range(
+    OutputType output, const float* in, std::uint16_t* out, std::uint64_t dim,
+    std::uint32_t& flushed) {
   const auto* bits = reinterpret_cast<const std::uint32_t*>(in);
   std::uint32_t outside = 0;
   if (output == OutputType::f16) {
+    std::uint32_t flushed_here = 0;
     for (std::uint64_t i = 0; i < dim; ++i) {
       const std::uint32_t magnitude = bits[i] & 0x7fffffffu;
-      outside |= static_cast<std::uint32_t>(magnitude != 0 &&
-                                            (magnitude < 0x38800000u || magnitude >= 0x477ff000u));
+      outside |= static_cast<std::uint32_t>(magnitude >= 0x477ff000u);
+      // Normal f16 (>= 2^-14): rebias the exponent, round 13 bits.
       const std::uint32_t rounded = magnitude + 0xfffu + ((magnitude >> 13) & 1u);
       const std::uint32_t normal = (rounded - 0x38000000u) >> 13;
-      out[i] =
-          static_cast<std::uint16_t>(((bits[i] >> 16) & 0x8000u) | (magnitude == 0 ? 0u : normal));
+      // Subnormal f16: the mantissa shifted right by 126 - exponent (14..24 where it applies;
+      // clamped so the other lanes compute something harmless), rounded to nearest even.
+      const std::int32_t exponent = static_cast<std::int32_t>(magnitude >> 23);
+      const auto shift = static_cast<std::uint32_t>(std::clamp(126 - exponent, 1, 31));
+      const std::uint32_t mantissa = (magnitude & 0x7fffffu) | 0x800000u;
+      const std::uint32_t kept = mantissa >> shift;
+      const std::uint32_t remainder = mantissa & ((1u << shift) - 1u);
+      const std::uint32_t half = 1u << (shift - 1u);
+      const std::uint32_t subnormal =
+          kept + static_cast<std::uint32_t>(remainder > half || (remainder == half && (kept & 1u)));
+      const bool is_normal = magnitude >= 0x38800000u;
+      const bool is_zero = magnitude <= 0x33000000u;  // <= 2^-25 rounds to zero
+      flushed_here += static_cast<std::uint32_t>(is_zero && magnitude != 0);
+      const std::uint32_t value = is_normal ? normal : (is_zero ? 0u : subnormal);
+      out[i] = static_cast<std::uint16_t>(((bits[i] >> 16) & 0x8000u) | value);
     }
+    flushed += flushed_here;
   } else {
     for (std::uint64_t i = 0; i < dim; ++i) {
       const std::uint32_t magnitude = bits[i] & 0x7fffffffu;
@@ -115,8 +134,10 @@ bool convert_row(const ConvertParams& params, const float* in, std::byte* out,
   }
   auto* values = reinterpret_cast<std::uint16_t*>(out);
   std::uint32_t overflowed = 0, flushed = 0;
-  if (!scale && convert_row_common_range(params.output, in, values, dim)) {
+  std::uint32_t flushed_common = 0;
+  if (!scale && convert_row_common_range(params.output, in, values, dim, flushed_common)) {
     std::memset(values + dim, 0, (params.padded_dim - dim) * sizeof(std::uint16_t));
+    counts.flushed += flushed_common;
     return false;
   }
   for (std::uint64_t i = 0; i < dim; ++i) {

@@ -49,19 +49,33 @@ Sample make_sample(std::uint64_t rows, std::uint64_t dim, std::uint64_t pad_to) 
   return sample;
 }
 
+enum class Fill { anonymous, file_backed, file_backed_store };
+
 std::string write_sample(const Sample& sample, std::uint64_t rows, const std::string& path,
-                         WriteOptions options = {}) {
+                         WriteOptions options = {}, Fill fill = Fill::anonymous) {
   std::uint64_t text_total = 0;
   for (const auto& text : sample.texts) text_total += text.size();
   std::vector<std::uint64_t> text_bytes(sample.specs.size(), 0);
   text_bytes.back() = text_total;
-  ShardBuilder builder(sample.specs, rows, text_bytes);
+  ShardBuilder builder = fill == Fill::anonymous
+                             ? ShardBuilder(sample.specs, rows, text_bytes)
+                             : ShardBuilder(sample.specs, rows, text_bytes, path);
+  CHECK(builder.file_backed() == (fill != Fill::anonymous));
   for (std::size_t c = 0; c + 1 < sample.specs.size(); ++c) {
     const auto& column = builder.columns()[c];
     const std::uint64_t row_bytes = column.dim * dtype_size(column.dtype);
+    std::vector<std::byte> padded(rows * column.row_pitch_bytes);
     for (std::uint64_t r = 0; r < rows; ++r)
-      std::memcpy(builder.tensor_data(c).data() + r * column.row_pitch_bytes,
+      std::memcpy(padded.data() + r * column.row_pitch_bytes,
                   sample.logical[c].data() + r * row_bytes, row_bytes);
+    if (fill == Fill::file_backed_store && c % 2 == 0) {
+      // In two pieces, the second at an offset inside the region.
+      const std::uint64_t half = rows / 2 * column.row_pitch_bytes;
+      builder.store(c, 0, std::span(padded).first(half));
+      builder.store(c, half, std::span(padded).subspan(half));
+    } else {
+      std::memcpy(builder.tensor_data(c).data(), padded.data(), padded.size());
+    }
   }
   const std::size_t text_column = sample.specs.size() - 1;
   std::uint64_t cursor = 0;
@@ -258,4 +272,33 @@ TEST_CASE("header dataset fields (format 1.1): written, checked, and absent from
   future_bytes[10] = std::byte{1};
   rehash(future_bytes);
   CHECK_THROWS_AS(decode_header(as_file(future_bytes), "h.gcs"), Error);
+}
+
+TEST_CASE("a file-backed builder writes the same bytes as an anonymous one") {
+  test_support::ScratchDir scratch;
+  const Sample sample = make_sample(300, 7, 21);
+  write_sample(sample, 300, scratch / "anonymous.gcs");
+  write_sample(sample, 300, scratch / "backed.gcs", {}, Fill::file_backed);
+  write_sample(sample, 300, scratch / "stored.gcs", {}, Fill::file_backed_store);
+  const auto expected = test_support::read_bytes(scratch / "anonymous.gcs");
+  CHECK(test_support::read_bytes(scratch / "backed.gcs") == expected);
+  CHECK(test_support::read_bytes(scratch / "stored.gcs") == expected);
+  CHECK_FALSE(std::filesystem::exists(scratch / "backed.gcs.tmp"));
+  check_round_trip(sample, 300, ShardReader(scratch / "stored.gcs", true));
+
+  // The image lives in the temporary file: it cannot be written compressed or elsewhere, and a
+  // builder dropped before write() leaves nothing behind.
+  const std::vector<std::uint64_t> no_text(sample.specs.size(), 0);
+  {
+    ShardBuilder builder(sample.specs, 10, no_text, scratch / "other.gcs");
+    CHECK(std::filesystem::exists(scratch / "other.gcs.tmp"));
+    WriteOptions compressed;
+    compressed.zstd_level = 3;
+    CHECK_THROWS_AS(builder.write(scratch / "other.gcs", compressed), Error);
+    CHECK_THROWS_AS(builder.write(scratch / "elsewhere.gcs", {}), Error);
+    CHECK_THROWS_AS(builder.store(0, builder.columns()[0].data_size, std::vector<std::byte>(1)),
+                    Error);
+  }
+  CHECK_FALSE(std::filesystem::exists(scratch / "other.gcs.tmp"));
+  CHECK_FALSE(std::filesystem::exists(scratch / "other.gcs"));
 }

@@ -83,17 +83,43 @@ ShardBuilder::ShardBuilder(const std::vector<ColumnSpec>& specs, std::uint64_t r
     : columns_(entries_for(specs)), rows_(rows), data_offset_(data_offset_for(specs.size())) {
   if (columns_.empty()) throw Error("", "shard layout", "a shard needs at least one column");
   data_size_ = place_columns(columns_, rows, data_offset_, text_bytes);
-  if (data_size_ > 0) {
-    void* mapping =
-        ::mmap(nullptr, data_size_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (mapping == MAP_FAILED)
-      throw Error("", "shard layout",
-                  "cannot allocate " + std::to_string(data_size_) +
-                      " bytes for a shard: " + std::strerror(errno));
-    image_ = static_cast<std::byte*>(mapping);
-    // Huge pages cut the page faults of filling a 1 GiB shard by 512x; a hint, not a requirement.
-    ::madvise(image_, data_size_, MADV_HUGEPAGE);
-  }
+  map_anonymous();
+}
+
+ShardBuilder::ShardBuilder(const std::vector<ColumnSpec>& specs, std::uint64_t rows,
+                           const std::vector<std::uint64_t>& text_bytes, const std::string& path)
+    : columns_(entries_for(specs)), rows_(rows), data_offset_(data_offset_for(specs.size())) {
+  if (columns_.empty()) throw Error("", "shard layout", "a shard needs at least one column");
+  data_size_ = place_columns(columns_, rows, data_offset_, text_bytes);
+  if (!map_file(path)) map_anonymous();
+}
+
+void ShardBuilder::map_anonymous() {
+  if (data_size_ == 0) return;
+  void* mapping =
+      ::mmap(nullptr, data_size_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (mapping == MAP_FAILED)
+    throw Error("", "shard layout",
+                "cannot allocate " + std::to_string(data_size_) +
+                    " bytes for a shard: " + std::strerror(errno));
+  image_ = static_cast<std::byte*>(mapping);
+  // Huge pages cut the page faults of filling a 1 GiB shard by 512x; a hint, not a requirement.
+  ::madvise(image_, data_size_, MADV_HUGEPAGE);
+}
+
+bool ShardBuilder::map_file(const std::string& path) {
+  static const auto page = static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
+  if (data_size_ == 0 || data_offset_ % page != 0) return false;
+  auto file = std::make_unique<detail::AtomicFile>(path);
+  // Allocating every block first turns a full disk into an error here, instead of SIGBUS while
+  // the mapping is filled.
+  if (!file->preallocate(data_offset_ + data_size_)) return false;
+  void* mapping = ::mmap(nullptr, data_size_, PROT_READ | PROT_WRITE, MAP_SHARED,
+                         file->descriptor(), static_cast<off_t>(data_offset_));
+  if (mapping == MAP_FAILED) return false;
+  image_ = static_cast<std::byte*>(mapping);
+  backing_ = std::move(file);
+  return true;
 }
 
 ShardBuilder::~ShardBuilder() {
@@ -109,6 +135,19 @@ std::span<std::byte> ShardBuilder::tensor_data(std::size_t column) noexcept {
   return region(columns_[column].data_offset, columns_[column].data_size);
 }
 
+void ShardBuilder::store(std::size_t column, std::uint64_t offset,
+                         std::span<const std::byte> bytes) {
+  const ColumnEntry& entry = columns_.at(column);
+  if (entry.kind != ColumnKind::tensor || offset > entry.data_size ||
+      bytes.size() > entry.data_size - offset)
+    throw Error("", "column '" + entry.name + "'", "internal: store outside the column's region");
+  if (backing_ != nullptr)
+    backing_->write_at(entry.data_offset + offset, bytes);
+  else
+    std::memcpy(region(entry.data_offset + offset, bytes.size()).data(), bytes.data(),
+                bytes.size());
+}
+
 std::span<std::uint64_t> ShardBuilder::text_offsets(std::size_t column) noexcept {
   auto bytes = region(columns_[column].data_offset, columns_[column].data_size);
   return {reinterpret_cast<std::uint64_t*>(bytes.data()), rows_ + 1};
@@ -120,6 +159,8 @@ std::span<char> ShardBuilder::text_bytes(std::size_t column) noexcept {
 }
 
 WrittenShard ShardBuilder::write(const std::string& path, const WriteOptions& options) const {
+  if (backing_ != nullptr && (path != backing_->path() || options.zstd_level != 0))
+    throw Error(path, "", "internal: a file-backed shard is written uncompressed to its own path");
   Header header;
   header.row_count = rows_;
   header.first_row = options.first_row;
@@ -173,6 +214,15 @@ WrittenShard ShardBuilder::write(const std::string& path, const WriteOptions& op
   header.header_hash = xxh3_64(std::span(header_bytes).first(248));
   const auto footer = encode_footer({header.file_size, header.header_hash, 0});
 
+  if (backing_ != nullptr) {
+    // The data is in the file already; the zero gaps are preallocated zeros.
+    backing_->write_at(0, header_bytes);
+    backing_->write_at(kHeaderSize, column_table);
+    backing_->write_at(header.chunk_table_offset, chunk_table);
+    backing_->write_at(header.chunk_table_offset + chunk_table.size(), footer);
+    backing_->commit();
+    return {path, rows_, header.file_size, header.header_hash};
+  }
   detail::AtomicFile file(path);
   file.write(header_bytes);
   file.write(column_table);

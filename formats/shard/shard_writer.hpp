@@ -1,14 +1,24 @@
 // Builds one shard: the caller fills the logical data image (zeroed, so all padding is already
 // zero), then write() hashes and optionally compresses the chunks in parallel and writes the file
 // atomically (temporary name, fsync, rename).
+//
+// Built for an uncompressed shard at a known path, the image is a shared mapping of the shard's
+// preallocated temporary file, so filling it fills the page cache directly: no anonymous buffer to
+// zero and no copy by write(). Where the file system cannot preallocate, it falls back to an
+// anonymous buffer.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "formats/shard/shard_layout.hpp"
+
+namespace gpucache::detail {
+class AtomicFile;
+}
 
 namespace gpucache::shard {
 
@@ -45,6 +55,10 @@ class ShardBuilder {
   // text_bytes[i] is the total UTF-8 size of text column i (ignored for tensor columns).
   ShardBuilder(const std::vector<ColumnSpec>& columns, std::uint64_t rows,
                const std::vector<std::uint64_t>& text_bytes);
+  // The image backed by `path`'s temporary file: write() must then be given the same path and no
+  // compression.
+  ShardBuilder(const std::vector<ColumnSpec>& columns, std::uint64_t rows,
+               const std::vector<std::uint64_t>& text_bytes, const std::string& path);
   ~ShardBuilder();
   ShardBuilder(const ShardBuilder&) = delete;
   ShardBuilder& operator=(const ShardBuilder&) = delete;
@@ -53,19 +67,28 @@ class ShardBuilder {
   const std::vector<ColumnEntry>& columns() const noexcept { return columns_; }
   // A tensor column's rows × row_pitch_bytes region.
   std::span<std::byte> tensor_data(std::size_t column) noexcept;
+  // Copies `bytes` into a tensor column's region at `offset` (relative to the region). For a
+  // file-backed image this is one pwrite into the page cache: whole pages written so never need
+  // zeroing first, which filling the shared mapping would (a page fault per page, then a memset
+  // of a fresh page-cache page). Use it for bulk data produced in a staging buffer.
+  void store(std::size_t column, std::uint64_t offset, std::span<const std::byte> bytes);
   // A text column's rows + 1 offsets and its UTF-8 bytes.
   std::span<std::uint64_t> text_offsets(std::size_t column) noexcept;
   std::span<char> text_bytes(std::size_t column) noexcept;
 
   WrittenShard write(const std::string& path, const WriteOptions& options) const;
+  bool file_backed() const noexcept { return backing_ != nullptr; }
 
  private:
+  void map_anonymous();
+  bool map_file(const std::string& path);
   std::span<std::byte> region(std::uint64_t absolute_offset, std::uint64_t size) const noexcept;
   std::vector<ColumnEntry> columns_;
   std::uint64_t rows_ = 0;
   std::uint64_t data_offset_ = 0;
   std::uint64_t data_size_ = 0;
-  std::byte* image_ = nullptr;  // anonymous mapping: zero-filled by the kernel
+  std::byte* image_ = nullptr;  // anonymous or shared file mapping: zero-filled by the kernel
+  std::unique_ptr<detail::AtomicFile> backing_;  // the temporary file behind a file-backed image
 };
 
 // Bytes a shard of `rows` rows with these columns and text sizes takes on disk, uncompressed.

@@ -13,9 +13,9 @@
 namespace gpucache::detail {
 namespace {
 
-[[noreturn]] void fail_errno(const std::string& path, const char* action) {
+[[noreturn]] void fail_errno(const std::string& path, const std::string& action) {
   const int saved = errno;
-  std::string cause = std::string(action) + ": " + std::strerror(saved);
+  std::string cause = action + ": " + std::strerror(saved);
   if (saved == ENOSPC) cause += " (the disk is full)";
   throw Error(path, "", cause);
 }
@@ -23,7 +23,7 @@ namespace {
 }  // namespace
 
 AtomicFile::AtomicFile(std::string path) : path_(std::move(path)), temporary_path_(path_ + ".tmp") {
-  fd_ = ::open(temporary_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  fd_ = ::open(temporary_path_.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd_ < 0) fail_errno(path_, "cannot create");
 }
 
@@ -47,6 +47,32 @@ void AtomicFile::write(std::span<const std::byte> bytes) {
     left -= static_cast<std::size_t>(done);
   }
   written_ += bytes.size();
+}
+
+bool AtomicFile::preallocate(std::uint64_t size) {
+  int result = 0;
+  do {
+    result = ::fallocate(fd_, 0, 0, static_cast<off_t>(size));
+  } while (result != 0 && errno == EINTR);
+  if (result == 0) return true;
+  if (errno == EOPNOTSUPP || errno == ENOSYS) return false;
+  fail_errno(path_, "cannot allocate " + std::to_string(size) + " bytes");
+}
+
+void AtomicFile::write_at(std::uint64_t offset, std::span<const std::byte> bytes) {
+  const std::byte* data = bytes.data();
+  std::size_t left = bytes.size();
+  while (left > 0) {
+    const ssize_t done =
+        ::pwrite(fd_, data, std::min<std::size_t>(left, 1u << 30), static_cast<off_t>(offset));
+    if (done < 0) {
+      if (errno == EINTR) continue;
+      fail_errno(path_, "cannot write");
+    }
+    data += done;
+    offset += static_cast<std::uint64_t>(done);
+    left -= static_cast<std::size_t>(done);
+  }
 }
 
 void AtomicFile::write_zeros(std::size_t count) {

@@ -220,7 +220,11 @@ PackResult pack(const PackOptions& options) {
       for (std::size_t c = 0; c < specs.size(); ++c)
         if (specs[c].kind == shard::ColumnKind::text)
           for (std::uint64_t row : shard_rows) text_bytes[c] += inputs.text(c, row).size();
-      shard::ShardBuilder builder(specs, plan.rows, text_bytes);
+      // Uncompressed shards are filled straight into their (temporary) file's page cache.
+      shard::ShardBuilder builder =
+          options.zstd_level == 0
+              ? shard::ShardBuilder(specs, plan.rows, text_bytes, output.file(file))
+              : shard::ShardBuilder(specs, plan.rows, text_bytes);
       const auto counts = detail::fill_shard(builder, specs, inputs, shard_rows, converters,
                                              options.threads, progress);
       result.overflowed_values += counts.overflowed;

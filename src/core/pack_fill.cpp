@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <numeric>
 
 #include "gpucache/detail/parallel.hpp"
 
@@ -31,7 +32,37 @@ void fill_embedding(shard::ShardBuilder& builder, std::size_t column, std::uint6
                     const PackInputs& inputs, std::span<const std::uint64_t> rows,
                     RowConverter& converter, unsigned threads, ConversionCounts& counts) {
   const std::uint64_t pitch = builder.columns()[column].row_pitch_bytes;
-  // About 64 MiB of f32 staging at a time, whatever the shard size.
+  std::byte* out = builder.tensor_data(column).data();
+  // f32 rows stored contiguously in a mapped input are converted where they lie, a block of
+  // output rows at a time into a reused buffer that is stored with one write: the output pages are
+  // then written whole, never faulted in and zeroed first.
+  bool direct = true;
+  inputs.for_each_run(rows, [&](std::uint64_t, std::uint64_t first, std::uint64_t count) {
+    direct = direct && inputs.direct_f32(column, first, count) != nullptr;
+  });
+  if (direct) {
+    // About 8 MiB of output per block, a whole number of pages (so every store but the last
+    // starts and ends on a page boundary).
+    const std::uint64_t page_rows = shard::kAlignment / std::gcd(pitch, shard::kAlignment);
+    const std::uint64_t block =
+        std::max<std::uint64_t>(1, (8ull << 20) / (pitch * page_rows)) * page_rows;
+    std::vector<std::byte> converted_block(std::min<std::uint64_t>(block, rows.size()) * pitch);
+    for (std::uint64_t begin = 0; begin < rows.size(); begin += block) {
+      const std::uint64_t count = std::min(block, rows.size() - begin);
+      inputs.for_each_run(rows.subspan(begin, count),
+                          [&](std::uint64_t offset, std::uint64_t first, std::uint64_t n) {
+                            const auto converted = converter.convert(
+                                inputs.direct_f32(column, first, n), n, dim,
+                                converted_block.data() + offset * pitch, begin + offset);
+                            inputs.release(column, first, n);
+                            counts.overflowed += converted.overflowed;
+                            counts.flushed_to_zero += converted.flushed_to_zero;
+                          });
+      builder.store(column, begin * pitch, {converted_block.data(), count * pitch});
+    }
+    return;
+  }
+  // Otherwise through an f32 staging buffer of about 64 MiB, whatever the shard size.
   const std::uint64_t block = std::max<std::uint64_t>(1, (64ull << 20) / (4 * dim));
   std::vector<float> staging;
   for (std::uint64_t begin = 0; begin < rows.size(); begin += block) {
@@ -42,8 +73,8 @@ void fill_embedding(shard::ShardBuilder& builder, std::size_t column, std::uint6
       inputs.read_f32(column, runs[r].global_first, runs[r].count,
                       staging.data() + runs[r].offset * dim);
     });
-    const auto converted = converter.convert(
-        staging.data(), count, dim, builder.tensor_data(column).data() + begin * pitch, begin);
+    const auto converted =
+        converter.convert(staging.data(), count, dim, out + begin * pitch, begin);
     counts.overflowed += converted.overflowed;
     counts.flushed_to_zero += converted.flushed_to_zero;
   }

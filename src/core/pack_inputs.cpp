@@ -1,6 +1,7 @@
 #include "src/core/pack_inputs.hpp"
 
 #include <algorithm>
+#include <cstdint>
 
 #include "gpucache/detail/float_convert.hpp"
 
@@ -46,6 +47,25 @@ void PackInputs::read_f32(std::size_t column, std::uint64_t global_first, std::u
   raw.resize(elements * dtype_size(source_column.dtype));
   read_raw(column, global_first, count, raw.data());
   widen_to_f32(source_column.dtype, raw.data(), out, elements);
+}
+
+const float* PackInputs::direct_f32(std::size_t column, std::uint64_t global_first,
+                                    std::uint64_t count) const {
+  const InputRow at = locate(global_first);
+  const SourceColumn& source_column = sources_[at.source].columns[column];
+  if (source_column.dtype != DType::f32 || !source_column.direct_rows) return nullptr;
+  const std::byte* rows = source_column.direct_rows(at.row, count);
+  // The converter reads floats: the rows must be aligned for them.
+  if (rows == nullptr || reinterpret_cast<std::uintptr_t>(rows) % alignof(float) != 0)
+    return nullptr;
+  return reinterpret_cast<const float*>(rows);
+}
+
+void PackInputs::release(std::size_t column, std::uint64_t global_first,
+                         std::uint64_t count) const {
+  const InputRow at = locate(global_first);
+  const SourceColumn& source_column = sources_[at.source].columns[column];
+  if (source_column.release_rows) source_column.release_rows(at.row, count);
 }
 
 std::string_view PackInputs::text(std::size_t column, std::uint64_t global_row) const {

@@ -31,6 +31,12 @@ class PackInputs {
                 std::byte* out) const;
   void read_f32(std::size_t column, std::uint64_t global_first, std::uint64_t count,
                 float* out) const;
+  // The same rows of an f32 column read in place, or nullptr when the input does not store them
+  // contiguously as little-endian f32 (then use read_f32). release() after use.
+  const float* direct_f32(std::size_t column, std::uint64_t global_first,
+                          std::uint64_t count) const;
+  // Lets the input pages of rows read in place leave the resident set.
+  void release(std::size_t column, std::uint64_t global_first, std::uint64_t count) const;
   std::string_view text(std::size_t column, std::uint64_t global_row) const;
 
   // Calls visit(offset, global_first, count) for each maximal run of rows[offset...] whose global

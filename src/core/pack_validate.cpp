@@ -88,7 +88,14 @@ ValidationOutcome validate_inputs(const PackInputs& inputs,
     while (global < source_end) {
       const std::uint64_t count = std::min(rows_per_batch, source_end - global);
       std::vector<const float*> pointers;
+      bool direct = false;
       for (std::size_t k = 0; k < outcome.columns.size(); ++k) {
+        // f32 rows stored contiguously in a mapped input are checked where they lie.
+        if (const float* rows = inputs.direct_f32(outcome.columns[k], global, count)) {
+          pointers.push_back(rows);
+          direct = true;
+          continue;
+        }
         buffers[k].resize(count * dims[k]);
         // Reading (page faults, strides, widening) is the slow part: split it across threads.
         const std::uint64_t piece = std::max<std::uint64_t>(1, (count + 15) / 16);
@@ -100,6 +107,9 @@ ValidationOutcome validate_inputs(const PackInputs& inputs,
         pointers.push_back(buffers[k].data());
       }
       validator.check_batch(pointers.data(), global, count, s);
+      if (direct)
+        for (std::size_t k = 0; k < outcome.columns.size(); ++k)
+          inputs.release(outcome.columns[k], global, count);
       std::uint64_t bytes = 0;
       for (std::size_t k = 0; k < dims.size(); ++k) bytes += count * dims[k] * 4;
       progress.advance(bytes);

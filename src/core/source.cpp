@@ -37,6 +37,13 @@ Source open_source(const std::string& path, const SourceOptions& options) {
           if ((first + count) * row_bytes <= bytes.size())
             release_if_mapped_file(bytes.data() + first * row_bytes, count * row_bytes);
         };
+        out.direct_rows = [shared, &column](std::uint64_t first,
+                                            std::uint64_t count) -> const std::byte* {
+          const std::uint64_t row_bytes = column.dim * dtype_size(column.dtype);
+          const auto bytes = column.matrix->contiguous_bytes();
+          if (first + count < first || (first + count) * row_bytes > bytes.size()) return nullptr;
+          return bytes.data() + first * row_bytes;
+        };
       }
     }
     source.columns.push_back(std::move(out));

@@ -28,6 +28,10 @@ struct SourceColumn {
   std::function<void(std::uint64_t first, std::uint64_t count, std::span<std::byte> out)> read_rows;
   // Tensor columns, optional: lets the rows' input pages leave the resident set once read.
   std::function<void(std::uint64_t first, std::uint64_t count)> release_rows;
+  // Tensor columns, optional: rows [first, first + count) where they lie in the input, row-major,
+  // little-endian `dtype`, when the input stores them so (a contiguous matrix in a mapped file);
+  // readers then convert straight from the mapping instead of copying rows out first.
+  std::function<const std::byte*(std::uint64_t first, std::uint64_t count)> direct_rows;
   // Text columns: the UTF-8 text of one row.
   std::function<std::string_view(std::uint64_t row)> text_row;
 };

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <span>
 #include <string>
 
@@ -19,6 +20,13 @@ class AtomicFile {
   // Appends bytes; throws gpucache::Error naming the file and the cause (ENOSPC, EACCES, ...).
   void write(std::span<const std::byte> bytes);
   void write_zeros(std::size_t count);
+  // Sets the file's size to `size` with its blocks allocated (fallocate), so a shared mapping of it
+  // can be filled without the file system running out of space mid-write (which would be SIGBUS,
+  // not an error). Returns false where the file system cannot preallocate; throws on ENOSPC.
+  bool preallocate(std::uint64_t size);
+  // Writes bytes at an offset (pwrite), leaving size() alone.
+  void write_at(std::uint64_t offset, std::span<const std::byte> bytes);
+  int descriptor() const noexcept { return fd_; }
   std::uint64_t size() const noexcept { return written_; }
   // fsync, rename into place, fsync the directory.
   void commit();
