@@ -28,55 +28,51 @@ std::vector<Run> runs_of(const PackInputs& inputs, std::span<const std::uint64_t
   return runs;
 }
 
+// Rows of an output block that are whole pages of `pitch`-byte rows, about `target` bytes.
+std::uint64_t page_block_rows(std::uint64_t pitch, std::uint64_t target) {
+  const std::uint64_t page_rows = shard::kAlignment / std::gcd(pitch, shard::kAlignment);
+  return std::max<std::uint64_t>(1, target / (pitch * page_rows)) * page_rows;
+}
+
+// Converts the rows a block at a time into a reused buffer stored with one write (so the output
+// pages are written whole, never faulted in and zeroed first). f32 rows stored contiguously in a
+// mapped input are converted where they lie; others are read into an f32 staging buffer first.
 void fill_embedding(shard::ShardBuilder& builder, std::size_t column, std::uint64_t dim,
                     const PackInputs& inputs, std::span<const std::uint64_t> rows,
                     RowConverter& converter, unsigned threads, ConversionCounts& counts) {
   const std::uint64_t pitch = builder.columns()[column].row_pitch_bytes;
-  std::byte* out = builder.tensor_data(column).data();
-  // f32 rows stored contiguously in a mapped input are converted where they lie, a block of
-  // output rows at a time into a reused buffer that is stored with one write: the output pages are
-  // then written whole, never faulted in and zeroed first.
   bool direct = true;
   inputs.for_each_run(rows, [&](std::uint64_t, std::uint64_t first, std::uint64_t count) {
     direct = direct && inputs.direct_f32(column, first, count) != nullptr;
   });
-  if (direct) {
-    // About 8 MiB of output per block, a whole number of pages (so every store but the last
-    // starts and ends on a page boundary).
-    const std::uint64_t page_rows = shard::kAlignment / std::gcd(pitch, shard::kAlignment);
-    const std::uint64_t block =
-        std::max<std::uint64_t>(1, (8ull << 20) / (pitch * page_rows)) * page_rows;
-    std::vector<std::byte> converted_block(std::min<std::uint64_t>(block, rows.size()) * pitch);
-    for (std::uint64_t begin = 0; begin < rows.size(); begin += block) {
-      const std::uint64_t count = std::min(block, rows.size() - begin);
-      inputs.for_each_run(rows.subspan(begin, count),
-                          [&](std::uint64_t offset, std::uint64_t first, std::uint64_t n) {
-                            const auto converted = converter.convert(
-                                inputs.direct_f32(column, first, n), n, dim,
-                                converted_block.data() + offset * pitch, begin + offset);
-                            inputs.release(column, first, n);
-                            counts.overflowed += converted.overflowed;
-                            counts.flushed_to_zero += converted.flushed_to_zero;
-                          });
-      builder.store(column, begin * pitch, {converted_block.data(), count * pitch});
-    }
-    return;
-  }
-  // Otherwise through an f32 staging buffer of about 64 MiB, whatever the shard size.
-  const std::uint64_t block = std::max<std::uint64_t>(1, (64ull << 20) / (4 * dim));
+  // About 8 MiB of output per block: small enough for the buffers to stay warm in cache.
+  const std::uint64_t block = page_block_rows(pitch, 8ull << 20);
+  std::vector<std::byte> converted_block(std::min<std::uint64_t>(block, rows.size()) * pitch);
   std::vector<float> staging;
-  for (std::uint64_t begin = 0; begin < rows.size(); begin += block) {
-    const std::uint64_t count = std::min(block, rows.size() - begin);
-    staging.resize(count * dim);
-    const auto runs = runs_of(inputs, rows.subspan(begin, count));
-    parallel_for(runs.size(), threads, [&](std::uint64_t r) {
-      inputs.read_f32(column, runs[r].global_first, runs[r].count,
-                      staging.data() + runs[r].offset * dim);
-    });
-    const auto converted =
-        converter.convert(staging.data(), count, dim, out + begin * pitch, begin);
+  auto add = [&](const ConversionCounts& converted) {
     counts.overflowed += converted.overflowed;
     counts.flushed_to_zero += converted.flushed_to_zero;
+  };
+  for (std::uint64_t begin = 0; begin < rows.size(); begin += block) {
+    const std::uint64_t count = std::min(block, rows.size() - begin);
+    const auto block_rows = rows.subspan(begin, count);
+    if (direct) {
+      inputs.for_each_run(
+          block_rows, [&](std::uint64_t offset, std::uint64_t first, std::uint64_t n) {
+            add(converter.convert(inputs.direct_f32(column, first, n), n, dim,
+                                  converted_block.data() + offset * pitch, begin + offset));
+            inputs.release(column, first, n);
+          });
+    } else {
+      staging.resize(count * dim);
+      const auto runs = runs_of(inputs, block_rows);
+      parallel_for(runs.size(), threads, [&](std::uint64_t r) {
+        inputs.read_f32(column, runs[r].global_first, runs[r].count,
+                        staging.data() + runs[r].offset * dim);
+      });
+      add(converter.convert(staging.data(), count, dim, converted_block.data(), begin));
+    }
+    builder.store(column, begin * pitch, {converted_block.data(), count * pitch});
   }
 }
 
