@@ -141,9 +141,10 @@ void ShardBuilder::store(std::size_t column, std::uint64_t offset,
   if (entry.kind != ColumnKind::tensor || offset > entry.data_size ||
       bytes.size() > entry.data_size - offset)
     throw Error("", "column '" + entry.name + "'", "internal: store outside the column's region");
-  if (backing_ != nullptr)
+  if (backing_ != nullptr) {
     backing_->write_at(entry.data_offset + offset, bytes);
-  else
+    backing_->start_writeback(entry.data_offset + offset, bytes.size());
+  } else
     std::memcpy(region(entry.data_offset + offset, bytes.size()).data(), bytes.data(),
                 bytes.size());
 }

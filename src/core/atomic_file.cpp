@@ -75,6 +75,11 @@ void AtomicFile::write_at(std::uint64_t offset, std::span<const std::byte> bytes
   }
 }
 
+void AtomicFile::start_writeback(std::uint64_t offset, std::uint64_t size) noexcept {
+  ::sync_file_range(fd_, static_cast<off_t>(offset), static_cast<off_t>(size),
+                    SYNC_FILE_RANGE_WRITE);
+}
+
 void AtomicFile::write_zeros(std::size_t count) {
   static const std::vector<std::byte> zeros(1 << 16);
   while (count > 0) {

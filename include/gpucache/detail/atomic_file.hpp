@@ -26,6 +26,9 @@ class AtomicFile {
   bool preallocate(std::uint64_t size);
   // Writes bytes at an offset (pwrite), leaving size() alone.
   void write_at(std::uint64_t offset, std::span<const std::byte> bytes);
+  // Starts writing a range back to disk without waiting (sync_file_range), so commit()'s fsync
+  // finds less to do. A hint: errors surface at commit().
+  void start_writeback(std::uint64_t offset, std::uint64_t size) noexcept;
   int descriptor() const noexcept { return fd_; }
   std::uint64_t size() const noexcept { return written_; }
   // fsync, rename into place, fsync the directory.
