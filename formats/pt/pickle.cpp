@@ -1,5 +1,6 @@
 #include "formats/pt/pickle.hpp"
 
+#include <algorithm>
 #include <bit>
 #include <unordered_map>
 
@@ -217,9 +218,21 @@ class Machine {
     const auto depth = freeze(value);
     check_mutable(dict, op);
     deepen(dict, depth);
-    if (!dict.index.emplace(text, dict.items.size()).second)
-      fail("dict key '" + printable(text) + "' appears twice");
+    if (dict_has_key(dict, text)) fail("dict key '" + printable(text) + "' appears twice");
+    if (dict.items.empty()) dict.items.reserve(4);  // rows of dialogue files have four keys
     dict.items.emplace_back(std::move(text), std::move(value));
+  }
+  // Small dicts (a dataset row's few keys) are searched in place; a hash index is built only for
+  // big ones, so millions of rows cost no per-key index nodes.
+  static bool dict_has_key(PyDict& dict, const std::string& key) {
+    constexpr std::size_t kLinearSearchItems = 32;
+    if (dict.items.size() < kLinearSearchItems)
+      return std::any_of(dict.items.begin(), dict.items.end(),
+                         [&](const auto& item) { return item.first == key; });
+    if (dict.index.empty())
+      for (std::size_t i = 0; i < dict.items.size(); ++i)
+        dict.index.emplace(dict.items[i].first, i);
+    return !dict.index.emplace(key, dict.items.size()).second;
   }
   void push_tuple(std::vector<PyValue> items) {
     auto tuple = std::make_shared<PyList>();

@@ -90,7 +90,7 @@ struct PyList : Mutable {
 
 struct PyDict : Mutable {
   std::vector<std::pair<std::string, PyValue>> items;  // keys already as text
-  std::unordered_map<std::string, std::size_t> index;
+  std::unordered_map<std::string, std::size_t> index;  // built for dicts of 32 keys or more
   bool ordered = false;
 };
 
