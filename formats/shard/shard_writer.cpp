@@ -184,6 +184,10 @@ WrittenShard ShardBuilder::write(const std::string& path, const WriteOptions& op
     const auto logical = image.subspan(k * header.chunk_size, chunk_logical_size(header, k));
     chunks[k].hash = xxh3_64(logical);
     chunks[k].stored_size = static_cast<std::uint32_t>(logical.size());
+    // A file-backed image's pages are page cache (written back by commit's fsync): once hashed
+    // they can leave this process's resident set, so a 1 GiB shard never is resident at once.
+    if (backing_ != nullptr)
+      ::madvise(const_cast<std::byte*>(logical.data()), logical.size(), MADV_DONTNEED);
     if (options.zstd_level == 0) return;
     auto& out = compressed[k];
     out.resize(ZSTD_compressBound(logical.size()));

@@ -98,8 +98,10 @@ void MappedFile::release(std::uint64_t offset, std::uint64_t length) const noexc
 }
 
 void MappedFile::advise_sequential() const noexcept {
-  if (data_ != nullptr)
-    ::madvise(const_cast<std::byte*>(data_), size_, MADV_SEQUENTIAL | MADV_WILLNEED);
+  if (data_ == nullptr) return;
+  // Two calls: madvise takes one piece of advice, and SEQUENTIAL | WILLNEED would be WILLNEED.
+  ::madvise(const_cast<std::byte*>(data_), size_, MADV_SEQUENTIAL);
+  ::madvise(const_cast<std::byte*>(data_), size_, MADV_WILLNEED);
 }
 
 }  // namespace gpucache::detail
