@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <future>
 #include <nlohmann/json.hpp>
 
 #include "formats/shard/manifest.hpp"
@@ -60,6 +61,12 @@ std::uint64_t hash_file(const std::string& path, std::uint64_t& size) {
   const std::uint64_t hash = XXH3_64bits_digest(state);
   XXH3_freeState(state);
   return hash;
+}
+
+std::uint64_t source_file_size(const std::string& path) {
+  std::error_code error;
+  const auto size = fs::file_size(path, error);
+  return error ? 0 : static_cast<std::uint64_t>(size);
 }
 
 Json validation_json(const ValidationOptions& rules) {
@@ -169,18 +176,25 @@ PackResult pack(const PackOptions& options) {
   shard::Manifest manifest;
   manifest.tool_version = GPUCACHE_VERSION;
   manifest.options = options_json(options);
+  // The inputs' provenance hashes are taken on a thread of their own while validation reads the
+  // same (cached) pages; both are needed only once validation is done.
   std::uint64_t input_bytes = 0;
-  for (const auto& source : inputs.sources()) {
-    shard::ManifestInput input;
-    input.path = source.path;
-    input.xxh3 = hash_file(source.path, input.bytes);
-    input_bytes += input.bytes;
-    manifest.inputs.push_back(input);
-  }
+  for (const auto& source : inputs.sources()) input_bytes += source_file_size(source.path);
+  auto input_hashes = std::async(std::launch::async, [&inputs] {
+    std::vector<shard::ManifestInput> hashed;
+    for (const auto& source : inputs.sources()) {
+      shard::ManifestInput input;
+      input.path = source.path;
+      input.xxh3 = hash_file(source.path, input.bytes);
+      hashed.push_back(input);
+    }
+    return hashed;
+  });
 
   // Pass 1: validation decides which rows are kept and in what order.
   Progress progress(options.show_progress, "pack", 2 * input_bytes);
   const auto outcome = detail::validate_inputs(inputs, specs, options, progress);
+  manifest.inputs = input_hashes.get();
   const std::span<const std::uint64_t> rows = outcome.result.rows;
   manifest.rows = rows.size();
   const auto plans = detail::plan_shards(specs, inputs, rows, options);
