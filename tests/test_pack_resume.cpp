@@ -115,3 +115,25 @@ TEST_CASE(
   CHECK_THROWS_WITH_AS(pack(options), doctest::Contains("differ from the interrupted pack"), Error);
   CHECK(fs::exists(scratch / "ds/shard-00000.gcs"));  // a refused resume keeps what is there
 }
+
+TEST_CASE("a directory holding only temporaries of a pack killed before its plan packs afresh") {
+  test_support::ScratchDir scratch;
+  make_input(scratch / "in.npy", 100, 8);
+  fs::create_directories(scratch / "ds");
+  test_support::write_bytes(scratch / "ds/pack-state.json.tmp", {'{'});
+  test_support::write_bytes(scratch / "ds/shard-00000.gcs.tmp", {'x'});
+  test_support::write_bytes(scratch / "ds/notes.txt", {'n'});  // not ours: left alone
+  PackOptions options;
+  options.inputs = {scratch / "in.npy"};
+  options.output_dir = scratch / "ds";
+  pack(options);
+  CHECK_FALSE(fs::exists(scratch / "ds/pack-state.json.tmp"));
+  CHECK_FALSE(fs::exists(scratch / "ds/shard-00000.gcs.tmp"));
+  CHECK(fs::exists(scratch / "ds/notes.txt"));
+  CHECK(verify(scratch / "ds").ok());
+
+  // A finished plan is an unfinished pack: it still needs --resume or --force.
+  fs::remove(scratch / "ds/manifest.json");
+  test_support::write_bytes(scratch / "ds/pack-state.json", {'{', '}'});
+  CHECK_THROWS_WITH_AS(pack(options), doctest::Contains("unfinished pack"), Error);
+}

@@ -55,9 +55,13 @@ OutputDir::OutputDir(std::string dir, OutputMode mode) : dir_(std::move(dir)), m
   try {
     if (::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0)
       throw Error(dir_, "", "another gpucache pack is writing to this directory");
+    // Only finished files count: temporaries alone are what a run killed while writing its plan
+    // leaves, with nothing to resume, and a fresh run clears them.
     bool has_dataset = false;
-    for (const auto& entry : fs::directory_iterator(dir_, error))
-      has_dataset |= is_dataset_file(entry.path().filename().string());
+    for (const auto& entry : fs::directory_iterator(dir_, error)) {
+      const std::string name = entry.path().filename().string();
+      has_dataset |= is_dataset_file(name) && !is_temporary(name);
+    }
     if (mode_ == OutputMode::fresh && has_dataset) {
       const bool unfinished = fs::exists(fs::path(dir_) / kPackStateName, error) &&
                               !fs::exists(fs::path(dir_) / shard::kManifestName, error);
@@ -67,6 +71,7 @@ OutputDir::OutputDir(std::string dir, OutputMode mode) : dir_(std::move(dir)), m
               ? "holds an unfinished pack; pass --resume to finish it or --force to start over"
               : "already holds a gpucache dataset; pass --force to replace it");
     }
+    if (mode_ == OutputMode::fresh) remove_matching(dir_, is_temporary_dataset_file);
     if (mode_ == OutputMode::replace) {
       fs::remove(fs::path(dir_) / shard::kManifestName, error);
       remove_matching(dir_, is_dataset_file);
