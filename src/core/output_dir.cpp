@@ -25,8 +25,10 @@ bool is_temporary(const std::string& name) {
 
 void remove_matching(const std::string& dir, bool (*predicate)(const std::string&)) {
   std::error_code error;
+  // Only files: gpucache writes nothing else, and a directory of the same name is not ours.
   for (const auto& entry : fs::directory_iterator(dir, error))
-    if (predicate(entry.path().filename().string())) fs::remove(entry.path(), error);
+    if (!entry.is_directory(error) && predicate(entry.path().filename().string()))
+      fs::remove(entry.path(), error);
   if (error) throw Error(dir, "", "cannot clean the output directory: " + error.message());
 }
 
