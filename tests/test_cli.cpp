@@ -48,6 +48,9 @@ TEST_CASE("pack, verify, inspect and export end to end with --json") {
   CHECK(column["shape"] == nlohmann::json::array({14, 5}));
   CHECK(column["row_pitch_bytes"] == 32);
   CHECK(inspected["provenance"]["inputs"].size() == 2);
+  // 8 rows of 32 bytes end no page: a CPU load joins the shards with a copy, and says so.
+  CHECK(inspected["cpu_zero_copy"] == false);
+  CHECK(run_cli({"inspect", dataset}).out.find("joined with a copy") != std::string::npos);
 
   const auto shard = json_of(run_cli({"inspect", dataset + "/shard-00001.gcs", "--json"}));
   CHECK(shard["rows"] == 6);

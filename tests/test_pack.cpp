@@ -3,11 +3,13 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <random>
 
 #include "formats/shard/manifest.hpp"
 #include "formats/shard/shard_reader.hpp"
 #include "gpucache/error.hpp"
+#include "gpucache/inspect.hpp"
 #include "gpucache/npy.hpp"
 #include "gpucache/pack.hpp"
 #include "gpucache/verify.hpp"
@@ -135,6 +137,7 @@ TEST_CASE("shards cut by size hold whole pages of every tensor column") {
     CHECK(result.shards[s].bytes <= options.shard_size);
   }
   CHECK(result.shards.back().rows == 10000 - 4 * 2048);
+  CHECK(nlohmann::json::parse(inspect(scratch / "ds").json)["cpu_zero_copy"] == true);
 
   // Rows with text: cut at the last multiple of 2048 that fits, the rest opens the next shard.
   {

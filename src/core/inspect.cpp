@@ -66,6 +66,18 @@ Json column_json(const std::string& name, ColumnKind kind, DType dtype, std::uin
           {"row_pitch_bytes", pitch}};
 }
 
+// Whether gpucache.load(device="cpu") maps each tensor column across shards as one zero-copy
+// array: every shard but the last must end each tensor column on a page boundary (SPEC.md, "Rows
+// per shard").
+bool shards_join_on_pages(const shard::Manifest& manifest) {
+  for (std::size_t s = 0; s + 1 < manifest.shards.size(); ++s)
+    for (const auto& column : manifest.columns)
+      if (column.kind == ColumnKind::tensor &&
+          manifest.shards[s].rows * column.row_pitch_bytes % shard::kAlignment != 0)
+        return false;
+  return true;
+}
+
 std::string render_text(const Json& json) {
   std::string text = json.value("path", "") + ": " +
                      std::to_string(json["rows"].get<std::uint64_t>()) + " rows in " +
@@ -88,6 +100,11 @@ std::string render_text(const Json& json) {
                   column["dtype"].get<std::string>().c_str(), shape.c_str(), detail.c_str());
     text += line;
   }
+  if (json.contains("cpu_zero_copy"))
+    text += json["cpu_zero_copy"].get<bool>()
+                ? "\ncpu load: one zero-copy tensor per column (shards end on page boundaries)\n"
+                : "\ncpu load: columns spanning shards are joined with a copy (shards do not end "
+                  "on page boundaries; repack without --shard-rows to avoid it)\n";
   const auto& bytes = json["bytes"];
   text += "\nbytes: logical " + format_bytes(bytes["logical"].get<double>(), 2) + ", padded " +
           format_bytes(bytes["padded"].get<double>(), 2) + ", on disk " +
@@ -173,6 +190,7 @@ InspectReport inspect(const std::string& path) {
     json["bytes"] = {{"logical", logical}, {"padded", padded}, {"on_disk", on_disk}};
     json["provenance"] = {
         {"tool_version", manifest.tool_version}, {"inputs", inputs}, {"options", manifest.options}};
+    json["cpu_zero_copy"] = shards_join_on_pages(manifest);
     for (const auto& [key, value] : manifest.sections.items()) json[key] = value;
     if (!hash_ok) json["warning"] = "manifest_hash does not match: run gpucache verify";
   } else {
