@@ -5,6 +5,19 @@
 #include "gpucache/schema.hpp"
 
 namespace gpucache::detail {
+namespace {
+
+// Rows [first, first + count) of a column stored as one contiguous little-endian matrix; empty
+// when they are not all inside it.
+std::span<const std::byte> matrix_rows(const ColumnSource& column, std::uint64_t first,
+                                       std::uint64_t count) {
+  const std::uint64_t row_bytes = column.dim * dtype_size(column.dtype);
+  const auto bytes = column.matrix->contiguous_bytes();
+  if (first + count < first || (first + count) * row_bytes > bytes.size()) return {};
+  return bytes.subspan(first * row_bytes, count * row_bytes);
+}
+
+}  // namespace
 
 Source open_source(const std::string& path, const SourceOptions& options) {
   Source source;
@@ -32,17 +45,14 @@ Source open_source(const std::string& path, const SourceOptions& options) {
       if (column.matrix && column.matrix->is_contiguous_le()) {
         // A whole matrix in the file: once rows are read, their pages need not stay resident.
         out.release_rows = [shared, &column](std::uint64_t first, std::uint64_t count) {
-          const std::uint64_t row_bytes = column.dim * dtype_size(column.dtype);
-          const auto bytes = column.matrix->contiguous_bytes();
-          if ((first + count) * row_bytes <= bytes.size())
-            release_if_mapped_file(bytes.data() + first * row_bytes, count * row_bytes);
+          const auto rows = matrix_rows(column, first, count);
+          if (!rows.empty()) release_if_mapped_file(rows.data(), rows.size());
         };
         out.direct_rows = [shared, &column](std::uint64_t first,
                                             std::uint64_t count) -> const std::byte* {
-          const std::uint64_t row_bytes = column.dim * dtype_size(column.dtype);
-          const auto bytes = column.matrix->contiguous_bytes();
-          if (first + count < first || (first + count) * row_bytes > bytes.size()) return nullptr;
-          return bytes.data() + first * row_bytes;
+          const auto rows = matrix_rows(column, first, count);
+          return rows.size() == count * column.dim * dtype_size(column.dtype) ? rows.data()
+                                                                              : nullptr;
         };
       }
     }
