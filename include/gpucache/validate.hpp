@@ -179,6 +179,9 @@ class RowConverter {
   ConversionCounts convert(const float* in, std::uint64_t rows, std::uint64_t dim, std::byte* out,
                            std::uint64_t first_row = 0);
   std::size_t row_bytes(std::uint64_t dim) const;
+  // True when converting rows of `dim` values only copies them: f32 out, no normalisation, no
+  // padding. Callers may then store the input bytes as they are.
+  bool copies_rows_unchanged(std::uint64_t dim) const noexcept;
   Device device() const noexcept;
 
  private:

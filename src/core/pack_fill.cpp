@@ -45,6 +45,15 @@ void fill_embedding(shard::ShardBuilder& builder, std::size_t column, std::uint6
   inputs.for_each_run(rows, [&](std::uint64_t, std::uint64_t first, std::uint64_t count) {
     direct = direct && inputs.direct_f32(column, first, count) != nullptr;
   });
+  if (direct && converter.copies_rows_unchanged(dim)) {
+    // f32 rows stored as they are: straight from the input mapping to the shard, one copy.
+    inputs.for_each_run(rows, [&](std::uint64_t offset, std::uint64_t first, std::uint64_t n) {
+      const auto* in = reinterpret_cast<const std::byte*>(inputs.direct_f32(column, first, n));
+      builder.store(column, offset * pitch, {in, n * pitch});
+      inputs.release(column, first, n);
+    });
+    return;
+  }
   // About 8 MiB of output per block: small enough for the buffers to stay warm in cache.
   const std::uint64_t block = page_block_rows(pitch, 8ull << 20);
   std::vector<std::byte> converted_block(std::min<std::uint64_t>(block, rows.size()) * pitch);

@@ -61,6 +61,12 @@ std::size_t RowConverter::row_bytes(std::uint64_t dim) const {
   return padded * dtype_size(state_->options.output_dtype);
 }
 
+bool RowConverter::copies_rows_unchanged(std::uint64_t dim) const noexcept {
+  const ConversionOptions& options = state_->options;
+  return options.output_dtype == DType::f32 && !options.normalize &&
+         (options.padded_dim == 0 || options.padded_dim == dim);
+}
+
 ConversionCounts RowConverter::convert(const float* in, std::uint64_t rows, std::uint64_t dim,
                                        std::byte* out, std::uint64_t first_row) {
   const ConversionOptions& options = state_->options;
