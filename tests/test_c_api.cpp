@@ -85,6 +85,12 @@ TEST_CASE_FIXTURE(Fixture, "open, list columns and read host views through the C
   CHECK(last_error().find("not a text column") != std::string::npos);
   CHECK(gpucache_host_get_piece(host, "emb", 3, &piece) == -1);
   CHECK(gpucache_host_piece_count(host, "nope", &count) == -1);
+  // Shards of 5, 7 and 4 rows end no page: no joined view, use the pieces.
+  const void* joined = &joined;
+  REQUIRE(gpucache_host_joined(host, "emb", &joined) == 0);
+  CHECK(joined == nullptr);
+  CHECK(gpucache_host_joined(host, "nope", &joined) == -1);
+  CHECK(gpucache_host_joined(host, "emb", nullptr) == -1);
 
   // The host data outlives the dataset handle.
   gpucache_dataset_free(dataset);
@@ -182,4 +188,28 @@ TEST_CASE_FIXTURE(Fixture, "device loads through the C ABI") {
   fake_cuda_set_free_memory(10);
   CHECK(gpucache_to_device(dataset, 0, nullptr, &device) == -1);
   CHECK(last_error().find("GiB free on cuda:0") != std::string::npos);
+}
+
+TEST_CASE("a column whose shards end on pages is joined through the C ABI") {
+  TempDir dir;
+  // emb rows are 64 bytes: 64-row shards end on pages. label rows are 8 bytes: they do not.
+  const std::vector<test::TestColumn> columns{test::f32_column("emb", 138, 3),
+                                              test::i64_column("label", 138)};
+  test::write_dataset(dir.path(), columns, {64, 64, 10});
+  gpucache_dataset* dataset = nullptr;
+  REQUIRE(gpucache_open(dir.path().c_str(), &dataset) == 0);
+  gpucache_host_data* host = nullptr;
+  REQUIRE(gpucache_to_host(dataset, nullptr, &host) == 0);
+  const void* joined = nullptr;
+  REQUIRE(gpucache_host_joined(host, "emb", &joined) == 0);
+  REQUIRE(joined != nullptr);
+  for (std::uint64_t row : {0, 63, 64, 100, 137}) {
+    float value;
+    std::memcpy(&value, static_cast<const std::byte*>(joined) + row * 64 + 4, 4);
+    CHECK(value == test::test_value(row, 1));
+  }
+  REQUIRE(gpucache_host_joined(host, "label", &joined) == 0);
+  CHECK(joined == nullptr);
+  gpucache_host_data_free(host);
+  gpucache_dataset_free(dataset);
 }
