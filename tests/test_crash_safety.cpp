@@ -97,6 +97,18 @@ std::string listing(const std::string& dir) {
   return text.empty() ? " (empty or missing)" : text;
 }
 
+// The same file names with the same bytes.
+void check_same_files(const std::map<std::string, std::vector<char>>& files,
+                      const std::map<std::string, std::vector<char>>& expected) {
+  CHECK(files.size() == expected.size());
+  for (const auto& [name, bytes] : expected) {
+    CAPTURE(name);
+    const auto found = files.find(name);
+    REQUIRE(found != files.end());
+    CHECK(found->second == bytes);
+  }
+}
+
 struct Reference {
   std::string input;
   std::map<std::string, std::vector<char>> files;
@@ -150,13 +162,7 @@ std::string check_killed_state(const std::string& dir) {
   auto files = dataset_files(dir);
   // Killed between writing the manifest and removing the plan: the plan may remain.
   files.erase("pack-state.json");
-  CHECK(files.size() == ref.files.size());
-  for (const auto& [name, bytes] : ref.files) {
-    CAPTURE(name);
-    const auto found = files.find(name);
-    REQUIRE(found != files.end());
-    CHECK(found->second == bytes);
-  }
+  check_same_files(files, ref.files);
   return "finished";
 }
 
@@ -174,13 +180,7 @@ void finish_and_compare(const std::string& dir) {
   INFO(finished.err);
   REQUIRE(finished.exit_code == 0);
   const auto files = dataset_files(dir);
-  CHECK(files.size() == ref.files.size());
-  for (const auto& [name, bytes] : ref.files) {
-    CAPTURE(name);
-    const auto found = files.find(name);
-    REQUIRE(found != files.end());
-    CHECK(found->second == bytes);
-  }
+  check_same_files(files, ref.files);
   CHECK(test_support::run_cli({"verify", dir, "--quiet"}).exit_code == 0);
 }
 
