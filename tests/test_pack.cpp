@@ -228,6 +228,33 @@ TEST_CASE("rows converted in place and through staging pack to the same shard by
   }
 }
 
+TEST_CASE("rows stored on two threads (copied file to file, or converted) match one thread") {
+  // Over 3 chunks of 4 MiB per shard, so whole chunks are hashed as they are stored (not read
+  // back by the writer), with dropped rows cutting the input into many runs.
+  test_support::ScratchDir scratch;
+  const std::uint64_t rows = 7000, dim = 512;
+  auto values = random_rows(rows, dim, 5);
+  for (std::uint64_t r = 3; r < rows; r += 1001) values[r * dim] = NAN;
+  save_f32(scratch / "in.npy", values, rows, dim);
+  for (const char* dtype : {"f32", "f16"}) {
+    CAPTURE(dtype);
+    std::vector<std::vector<char>> shards;
+    for (unsigned threads : {1u, 2u}) {
+      PackOptions options;
+      options.inputs = {scratch / "in.npy"};
+      options.output_dir = scratch / (std::string(dtype) + std::to_string(threads));
+      options.dtype = parse_dtype(dtype);
+      options.threads = threads;
+      const auto result = pack(options);
+      REQUIRE(result.shards.size() == 1);
+      CHECK(result.rows == rows - 7);
+      CHECK(verify(options.output_dir).ok());
+      shards.push_back(test_support::read_bytes(options.output_dir + "/" + result.shards[0].file));
+    }
+    CHECK(shards[0] == shards[1]);
+  }
+}
+
 TEST_CASE("inputs with different dims are refused, listing every file and its dim") {
   test_support::ScratchDir scratch;
   save_f32(scratch / "a.npy", random_rows(4, 8, 1), 4, 8);

@@ -1,8 +1,13 @@
 #include <doctest/doctest.h>
 
+#include <fcntl.h>
+#include <unistd.h>
 #include <algorithm>
+
 #include <cstring>
+#include <fstream>
 #include <random>
+#include <thread>
 
 #include "formats/shard/shard_layout.hpp"
 #include "formats/shard/shard_reader.hpp"
@@ -49,7 +54,7 @@ Sample make_sample(std::uint64_t rows, std::uint64_t dim, std::uint64_t pad_to) 
   return sample;
 }
 
-enum class Fill { anonymous, file_backed, file_backed_store };
+enum class Fill { anonymous, file_backed, file_backed_store, file_copy };
 
 std::string write_sample(const Sample& sample, std::uint64_t rows, const std::string& path,
                          WriteOptions options = {}, Fill fill = Fill::anonymous) {
@@ -68,7 +73,22 @@ std::string write_sample(const Sample& sample, std::uint64_t rows, const std::st
     for (std::uint64_t r = 0; r < rows; ++r)
       std::memcpy(padded.data() + r * column.row_pitch_bytes,
                   sample.logical[c].data() + r * row_bytes, row_bytes);
-    if (fill == Fill::file_backed_store && c % 2 == 0) {
+    if (fill == Fill::file_copy) {
+      // From a file holding the padded rows after a 100-byte prefix: copied file to file, hashed
+      // from memory on another lane than the one stored column 0.
+      test_support::write_bytes(path + ".source", std::vector<char>(100, 'p'));
+      {
+        std::ofstream append(path + ".source", std::ios::binary | std::ios::app);
+        append.write(reinterpret_cast<const char*>(padded.data()),
+                     static_cast<std::streamsize>(padded.size()));
+      }
+      const int source = ::open((path + ".source").c_str(), O_RDONLY);
+      REQUIRE(source >= 0);
+      builder.copy_from_file(c, 0, padded, source, 100);
+      ::close(source);
+      builder.hash_stored(c, 0, padded, static_cast<unsigned>(c % ShardBuilder::kStoreLanes));
+      builder.start_writeback(c, 0, padded.size());
+    } else if (fill == Fill::file_backed_store && c % 2 == 0) {
       // In two pieces, the second at an offset inside the region.
       const std::uint64_t half = rows / 2 * column.row_pitch_bytes;
       builder.store(c, 0, std::span(padded).first(half));
@@ -283,6 +303,8 @@ TEST_CASE("a file-backed builder writes the same bytes as an anonymous one") {
   const auto expected = test_support::read_bytes(scratch / "anonymous.gcs");
   CHECK(test_support::read_bytes(scratch / "backed.gcs") == expected);
   CHECK(test_support::read_bytes(scratch / "stored.gcs") == expected);
+  write_sample(sample, 300, scratch / "copied.gcs", {}, Fill::file_copy);
+  CHECK(test_support::read_bytes(scratch / "copied.gcs") == expected);
   CHECK_FALSE(std::filesystem::exists(scratch / "backed.gcs.tmp"));
   check_round_trip(sample, 300, ShardReader(scratch / "stored.gcs", true));
 
@@ -301,4 +323,74 @@ TEST_CASE("a file-backed builder writes the same bytes as an anonymous one") {
   }
   CHECK_FALSE(std::filesystem::exists(scratch / "other.gcs.tmp"));
   CHECK_FALSE(std::filesystem::exists(scratch / "other.gcs"));
+}
+
+TEST_CASE("chunks hashed as they are stored match the bytes written, from one lane or several") {
+  // One f32 column of 3 default-size chunks and a bit: whole chunks are hashed by store(), the
+  // rest by write(); the file must be the same as from an anonymous image filled in place.
+  test_support::ScratchDir scratch;
+  const std::vector<ColumnSpec> specs = {
+      {"embedding", ColumnKind::tensor, DType::f32, 2, 1024, 1024},
+      {"id", ColumnKind::tensor, DType::u64, 1, 1, 1}};
+  const std::uint64_t pitch = 4096, rows = 3 * kDefaultChunkSize / pitch + 77;
+  std::vector<std::byte> embedding(rows * pitch), ids(rows * 8);
+  std::mt19937 random(7);
+  for (auto& b : embedding) b = static_cast<std::byte>(random() & 0xff);
+  for (auto& b : ids) b = static_cast<std::byte>(random() & 0xff);
+  const std::vector<std::uint64_t> no_text(2, 0);
+
+  auto finish = [&](ShardBuilder& builder, const std::string& name) {
+    std::memcpy(builder.tensor_data(1).data(), ids.data(), ids.size());
+    builder.write(scratch / name, {});
+    return test_support::read_bytes(scratch / name);
+  };
+  ShardBuilder in_place(specs, rows, no_text);
+  std::memcpy(in_place.tensor_data(0).data(), embedding.data(), embedding.size());
+  const auto expected = finish(in_place, "in_place.gcs");
+
+  SUBCASE("in order, in uneven pieces") {
+    ShardBuilder builder(specs, rows, no_text, scratch / "pieces.gcs");
+    for (std::uint64_t at = 0; at < embedding.size(); at += 3 * pitch + 4096 * 7)
+      builder.store(0, at,
+                    std::span(embedding).subspan(
+                        at, std::min<std::uint64_t>(3 * pitch + 4096 * 7, embedding.size() - at)));
+    CHECK(finish(builder, "pieces.gcs") == expected);
+  }
+  SUBCASE("backwards, and one chunk stored twice with other bytes first") {
+    ShardBuilder builder(specs, rows, no_text, scratch / "backwards.gcs");
+    std::vector<std::byte> wrong(kDefaultChunkSize, std::byte{1});
+    builder.store(0, kDefaultChunkSize, wrong);
+    for (std::uint64_t at = embedding.size(); at > 0;) {
+      const std::uint64_t size = std::min<std::uint64_t>(at, 1 << 20);
+      at -= size;
+      builder.store(0, at, std::span(embedding).subspan(at, size));
+    }
+    CHECK(finish(builder, "backwards.gcs") == expected);
+  }
+  SUBCASE("halves on two lanes, from two threads at once") {
+    ShardBuilder builder(specs, rows, no_text, scratch / "lanes.gcs");
+    const std::uint64_t half = rows / 2 * pitch;
+    std::thread second([&] { builder.store(0, half, std::span(embedding).subspan(half), 1); });
+    builder.store(0, 0, std::span(embedding).first(half), 0);
+    second.join();
+    CHECK(finish(builder, "lanes.gcs") == expected);
+  }
+  SUBCASE("the same chunks stored on two lanes are hashed by write()") {
+    ShardBuilder builder(specs, rows, no_text, scratch / "twice.gcs");
+    std::vector<std::byte> wrong(embedding.size(), std::byte{9});
+    builder.store(0, 0, wrong, 3);
+    builder.store(0, 0, embedding, 2);
+    CHECK(finish(builder, "twice.gcs") == expected);
+  }
+  SUBCASE("copied without hashing: write() hashes what was copied") {
+    const auto* first = reinterpret_cast<const char*>(embedding.data());
+    test_support::write_bytes(scratch / "source", {first, first + embedding.size()});
+    const int source = ::open((scratch / "source").c_str(), O_RDONLY);
+    REQUIRE(source >= 0);
+    ShardBuilder builder(specs, rows, no_text, scratch / "copied.gcs");
+    builder.copy_from_file(0, 0, embedding, source, 0);
+    ::close(source);
+    CHECK(finish(builder, "copied.gcs") == expected);
+  }
+  CHECK(ShardReader(scratch / "in_place.gcs", true).rows() == rows);
 }

@@ -3,6 +3,7 @@
 #include <sys/mman.h>
 #include <zstd.h>
 
+#include <algorithm>
 #include <bit>
 #include <cerrno>
 #include <cstring>
@@ -83,6 +84,7 @@ ShardBuilder::ShardBuilder(const std::vector<ColumnSpec>& specs, std::uint64_t r
     : columns_(entries_for(specs)), rows_(rows), data_offset_(data_offset_for(specs.size())) {
   if (columns_.empty()) throw Error("", "shard layout", "a shard needs at least one column");
   data_size_ = place_columns(columns_, rows, data_offset_, text_bytes);
+  start_streamed_hashes();
   map_anonymous();
 }
 
@@ -91,7 +93,25 @@ ShardBuilder::ShardBuilder(const std::vector<ColumnSpec>& specs, std::uint64_t r
     : columns_(entries_for(specs)), rows_(rows), data_offset_(data_offset_for(specs.size())) {
   if (columns_.empty()) throw Error("", "shard layout", "a shard needs at least one column");
   data_size_ = place_columns(columns_, rows, data_offset_, text_bytes);
+  start_streamed_hashes();
   if (!map_file(path)) map_anonymous();
+}
+
+void ShardBuilder::start_streamed_hashes() {
+  for (unsigned lane = 0; lane < kStoreLanes; ++lane)
+    streamed_.push_back(std::make_unique<StreamedChunkHashes>(data_size_, kDefaultChunkSize));
+}
+
+// A chunk's hash from the lane that stored it, when one lane alone stored all of it.
+std::optional<std::uint64_t> ShardBuilder::streamed_hash(std::uint64_t chunk) const {
+  std::optional<std::uint64_t> hash;
+  unsigned lanes = 0;
+  for (const auto& lane : streamed_) {
+    if (!lane->touched(chunk)) continue;
+    ++lanes;
+    hash = lane->hash(chunk);
+  }
+  return lanes == 1 ? hash : std::nullopt;
 }
 
 void ShardBuilder::map_anonymous() {
@@ -135,18 +155,61 @@ std::span<std::byte> ShardBuilder::tensor_data(std::size_t column) noexcept {
   return region(columns_[column].data_offset, columns_[column].data_size);
 }
 
-void ShardBuilder::store(std::size_t column, std::uint64_t offset,
-                         std::span<const std::byte> bytes) {
+const ColumnEntry& ShardBuilder::stored_column(std::size_t column, std::uint64_t offset,
+                                               std::uint64_t size, unsigned lane) const {
   const ColumnEntry& entry = columns_.at(column);
   if (entry.kind != ColumnKind::tensor || offset > entry.data_size ||
-      bytes.size() > entry.data_size - offset)
+      size > entry.data_size - offset)
     throw Error("", "column '" + entry.name + "'", "internal: store outside the column's region");
-  if (backing_ != nullptr) {
-    backing_->write_at(entry.data_offset + offset, bytes);
-    backing_->start_writeback(entry.data_offset + offset, bytes.size());
-  } else
-    std::memcpy(region(entry.data_offset + offset, bytes.size()).data(), bytes.data(),
-                bytes.size());
+  if (lane >= kStoreLanes) throw Error("", "column '" + entry.name + "'", "internal: no such lane");
+  return entry;
+}
+
+// Pieces small enough to still be in cache when they are hashed, right after being copied.
+constexpr std::size_t kStorePiece = std::size_t{2} << 20;
+
+void ShardBuilder::store(std::size_t column, std::uint64_t offset, std::span<const std::byte> bytes,
+                         unsigned lane) {
+  const ColumnEntry& entry = stored_column(column, offset, bytes.size(), lane);
+  for (std::size_t done = 0; done < bytes.size(); done += kStorePiece) {
+    const auto piece = bytes.subspan(done, std::min(kStorePiece, bytes.size() - done));
+    const std::uint64_t absolute = entry.data_offset + offset + done;
+    if (backing_ != nullptr)
+      backing_->write_at(absolute, piece);
+    else
+      std::memcpy(region(absolute, piece.size()).data(), piece.data(), piece.size());
+    streamed_[lane]->add(absolute - data_offset_, piece);
+  }
+  if (backing_ != nullptr) backing_->start_writeback(entry.data_offset + offset, bytes.size());
+}
+
+void ShardBuilder::copy_from_file(std::size_t column, std::uint64_t offset,
+                                  std::span<const std::byte> bytes, int source,
+                                  std::uint64_t source_offset) {
+  const ColumnEntry& entry = stored_column(column, offset, bytes.size(), 0);
+  const std::uint64_t absolute = entry.data_offset + offset;
+  if (backing_ == nullptr || source < 0) {
+    if (backing_ != nullptr)
+      backing_->write_at(absolute, bytes);
+    else
+      std::memcpy(region(absolute, bytes.size()).data(), bytes.data(), bytes.size());
+    return;
+  }
+  const std::uint64_t copied = backing_->copy_from(source, source_offset, absolute, bytes.size());
+  if (copied < bytes.size()) backing_->write_at(absolute + copied, bytes.subspan(copied));
+}
+
+void ShardBuilder::start_writeback(std::size_t column, std::uint64_t offset,
+                                   std::uint64_t size) const noexcept {
+  // (A size of 0 would mean "to the end of the file" to sync_file_range.)
+  if (backing_ == nullptr || column >= columns_.size() || size == 0) return;
+  backing_->start_writeback(columns_[column].data_offset + offset, size);
+}
+
+void ShardBuilder::hash_stored(std::size_t column, std::uint64_t offset,
+                               std::span<const std::byte> bytes, unsigned lane) {
+  const ColumnEntry& entry = stored_column(column, offset, bytes.size(), lane);
+  streamed_[lane]->add(entry.data_offset + offset - data_offset_, bytes);
 }
 
 std::span<std::uint64_t> ShardBuilder::text_offsets(std::size_t column) noexcept {
@@ -182,8 +245,13 @@ WrittenShard ShardBuilder::write(const std::string& path, const WriteOptions& op
   const std::span<const std::byte> image(image_, data_size_);
   detail::parallel_for(header.chunk_count, options.threads, [&](std::uint64_t k) {
     const auto logical = image.subspan(k * header.chunk_size, chunk_logical_size(header, k));
-    chunks[k].hash = xxh3_64(logical);
     chunks[k].stored_size = static_cast<std::uint32_t>(logical.size());
+    const auto streamed = header.chunk_size == kDefaultChunkSize ? streamed_hash(k) : std::nullopt;
+    if (streamed && options.zstd_level == 0) {
+      chunks[k].hash = *streamed;
+      return;
+    }
+    chunks[k].hash = streamed ? *streamed : xxh3_64(logical);
     // A file-backed image's pages are page cache (written back by commit's fsync): once hashed
     // they can leave this process's resident set, so a 1 GiB shard never is resident at once.
     if (backing_ != nullptr)

@@ -19,10 +19,29 @@ namespace {
 
 // Live mappings by start address, so release_if_mapped_file can tell a file mapping from memory
 // the process owns.
+struct Registered {
+  std::size_t size;
+  std::string path;
+  std::uint64_t device;
+  std::uint64_t inode;
+};
 std::mutex registry_mutex;
-std::map<const std::byte*, std::size_t>& registry() {
-  static std::map<const std::byte*, std::size_t> mappings;
+std::map<const std::byte*, Registered>& registry() {
+  static std::map<const std::byte*, Registered> mappings;
   return mappings;
+}
+
+// The live mapping holding all of [start, start + length); the registry mutex must be held.
+const std::pair<const std::byte* const, Registered>* mapping_holding(const std::byte* start,
+                                                                     std::size_t length) {
+  const auto& mappings = registry();
+  auto it = mappings.upper_bound(start);
+  if (it == mappings.begin()) return nullptr;
+  --it;
+  if (length > it->second.size ||
+      start - it->first > static_cast<std::ptrdiff_t>(it->second.size - length))
+    return nullptr;
+  return &*it;
 }
 
 void drop_pages(const std::byte* begin, std::size_t length, const std::byte* floor,
@@ -42,13 +61,19 @@ void drop_pages(const std::byte* begin, std::size_t length, const std::byte* flo
 bool release_if_mapped_file(const void* begin, std::size_t length) noexcept {
   const auto* start = static_cast<const std::byte*>(begin);
   std::lock_guard lock(registry_mutex);
-  const auto& mappings = registry();
-  auto it = mappings.upper_bound(start);
-  if (it == mappings.begin()) return false;
-  --it;
-  if (start + length > it->first + it->second) return false;
-  drop_pages(start, length, it->first, it->first + it->second);
+  const auto* mapping = mapping_holding(start, length);
+  if (mapping == nullptr) return false;
+  drop_pages(start, length, mapping->first, mapping->first + mapping->second.size);
   return true;
+}
+
+std::optional<MappedFileRange> find_mapped_file_range(const void* begin, std::size_t length) {
+  const auto* start = static_cast<const std::byte*>(begin);
+  std::lock_guard lock(registry_mutex);
+  const auto* mapping = mapping_holding(start, length);
+  if (mapping == nullptr) return std::nullopt;
+  return MappedFileRange{mapping->second.path, mapping->second.device, mapping->second.inode,
+                         static_cast<std::uint64_t>(start - mapping->first)};
 }
 
 std::shared_ptr<const MappedFile> MappedFile::open(const std::string& path) {
@@ -78,7 +103,8 @@ std::shared_ptr<const MappedFile> MappedFile::open(const std::string& path) {
   ::close(fd);  // the mapping stays valid without the descriptor
   if (data != nullptr) {
     std::lock_guard lock(registry_mutex);
-    registry()[data] = size;
+    registry()[data] = Registered{size, path, static_cast<std::uint64_t>(info.st_dev),
+                                  static_cast<std::uint64_t>(info.st_ino)};
   }
   return std::shared_ptr<const MappedFile>(new MappedFile(path, data, size));
 }
