@@ -286,6 +286,41 @@ TEST_CASE("a storage named twice with different types is refused") {
   CHECK(contains(error_of(p), "storage '0' is declared twice with different types or sizes"));
 }
 
+TEST_CASE("storages named again are shared, whatever their keys look like") {
+  // Decimal keys (as torch writes them), a huge number (hashed: too far out for the numbered
+  // slots), the same number once it is within reach, leading zeros and text: each key names one
+  // storage however often it appears.
+  const std::vector<std::string> keys = {"0",     "1", "99999", "007", "7", "abc", "1",
+                                         "99999", "0", "007",   "abc", "7", "2"};
+  Pickle p;
+  p.proto().op('(');
+  for (const auto& key : keys) p.storage("FloatStorage", key, 4);
+  p.op('t').stop();
+  PickleResult result = run(p);
+  std::vector<std::string> stored;
+  for (const auto& storage : result.storages) stored.push_back(storage.key);
+  CHECK(stored == std::vector<std::string>{"0", "1", "99999", "007", "7", "abc", "2"});
+  const List& tensors = *result.value.as_list();
+  REQUIRE(tensors.items.size() == keys.size());
+  for (std::size_t i = 0; i < keys.size(); ++i)
+    for (std::size_t j = 0; j < keys.size(); ++j) {
+      CAPTURE(keys[i]);
+      CAPTURE(keys[j]);
+      CHECK((tensors.items[i].as_tensor()->storage == tensors.items[j].as_tensor()->storage) ==
+            (keys[i] == keys[j]));
+    }
+
+  // A number first seen beyond the slots' reach stays the same storage once they reach it.
+  Pickle far;
+  far.proto().op('(').storage("FloatStorage", "5000", 2);
+  for (int k = 0; k < 300; ++k) far.storage("FloatStorage", std::to_string(k), 2);
+  far.storage("FloatStorage", "5000", 2).op('t').stop();
+  PickleResult grown = run(far);
+  CHECK(grown.storages.size() == 301);
+  const List& all = *grown.value.as_list();
+  CHECK(all.items.front().as_tensor()->storage == all.items.back().as_tensor()->storage);
+}
+
 TEST_CASE("a bare storage becomes a 1-D tensor over all of it") {
   Pickle p;
   p.proto().storage("HalfStorage", "3", 5).stop();
@@ -645,6 +680,18 @@ TEST_CASE("resource limits") {
   for (int i = 0; i < 9; ++i) repeated.get(0);
   repeated.op('l').stop();
   CHECK(contains(error_of(repeated, small), "more than 5000 bytes of text"));
+
+  // Lists made and dropped in a loop: their memory is only taken back at the end, so it counts
+  // (the cap: 4096 + 2 x 404 pickle bytes).
+  small = options();
+  small.limits.object_bytes_base = 4096;
+  small.limits.object_bytes_per_pickle_byte = 2;
+  Pickle dropped;
+  dropped.proto();
+  for (int i = 0; i < 200; ++i) dropped.op(']').op('0');
+  dropped.op('N').stop();
+  CHECK(contains(error_of(dropped, small), "lists, tuples and dicts take more than 4904 bytes"));
+  CHECK_NOTHROW(run(dropped));  // within the default limits
 }
 
 // Random byte changes to real torch pickles: each must unpickle or raise gpucache::Error, never

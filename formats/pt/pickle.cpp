@@ -2,12 +2,16 @@
 
 #include <algorithm>
 #include <bit>
+#include <limits>
+#include <memory_resource>
+#include <optional>
 #include <unordered_map>
 
 #include "formats/pt/pickle_convert.hpp"
 #include "formats/pt/pickle_globals.hpp"
 #include "formats/pt/pickle_object.hpp"
 #include "formats/pt/pickle_text.hpp"
+#include "gpucache/detail/checked_math.hpp"
 
 namespace gpucache::detail {
 namespace {
@@ -82,10 +86,45 @@ std::string printable(std::string_view text) {
   return out;
 }
 
+// The arena lists, tuples and dicts come from. It frees nothing before the machine ends, so it
+// counts what it hands out and refuses to go beyond the limit (a pickle that makes and drops
+// objects in a loop would otherwise grow it without bound).
+class ObjectArena final : public std::pmr::memory_resource {
+ public:
+  ObjectArena(std::uint64_t cap, const Context& context) : cap_(cap), context_(context) {}
+
+ private:
+  void* do_allocate(std::size_t bytes, std::size_t alignment) override {
+    used_ += bytes;
+    if (used_ > cap_)
+      context_.fail("lists, tuples and dicts take more than " + std::to_string(cap_) +
+                    " bytes (PickleLimits::object_bytes_base and object_bytes_per_pickle_byte)");
+    return arena_.allocate(bytes, alignment);
+  }
+  void do_deallocate(void*, std::size_t, std::size_t) override {}
+  bool do_is_equal(const std::pmr::memory_resource& other) const noexcept override {
+    return this == &other;
+  }
+
+  std::pmr::monotonic_buffer_resource arena_{std::size_t{1} << 20};
+  std::uint64_t used_ = 0;
+  std::uint64_t cap_;
+  const Context& context_;
+};
+
+std::uint64_t object_bytes_cap(const PickleLimits& limits, std::uint64_t pickle_bytes) {
+  const auto scaled = checked_mul(pickle_bytes, limits.object_bytes_per_pickle_byte);
+  const auto cap = scaled ? checked_add(*scaled, limits.object_bytes_base) : std::nullopt;
+  return cap ? *cap : std::numeric_limits<std::uint64_t>::max();
+}
+
 class Machine {
  public:
   Machine(std::span<const std::byte> bytes, const PickleOptions& options, PickleResult& result)
-      : bytes_(bytes), limits_(options.limits), context_{options, result, {}, 0} {}
+      : context_{options, result, &pool_, {}, {}, 0},
+        pool_(object_bytes_cap(options.limits, bytes.size()), context_),
+        bytes_(bytes),
+        limits_(options.limits) {}
 
   void run() {
     for (;;) {
@@ -157,15 +196,17 @@ class Machine {
     if (stack_.size() <= floor()) fail("stack underflow");
     return stack_.back();
   }
-  std::vector<PyValue> pop_mark() {
+  // The objects above the last MARK, moved into a buffer every call reuses: valid until the next.
+  std::vector<PyValue>& pop_mark() {
     if (marks_.empty()) fail("no MARK to pop to");
     const std::size_t mark = marks_.back();
     marks_.pop_back();
-    std::vector<PyValue> items(
-        std::make_move_iterator(stack_.begin() + static_cast<std::ptrdiff_t>(mark)),
-        std::make_move_iterator(stack_.end()));
+    marked_.clear();
+    marked_.insert(marked_.end(),
+                   std::make_move_iterator(stack_.begin() + static_cast<std::ptrdiff_t>(mark)),
+                   std::make_move_iterator(stack_.end()));
     stack_.resize(mark);
-    return items;
+    return marked_;
   }
 
   // ---- containers ----------------------------------------------------------------------------
@@ -214,32 +255,41 @@ class Machine {
     list.items.push_back(std::move(item));
   }
   void set_item(PyDict& dict, const PyValue& key, PyValue value, const char* op) {
-    std::string text = key_text(key, context_);
+    // str keys (nearly all) are used as they lie in the pickle; others become their repr.
+    std::string repr;
+    const auto* str = std::get_if<Str>(&key);
+    if (!str) repr = key_text(key, context_);
+    const std::string_view text = str ? str->text : std::string_view(repr);
     const auto depth = freeze(value);
     check_mutable(dict, op);
     deepen(dict, depth);
     if (dict_has_key(dict, text)) fail("dict key '" + printable(text) + "' appears twice");
     if (dict.items.empty()) dict.items.reserve(4);  // rows of dialogue files have four keys
-    dict.items.emplace_back(std::move(text), std::move(value));
+    dict.items.emplace_back(std::piecewise_construct, std::forward_as_tuple(text),
+                            std::forward_as_tuple(std::move(value)));
   }
   // Small dicts (a dataset row's few keys) are searched in place; a hash index is built only for
   // big ones, so millions of rows cost no per-key index nodes.
-  static bool dict_has_key(PyDict& dict, const std::string& key) {
+  static bool dict_has_key(PyDict& dict, std::string_view key) {
     constexpr std::size_t kLinearSearchItems = 32;
     if (dict.items.size() < kLinearSearchItems)
       return std::any_of(dict.items.begin(), dict.items.end(),
                          [&](const auto& item) { return item.first == key; });
     if (dict.index.empty())
       for (std::size_t i = 0; i < dict.items.size(); ++i)
-        dict.index.emplace(dict.items[i].first, i);
-    return !dict.index.emplace(key, dict.items.size()).second;
+        dict.index.emplace(std::string(dict.items[i].first), i);
+    return !dict.index.emplace(std::string(key), dict.items.size()).second;
   }
-  void push_tuple(std::vector<PyValue> items) {
-    auto tuple = std::make_shared<PyList>();
+  // A tuple of `items`, moved from.
+  std::shared_ptr<PyList> make_tuple(std::span<PyValue> items) {
+    auto tuple = make_object<PyList>(&pool_);
     tuple->is_tuple = true;
-    for (const auto& item : items) deepen(*tuple, freeze(item));
-    tuple->items = std::move(items);
-    push(std::move(tuple));
+    tuple->items.reserve(items.size());
+    for (auto& item : items) {
+      deepen(*tuple, freeze(item));
+      tuple->items.push_back(std::move(item));
+    }
+    return tuple;
   }
 
   // ---- values --------------------------------------------------------------------------------
@@ -266,7 +316,7 @@ class Machine {
   }
   void push_str(std::string_view text) {
     if (!is_valid_utf8(text)) fail("string is not valid UTF-8");
-    push(Str{std::make_shared<const std::string>(text)});
+    push(Str{text});
   }
   void push_bytes(std::string_view data) { push(Bytes{std::make_shared<const std::string>(data)}); }
 
@@ -419,40 +469,38 @@ class Machine {
         return false;
 
       case '}':  // EMPTY_DICT
-        push(std::make_shared<PyDict>());
+        push(make_object<PyDict>(&pool_));
         return false;
       case ']':  // EMPTY_LIST
-        push(std::make_shared<PyList>());
+        push(make_object<PyList>(&pool_));
         return false;
       case ')':  // EMPTY_TUPLE
-        push_tuple({});
+        push(make_tuple({}));
         return false;
       case 't':  // TUPLE
-        push_tuple(pop_mark());
+        push(make_tuple(pop_mark()));
         return false;
       case 0x85:
       case 0x86:
       case 0x87: {  // TUPLE1, TUPLE2, TUPLE3
         const std::size_t count = op - 0x84u;
         if (stack_.size() < floor() + count) fail("stack underflow");
-        std::vector<PyValue> items(
-            std::make_move_iterator(stack_.end() - static_cast<std::ptrdiff_t>(count)),
-            std::make_move_iterator(stack_.end()));
+        auto tuple = make_tuple(std::span(stack_).last(count));
         stack_.resize(stack_.size() - count);
-        push_tuple(std::move(items));
+        push(std::move(tuple));
         return false;
       }
       case 'l': {  // LIST
-        auto items = pop_mark();
-        auto list = std::make_shared<PyList>();
+        auto& items = pop_mark();
+        auto list = make_object<PyList>(&pool_);
         for (auto& item : items) append_to(*list, std::move(item), "LIST");
         push(std::move(list));
         return false;
       }
       case 'd': {  // DICT
-        auto items = pop_mark();
+        auto& items = pop_mark();
         if (items.size() % 2 != 0) fail("DICT needs key/value pairs");
-        auto dict = std::make_shared<PyDict>();
+        auto dict = make_object<PyDict>(&pool_);
         for (std::size_t i = 0; i < items.size(); i += 2)
           set_item(*dict, items[i], std::move(items[i + 1]), "DICT");
         push(std::move(dict));
@@ -464,7 +512,7 @@ class Machine {
         return false;
       }
       case 'e': {  // APPENDS
-        auto items = pop_mark();
+        auto& items = pop_mark();
         PyList& list = target_list("APPENDS");
         for (auto& item : items) append_to(list, std::move(item), "APPENDS");
         return false;
@@ -476,7 +524,7 @@ class Machine {
         return false;
       }
       case 'u': {  // SETITEMS
-        auto items = pop_mark();
+        auto& items = pop_mark();
         if (items.size() % 2 != 0) fail("SETITEMS needs key/value pairs");
         PyDict& dict = target_dict("SETITEMS");
         for (std::size_t i = 0; i < items.size(); i += 2)
@@ -512,7 +560,7 @@ class Machine {
         const auto* module_text = std::get_if<Str>(&module);
         const auto* name_text = std::get_if<Str>(&name);
         if (!module_text || !name_text) fail("STACK_GLOBAL needs two strings");
-        push_global(*module_text->text, *name_text->text);
+        push_global(module_text->text, name_text->text);
         return false;
       }
       case 'R': {  // REDUCE: callable(*args) replaces the callable
@@ -564,12 +612,15 @@ class Machine {
     context_.result.value = to_value(stack_.back(), context_);
   }
 
+  // Before the objects, so it outlives all of them (members are destroyed in reverse order).
+  Context context_;
+  ObjectArena pool_;
   std::span<const std::byte> bytes_;
   const PickleLimits& limits_;
-  Context context_;
   std::uint64_t pos_ = 0;
   std::uint64_t objects_ = 0;
   std::vector<PyValue> stack_;
+  std::vector<PyValue> marked_;  // pop_mark's buffer
   std::vector<std::size_t> marks_;
   std::vector<PyValue> memo_;
   std::vector<bool> memo_defined_;

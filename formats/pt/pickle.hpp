@@ -28,6 +28,11 @@ struct PickleLimits {
   // repeat one long string many times.
   std::uint64_t max_text_bytes = std::uint64_t{1} << 32;
   std::uint64_t max_long_bytes = 1024;  // LONG4 integers
+  // Bytes of lists, tuples and dicts (objects and items): they come from an arena that frees
+  // nothing until the end, so objects a pickle makes and drops count too. The cap is this base
+  // plus this many bytes per byte of pickle; real pickles stay far below it.
+  std::uint64_t object_bytes_base = std::uint64_t{1} << 30;
+  std::uint64_t object_bytes_per_pickle_byte = 32;
 };
 
 // A tensor storage named by a persistent id ('storage', torch.FloatStorage, key, location, numel).

@@ -11,8 +11,13 @@ namespace {
 constexpr std::size_t kMaxKeyDepth = 8;
 
 std::string key_text_at(const PyValue& key, Context& context, std::size_t depth, bool quote) {
-  if (const auto* text = std::get_if<Str>(&key))
-    return quote ? "'" + *text->text + "'" : *text->text;
+  if (const auto* text = std::get_if<Str>(&key)) {
+    if (!quote) return std::string(text->text);
+    std::string quoted;
+    quoted.reserve(text->text.size() + 2);
+    quoted.append(1, '\'').append(text->text).append(1, '\'');
+    return quoted;
+  }
   if (const auto* number = std::get_if<std::int64_t>(&key)) return std::to_string(*number);
   if (const auto* big = std::get_if<BigInt>(&key)) return signed_le_decimal(*big->le_bytes);
   if (const auto* flag = std::get_if<bool>(&key)) return *flag ? "True" : "False";
@@ -54,8 +59,8 @@ class Converter {
     return counted(Value(signed_le_decimal(*big.le_bytes)), 1);
   }
   Value convert_item(const Str& text, std::uint64_t) {
-    charge_text(text.text->size());
-    return counted(Value(*text.text), 1);
+    charge_text(text.text.size());
+    return counted(Value(std::string(text.text)), 1);
   }
   Value convert_item(const Bytes& bytes, std::uint64_t) {
     auto tensor = std::make_shared<Tensor>();
@@ -121,7 +126,7 @@ class Converter {
     std::uint64_t count = 1;
     for (const auto& [key, item] : dict->items) {
       charge_text(key.size());
-      out->items.emplace_back(key, convert(item, depth + 1));
+      out->items.emplace_back(std::string(key), convert(item, depth + 1));
       count = add_count(count, last_count);
     }
     return remember(dict.get(), Value(std::move(out)), count);

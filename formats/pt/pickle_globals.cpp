@@ -1,6 +1,8 @@
 #include "formats/pt/pickle_globals.hpp"
 
 #include <array>
+#include <limits>
+#include <optional>
 
 #include "formats/npy/npy_header.hpp"
 #include "formats/pt/pickle_text.hpp"
@@ -63,7 +65,7 @@ constexpr std::array kAllowed = {
 
 constexpr std::size_t kMaxRank = 64;
 
-const std::vector<PyValue>& tuple_items(const PyValue& value, const char* what, Context& context) {
+std::span<const PyValue> tuple_items(const PyValue& value, const char* what, Context& context) {
   const auto* list = std::get_if<std::shared_ptr<PyList>>(&value);
   if (!list || !(*list)->is_tuple)
     context.fail(std::string(what) + " must be a tuple, not " + std::string(kind_name(value)));
@@ -80,8 +82,8 @@ bool bool_arg(const PyValue& value, const char* what, Context& context) {
   context.fail(std::string(what) + " must be a bool, not " + std::string(kind_name(value)));
 }
 
-const std::string& str_arg(const PyValue& value, const char* what, Context& context) {
-  if (const auto* text = std::get_if<Str>(&value)) return *text->text;
+std::string_view str_arg(const PyValue& value, const char* what, Context& context) {
+  if (const auto* text = std::get_if<Str>(&value)) return text->text;
   context.fail(std::string(what) + " must be a str, not " + std::string(kind_name(value)));
 }
 
@@ -98,7 +100,7 @@ std::vector<std::int64_t> dims_arg(const PyValue& value, const char* what, Conte
   return dims;
 }
 
-void expect_arity(const std::vector<PyValue>& args, std::size_t low, std::size_t high,
+void expect_arity(std::span<const PyValue> args, std::size_t low, std::size_t high,
                   const AllowedGlobal& callable, Context& context) {
   if (args.size() < low || args.size() > high)
     context.fail(global_name(callable) + " takes " + std::to_string(low) +
@@ -113,7 +115,7 @@ std::shared_ptr<Tensor> tensor_arg(const PyValue& value, const char* what, Conte
 
 // _rebuild_tensor(storage, offset, size, stride), _v2 adds (requires_grad, backward_hooks
 // [, metadata]) and _v3 adds (requires_grad, backward_hooks, dtype[, metadata]).
-PyValue rebuild_tensor(const AllowedGlobal& callable, const std::vector<PyValue>& args,
+PyValue rebuild_tensor(const AllowedGlobal& callable, std::span<const PyValue> args,
                        Context& context) {
   const bool v3 = callable.kind == K::rebuild_tensor_v3;
   if (callable.kind == K::rebuild_tensor)
@@ -162,24 +164,25 @@ PyValue rebuild_tensor(const AllowedGlobal& callable, const std::vector<PyValue>
   return tensor;
 }
 
-PyValue codecs_encode(const AllowedGlobal& callable, const std::vector<PyValue>& args,
+PyValue codecs_encode(const AllowedGlobal& callable, std::span<const PyValue> args,
                       Context& context) {
   expect_arity(args, 2, 2, callable, context);
   const auto& text = str_arg(args[0], "_codecs.encode text", context);
   const auto& encoding = str_arg(args[1], "_codecs.encode encoding", context);
   if (encoding != "latin1" && encoding != "latin-1" && encoding != "iso-8859-1")
-    context.fail("_codecs.encode with encoding '" + encoding + "' is not supported (only latin1)");
+    context.fail("_codecs.encode with encoding '" + std::string(encoding) +
+                 "' is not supported (only latin1)");
   auto bytes = utf8_to_latin1(text);
   if (!bytes) context.fail("_codecs.encode text has characters outside latin-1");
   return Bytes{std::make_shared<const std::string>(std::move(*bytes))};
 }
 
-PyValue numpy_dtype_object(const AllowedGlobal& callable, const std::vector<PyValue>& args,
+PyValue numpy_dtype_object(const AllowedGlobal& callable, std::span<const PyValue> args,
                            Context& context) {
   expect_arity(args, 1, 3, callable, context);
   const auto& code = str_arg(args[0], "numpy.dtype code", context);
   if (!code.empty() && code[0] == 'O')
-    context.fail("numpy object arrays (dtype '" + code +
+    context.fail("numpy object arrays (dtype '" + std::string(code) +
                  "') hold pickled Python objects and are not supported");
   std::uint64_t itemsize = 0;
   bool digits = code.size() >= 2 && code.size() <= 4;
@@ -190,7 +193,7 @@ PyValue numpy_dtype_object(const AllowedGlobal& callable, const std::vector<PyVa
       itemsize = itemsize * 10 + static_cast<std::uint64_t>(code[i] - '0');
   }
   const auto dtype = digits ? numpy_dtype(code[0], itemsize) : std::nullopt;
-  if (!dtype) context.fail("numpy dtype '" + code + "' is not supported");
+  if (!dtype) context.fail("numpy dtype '" + std::string(code) + "' is not supported");
   auto object = std::make_shared<NumpyDTypeObject>();
   object->code = code;
   object->dtype = *dtype;
@@ -243,7 +246,7 @@ std::shared_ptr<Tensor> tensor_over_text(const Text& data, DType dtype, bool big
   return tensor;
 }
 
-PyValue numpy_scalar(const AllowedGlobal& callable, const std::vector<PyValue>& args,
+PyValue numpy_scalar(const AllowedGlobal& callable, std::span<const PyValue> args,
                      Context& context) {
   expect_arity(args, 2, 2, callable, context);
   const auto& dtype = built_dtype(args[0], "numpy scalar dtype", context);
@@ -254,7 +257,7 @@ PyValue numpy_scalar(const AllowedGlobal& callable, const std::vector<PyValue>& 
 }
 
 // numpy's pickle protocol 5 form: _frombuffer(buffer, dtype, shape, order).
-PyValue numpy_frombuffer(const AllowedGlobal& callable, const std::vector<PyValue>& args,
+PyValue numpy_frombuffer(const AllowedGlobal& callable, std::span<const PyValue> args,
                          Context& context) {
   expect_arity(args, 4, 4, callable, context);
   const auto* bytes = std::get_if<Bytes>(&args[0]);
@@ -273,7 +276,7 @@ void build_numpy_dtype(NumpyDTypeObject& dtype, const PyValue& state, Context& c
   if (items.size() < 5) context.fail("numpy.dtype state has too few entries");
   const auto& order = str_arg(items[1], "numpy.dtype byte order", context);
   if (order != "<" && order != ">" && order != "|" && order != "=")
-    context.fail("numpy.dtype byte order '" + order + "' is not understood");
+    context.fail("numpy.dtype byte order '" + std::string(order) + "' is not understood");
   for (std::size_t i = 2; i < 5; ++i)
     if (!std::holds_alternative<PyNone>(items[i]))
       context.fail("structured or sub-array numpy dtypes are not supported");
@@ -318,18 +321,18 @@ std::string global_name(const AllowedGlobal& global) {
   return std::string(global.module) + "." + std::string(global.name);
 }
 
-PyValue call_global(const AllowedGlobal& callable, const std::vector<PyValue>& args,
+PyValue call_global(const AllowedGlobal& callable, std::span<const PyValue> args,
                     Context& context) {
   switch (callable.kind) {
     case K::ordered_dict: {
       expect_arity(args, 0, 0, callable, context);
-      auto dict = std::make_shared<PyDict>();
+      auto dict = make_object<PyDict>(context.pool);
       dict->ordered = true;
       return dict;
     }
     case K::torch_size: {
       expect_arity(args, 1, 1, callable, context);
-      auto size = std::make_shared<PyList>();
+      auto size = make_object<PyList>(context.pool);
       size->is_tuple = true;
       for (auto dim : dims_arg(args[0], "torch.Size", context)) size->items.emplace_back(dim);
       return size;
@@ -388,6 +391,14 @@ void build(PyValue& target, const PyValue& state, Context& context) {
   context.fail("BUILD on " + std::string(kind_name(target)) + " is not supported");
 }
 
+// The number of a canonical decimal storage key, when the vector of numbered storages may hold it:
+// at most 4 slots per storage seen so far (plus a start), so a hostile key like "999999999" cannot
+// make the vector huge; such keys are hashed instead.
+std::optional<std::size_t> storage_number(std::string_view key, std::size_t storages) {
+  if (storages >= std::numeric_limits<std::uint32_t>::max() - 1) return std::nullopt;
+  return canonical_decimal(key, 4 * static_cast<std::uint64_t>(storages) + 4096);
+}
+
 PyValue persistent_load(const PyValue& pid, Context& context) {
   const auto& items = tuple_items(pid, "persistent id", context);
   if (items.size() != 5 && items.size() != 6)
@@ -409,12 +420,28 @@ PyValue persistent_load(const PyValue& pid, Context& context) {
   const auto nbytes = checked_mul(static_cast<std::uint64_t>(numel), dtype_size(dtype));
   if (!nbytes) context.fail("storage size overflows 64 bits");
 
-  auto [found, inserted] = context.storage_index.emplace(key, context.result.storages.size());
-  if (!inserted) {
-    const StorageRef& existing = context.result.storages[found->second];
+  const std::size_t next = context.result.storages.size();
+  std::size_t index = next;
+  if (const auto number = storage_number(key, next)) {
+    auto& slots = context.numbered_storages;
+    if (*number >= slots.size()) slots.resize(*number + 1, 0);
+    if (slots[*number] == 0) {
+      // A number beyond the vector's reach when first seen went to the hash map.
+      const auto hashed = context.storage_index.empty() ? context.storage_index.end()
+                                                        : context.storage_index.find(key);
+      slots[*number] = static_cast<std::uint32_t>(
+          (hashed != context.storage_index.end() ? hashed->second : next) + 1);
+    }
+    index = slots[*number] - 1;
+  } else {
+    index = context.storage_index.emplace(key, next).first->second;
+  }
+  if (index != next) {
+    const StorageRef& existing = context.result.storages[index];
     if (existing.dtype != dtype || existing.numel != static_cast<std::uint64_t>(numel))
-      context.fail("storage '" + key + "' is declared twice with different types or sizes");
-    return StorageHandle{found->second};
+      context.fail("storage '" + std::string(key) +
+                   "' is declared twice with different types or sizes");
+    return StorageHandle{index};
   }
   StorageRef ref;
   ref.key = key;
@@ -423,7 +450,7 @@ PyValue persistent_load(const PyValue& pid, Context& context) {
   ref.nbytes = *nbytes;
   ref.storage = std::make_shared<Storage>();
   context.result.storages.push_back(std::move(ref));
-  return StorageHandle{found->second};
+  return StorageHandle{next};
 }
 
 std::string_view kind_name(const PyValue& value) noexcept {

@@ -2,6 +2,7 @@
 // (torch tensor rebuilders, OrderedDict, torch.Size, numpy array reconstruction, _codecs.encode).
 #pragma once
 
+#include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -16,7 +17,12 @@ namespace gpucache::detail::pickle {
 struct Context {
   const PickleOptions& options;
   PickleResult& result;
-  std::unordered_map<std::string, std::size_t> storage_index;  // key -> result.storages index
+  ObjectPool* pool;  // where lists, tuples and dicts are made
+  // Storage key -> result.storages index. torch.save numbers storages "0", "1", ... in order, so
+  // decimal keys are looked up in a vector (slot n + 1 holds key n's index + 1) and only other
+  // keys are hashed: a dataset of one storage per row then costs no hash node per row.
+  std::unordered_map<std::string_view, std::size_t> storage_index;
+  std::vector<std::uint32_t> numbered_storages;
   std::uint64_t opcode_offset = 0;
 
   // "<cause> in <pickle> at byte <opcode offset>"
@@ -28,8 +34,7 @@ const AllowedGlobal* find_allowed_global(std::string_view module, std::string_vi
 std::string global_name(const AllowedGlobal& global);
 
 // REDUCE and NEWOBJ: `callable(*args)` for an allowed callable.
-PyValue call_global(const AllowedGlobal& callable, const std::vector<PyValue>& args,
-                    Context& context);
+PyValue call_global(const AllowedGlobal& callable, std::span<const PyValue> args, Context& context);
 // BUILD: applies `state` to `target` (OrderedDict attributes, numpy dtype and array state).
 void build(PyValue& target, const PyValue& state, Context& context);
 // BINPERSID: ('storage', StorageType, key, location, numel[, None]) -> StorageHandle.

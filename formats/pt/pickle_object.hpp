@@ -5,7 +5,9 @@
 
 #include <cstdint>
 #include <memory>
+#include <memory_resource>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <utility>
 #include <variant>
@@ -20,7 +22,9 @@ using Text = std::shared_ptr<const std::string>;
 
 struct PyNone {};
 struct Str {
-  Text text;  // UTF-8
+  // UTF-8, viewed in the pickle's own bytes: they outlive every object the machine makes, and
+  // copying each of a dataset's strings here would cost an allocation per row or two.
+  std::string_view text;
 };
 struct Bytes {
   Text data;
@@ -83,16 +87,30 @@ struct Mutable {
   std::uint64_t depth = 1;
 };
 
+// Lists, tuples and dicts, and their items, come from one arena per run (ObjectArena in
+// pickle.cpp): a pickle of a dataset makes several per row (every tensor's argument tuples), the
+// memo keeps nearly all of them alive to the end anyway, and taking memory from an arena and
+// releasing it all at once costs a fraction of allocating and freeing each block.
+using ObjectPool = std::pmr::memory_resource;
+
 struct PyList : Mutable {
-  std::vector<PyValue> items;
+  explicit PyList(ObjectPool* pool) : items(pool) {}
+  std::pmr::vector<PyValue> items;
   bool is_tuple = false;
 };
 
 struct PyDict : Mutable {
-  std::vector<std::pair<std::string, PyValue>> items;  // keys already as text
+  explicit PyDict(ObjectPool* pool) : items(pool) {}
+  std::pmr::vector<std::pair<std::pmr::string, PyValue>> items;  // keys already as text
   std::unordered_map<std::string, std::size_t> index;  // built for dicts of 32 keys or more
   bool ordered = false;
 };
+
+// A list, tuple or dict whose object, items and keys live in `pool`.
+template <typename Object>
+std::shared_ptr<Object> make_object(ObjectPool* pool) {
+  return std::allocate_shared<Object>(std::pmr::polymorphic_allocator<Object>(pool), pool);
+}
 
 // numpy.dtype('f4', False, True) before and after its BUILD(state) sets the byte order.
 struct NumpyDTypeObject : Mutable {

@@ -121,4 +121,16 @@ std::string signed_le_decimal(std::string_view le_bytes) {
   return {digits.rbegin(), digits.rend()};
 }
 
+std::optional<std::uint64_t> canonical_decimal(std::string_view text,
+                                               std::uint64_t limit) noexcept {
+  if (text.empty() || text.size() > 18 || (text.size() > 1 && text[0] == '0')) return std::nullopt;
+  std::uint64_t number = 0;
+  for (char c : text) {
+    if (c < '0' || c > '9') return std::nullopt;
+    number = number * 10 + static_cast<std::uint64_t>(c - '0');
+  }
+  if (number >= limit) return std::nullopt;
+  return number;
+}
+
 }  // namespace gpucache::detail::pickle

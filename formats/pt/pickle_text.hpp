@@ -2,6 +2,7 @@
 // _codecs.encode, Python's repr of floats and decimal text of integers wider than 64 bits.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -16,5 +17,8 @@ std::optional<std::string> utf8_to_latin1(std::string_view text);
 std::string python_float_repr(double value);
 // Decimal text of a little-endian two's complement integer of any width.
 std::string signed_le_decimal(std::string_view le_bytes);
+// The number canonical decimal text stands for ("0", "17"; never "017", "+1" or "") when it is
+// below `limit`. torch numbers its storages this way; callers index them by number in a vector.
+std::optional<std::uint64_t> canonical_decimal(std::string_view text, std::uint64_t limit) noexcept;
 
 }  // namespace gpucache::detail::pickle

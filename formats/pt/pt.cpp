@@ -1,7 +1,10 @@
 #include "gpucache/pt.hpp"
 
 #include <cstring>
+#include <string_view>
+#include <vector>
 
+#include "formats/pt/pickle_text.hpp"
 #include "formats/pt/pt_readers.hpp"
 #include "formats/zip/zip.hpp"
 #include "gpucache/error.hpp"
@@ -30,6 +33,23 @@ std::string find_prefix(const ZipArchive& archive) {
   if (!found)
     throw Error(archive.path(), "", "zip archive has no data.pkl record: not a torch.save file");
   return found->name.substr(0, found->name.size() - pickle.size());
+}
+
+// The records named <stem><n> for canonical decimal n, by n: torch numbers storages 0, 1, 2, ...
+// so one pass over the directory replaces a search for each storage (a file may hold one per row).
+// Numbers beyond 4 per member are left to ZipArchive::find, so the vector stays small.
+std::vector<const ZipMember*> numbered_records(const ZipArchive& archive, std::string_view stem) {
+  std::vector<const ZipMember*> records;
+  const std::uint64_t limit = 4 * static_cast<std::uint64_t>(archive.members().size()) + 4096;
+  for (const auto& member : archive.members()) {
+    const std::string_view name = member.name;
+    if (!name.starts_with(stem)) continue;
+    const auto number = pickle::canonical_decimal(name.substr(stem.size()), limit);
+    if (!number) continue;
+    if (*number >= records.size()) records.resize(*number + 1, nullptr);
+    records[*number] = &member;
+  }
+  return records;
 }
 
 std::string_view as_text(const Storage& storage) {
@@ -83,9 +103,15 @@ Value read_pt_zip(const std::shared_ptr<const MappedFile>& file) {
   const Storage pickle = archive.read(*archive.find(prefix + "data.pkl"));
   PickleResult result = unpickle(pickle.bytes, options);
 
+  std::string name = prefix + "data/";
+  const std::size_t name_stem = name.size();
+  const auto numbered = numbered_records(archive, name);
   for (auto& storage : result.storages) {
-    const std::string name = prefix + "data/" + storage.key;
-    const ZipMember* member = archive.find(name);
+    const auto number = pickle::canonical_decimal(storage.key, numbered.size());
+    const ZipMember* member = number ? numbered[*number] : nullptr;
+    name.resize(name_stem);
+    name += storage.key;
+    if (member == nullptr) member = archive.find(name);
     if (!member)
       throw Error(file->path(), "member " + name,
                   "record for storage '" + storage.key + "' named in data.pkl is missing");

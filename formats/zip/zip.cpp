@@ -114,8 +114,14 @@ Directory read_end_records(ByteReader& reader, std::span<const std::byte> bytes,
 void apply_zip64_extra(const ByteReader& reader, std::span<const std::byte> extra,
                        std::uint64_t extra_offset, ZipMember& member, bool need_usize,
                        bool need_csize, bool need_offset, bool need_disk) {
-  ByteReader fields(extra, reader.file(), extra_offset);
   bool found = false;
+  if (extra.empty()) {  // the common case, which need not copy the file name into a reader
+    if (need_usize || need_csize || need_offset || need_disk)
+      throw Error(reader.file(), "member " + member.name,
+                  "central directory announces ZIP64 values but has no ZIP64 extra field");
+    return;
+  }
+  ByteReader fields(extra, reader.file(), extra_offset);
   while (!fields.at_end()) {
     const auto id = fields.read_le<std::uint16_t>("extra field id");
     const auto length = fields.read_le<std::uint16_t>("extra field length");
@@ -170,30 +176,31 @@ ZipMember read_central_header(ByteReader& reader) {
 }
 
 void locate_data(ByteReader& reader, ZipMember& member, std::uint64_t directory_offset) {
-  const std::string where = "member " + member.name;
+  // Built only for an error: this runs once per member, and torch writes one member per storage.
+  const auto where = [&member] { return "member " + member.name; };
   if (!range_within(member.local_header_offset, kLocalHeaderSize, directory_offset))
-    throw Error(reader.file(), where,
+    throw Error(reader.file(), where(),
                 "local header offset " + std::to_string(member.local_header_offset) +
                     " is outside the member area (central directory starts at byte " +
                     std::to_string(directory_offset) + ")");
   reader.seek(member.local_header_offset, "local header");
   if (reader.read_le<std::uint32_t>("local header signature") != kLocalHeaderSignature)
-    throw Error(reader.file(), where,
+    throw Error(reader.file(), where(),
                 "bad local header signature at byte " + std::to_string(member.local_header_offset));
   reader.take(22, "local header");
   const auto name_length = reader.read_le<std::uint16_t>("local name length");
   const auto extra_length = reader.read_le<std::uint16_t>("local extra length");
   if (reader.read_string(name_length, "local name") != member.name)
-    throw Error(reader.file(), where, "local header names a different member");
+    throw Error(reader.file(), where(), "local header names a different member");
   reader.take(extra_length, "local extra field");
   member.data_offset = reader.position();
   if (!range_within(member.data_offset, member.compressed_size, directory_offset))
-    throw Error(reader.file(), where,
+    throw Error(reader.file(), where(),
                 "data at byte " + std::to_string(member.data_offset) + " with " +
                     std::to_string(member.compressed_size) +
                     " bytes runs into the central directory or past the end");
   if (member.method == 0 && member.compressed_size != member.uncompressed_size)
-    throw Error(reader.file(), where,
+    throw Error(reader.file(), where(),
                 "stored member has compressed size " + std::to_string(member.compressed_size) +
                     " but uncompressed size " + std::to_string(member.uncompressed_size));
 }
@@ -248,19 +255,23 @@ void ZipArchive::parse() {
   members_.reserve(directory.entries);
   for (std::uint64_t i = 0; i < directory.entries; ++i)
     members_.push_back(read_central_header(central));
-  index_.reserve(members_.size());
-  for (std::size_t i = 0; i < members_.size(); ++i) {
-    auto& member = members_[i];
-    if (!index_.emplace(member.name, i).second)
-      throw Error(file_->path(), "member " + member.name, "appears twice in the central directory");
-    locate_data(reader, member, directory.offset);
-  }
+  by_name_.reserve(members_.size());
+  for (std::size_t i = 0; i < members_.size(); ++i) by_name_.emplace_back(members_[i].name, i);
+  std::sort(by_name_.begin(), by_name_.end());
+  const auto twice = std::adjacent_find(by_name_.begin(), by_name_.end(),
+                                        [](auto& a, auto& b) { return a.first == b.first; });
+  if (twice != by_name_.end())
+    throw Error(file_->path(), "member " + std::string(twice->first),
+                "appears twice in the central directory");
+  for (auto& member : members_) locate_data(reader, member, directory.offset);
   check_no_overlap(file_->path(), members_);
 }
 
 const ZipMember* ZipArchive::find(std::string_view name) const {
-  auto found = index_.find(std::string(name));
-  return found == index_.end() ? nullptr : &members_[found->second];
+  const auto found = std::lower_bound(
+      by_name_.begin(), by_name_.end(), name,
+      [](const auto& entry, std::string_view wanted) { return entry.first < wanted; });
+  return found != by_name_.end() && found->first == name ? &members_[found->second] : nullptr;
 }
 
 Storage ZipArchive::read(const ZipMember& member) const {

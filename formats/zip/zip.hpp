@@ -8,7 +8,7 @@
 #include <span>
 #include <string>
 #include <string_view>
-#include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "gpucache/detail/mapped_file.hpp"
@@ -41,6 +41,11 @@ class ZipArchive {
   // Reads the central directory of `file`. Throws gpucache::Error when it is not a valid zip.
   explicit ZipArchive(std::shared_ptr<const MappedFile> file);
   ZipArchive(std::shared_ptr<const MappedFile> file, Limits limits);
+  // by_name_ views the members' names: a copy would view the original's.
+  ZipArchive(const ZipArchive&) = delete;
+  ZipArchive& operator=(const ZipArchive&) = delete;
+  ZipArchive(ZipArchive&&) noexcept = default;
+  ZipArchive& operator=(ZipArchive&&) noexcept = default;
 
   const std::string& path() const noexcept { return file_->path(); }
   const std::shared_ptr<const MappedFile>& file() const noexcept { return file_; }
@@ -60,7 +65,9 @@ class ZipArchive {
   std::shared_ptr<const MappedFile> file_;
   Limits limits_;
   std::vector<ZipMember> members_;
-  std::unordered_map<std::string, std::size_t> index_;
+  // (name, index into members_) sorted by name, the names viewing members_[i].name: a sorted
+  // vector costs no allocation per member, and torch writes a member per storage.
+  std::vector<std::pair<std::string_view, std::size_t>> by_name_;
 };
 
 }  // namespace gpucache::detail

@@ -4,6 +4,7 @@
 #include <condition_variable>
 #include <cstring>
 #include <future>
+#include <memory>
 #include <mutex>
 #include <numeric>
 #include <tuple>
@@ -183,12 +184,13 @@ void fill_embedding(shard::ShardBuilder& builder, std::size_t column, std::uint6
   // buffers: one block is converted while the one before is stored (copied into the page cache and
   // hashed) on another thread, so both run at once.
   const std::uint64_t block = page_block_rows(pitch, 8ull << 20);
-  const std::uint64_t buffer_bytes = std::min<std::uint64_t>(block, rows.size()) * pitch;
-  std::vector<std::byte> converted_blocks[2] = {
-      std::vector<std::byte>(buffer_bytes),
-      std::vector<std::byte>(threads == 1 ? 0 : buffer_bytes)};
+  // Every byte of a block is written by the conversion (padding included): no zero-filling first.
+  const std::uint64_t block_rows_max = std::min<std::uint64_t>(block, rows.size());
+  std::unique_ptr<std::byte[]> converted_blocks[2] = {
+      std::make_unique_for_overwrite<std::byte[]>(block_rows_max * pitch),
+      std::make_unique_for_overwrite<std::byte[]>(threads == 1 ? 0 : block_rows_max * pitch)};
   BackgroundStore background(builder, column, threads != 1);
-  std::vector<float> staging;
+  std::unique_ptr<float[]> staging;
   auto add = [&](const ConversionCounts& converted) {
     counts.overflowed += converted.overflowed;
     counts.flushed_to_zero += converted.flushed_to_zero;
@@ -196,24 +198,24 @@ void fill_embedding(shard::ShardBuilder& builder, std::size_t column, std::uint6
   for (std::uint64_t begin = 0, index = 0; begin < rows.size(); begin += block, ++index) {
     const std::uint64_t count = std::min(block, rows.size() - begin);
     const auto block_rows = rows.subspan(begin, count);
-    std::vector<std::byte>& converted_block = converted_blocks[threads == 1 ? 0 : index % 2];
+    std::byte* converted_block = converted_blocks[threads == 1 ? 0 : index % 2].get();
     if (direct) {
       inputs.for_each_run(
           block_rows, [&](std::uint64_t offset, std::uint64_t first, std::uint64_t n) {
             add(converter.convert(inputs.direct_f32(column, first, n), n, dim,
-                                  converted_block.data() + offset * pitch, begin + offset));
+                                  converted_block + offset * pitch, begin + offset));
             inputs.release(column, first, n);
           });
     } else {
-      staging.resize(count * dim);
+      if (!staging) staging = std::make_unique_for_overwrite<float[]>(block_rows_max * dim);
       const auto runs = runs_of(inputs, block_rows);
       parallel_for(runs.size(), threads, [&](std::uint64_t r) {
         inputs.read_f32(column, runs[r].global_first, runs[r].count,
-                        staging.data() + runs[r].offset * dim);
+                        staging.get() + runs[r].offset * dim);
       });
-      add(converter.convert(staging.data(), count, dim, converted_block.data(), begin));
+      add(converter.convert(staging.get(), count, dim, converted_block, begin));
     }
-    background.store(begin * pitch, {converted_block.data(), count * pitch});
+    background.store(begin * pitch, {converted_block, count * pitch});
   }
   background.finish();
 }
