@@ -335,6 +335,14 @@ class Machine {
   }
   void memo_put(std::uint64_t index) {
     const PyValue& value = top();
+    if (index == memo_.size() && sparse_memo_.empty()) {  // the next index: what picklers write
+      if (memo_count_ >= limits_.max_memo)
+        fail("memo holds more than " + std::to_string(limits_.max_memo) + " objects");
+      ++memo_count_;
+      memo_.push_back(value);
+      memo_defined_.push_back(true);
+      return;
+    }
     if (PyValue* slot = memo_slot(index)) {
       *slot = value;
       return;

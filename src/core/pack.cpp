@@ -3,6 +3,7 @@
 #include <xxhash.h>
 
 #include <algorithm>
+#include <atomic>
 #include <filesystem>
 #include <future>
 #include <nlohmann/json.hpp>
@@ -45,15 +46,18 @@ void check_options(const PackOptions& options) {
 }
 
 // XXH3-64 of a whole input, streamed in windows whose pages are released once hashed, so a
-// file larger than memory is never resident at once.
-std::uint64_t hash_file(const std::string& path, std::uint64_t& size) {
-  constexpr std::uint64_t kWindow = 64ull << 20;
+// file larger than memory is never resident at once. Gives up (the result is then meaningless)
+// once `stop` is set.
+std::uint64_t hash_file(const std::string& path, std::uint64_t& size,
+                        const std::atomic<bool>& stop) {
+  constexpr std::uint64_t kWindow = 16ull << 20;
   auto file = detail::MappedFile::open(path);
   file->advise_sequential();
   size = file->size();
   XXH3_state_t* state = XXH3_createState();
   XXH3_64bits_reset(state);
-  for (std::uint64_t offset = 0; offset < size; offset += kWindow) {
+  for (std::uint64_t offset = 0; offset < size && !stop.load(std::memory_order_relaxed);
+       offset += kWindow) {
     const std::uint64_t length = std::min(kWindow, size - offset);
     XXH3_64bits_update(state, file->data() + offset, length);
     file->release(offset, length);
@@ -158,8 +162,38 @@ std::vector<shard::ManifestColumn> manifest_columns(const std::vector<shard::Col
 
 }  // namespace
 
+// The inputs' provenance hashes, taken on a thread of their own from the start of a pack, beside
+// parsing and validation: they are needed only once validation is done. A pack that fails first
+// stops the thread at its next window rather than waiting for whole files to be hashed.
+class InputHashes {
+ public:
+  explicit InputHashes(const std::vector<std::string>& paths)
+      : hashing_(std::async(std::launch::async, [this, paths] {
+          std::vector<shard::ManifestInput> hashed;
+          for (const auto& path : paths) {
+            shard::ManifestInput input;
+            input.path = path;
+            input.xxh3 = hash_file(path, input.bytes, stop_);
+            hashed.push_back(input);
+          }
+          return hashed;
+        })) {}
+  ~InputHashes() {
+    stop_ = true;
+    if (hashing_.valid()) hashing_.wait();
+  }
+  InputHashes(const InputHashes&) = delete;
+  InputHashes& operator=(const InputHashes&) = delete;
+  std::vector<shard::ManifestInput> get() { return hashing_.get(); }
+
+ private:
+  std::atomic<bool> stop_{false};
+  std::future<std::vector<shard::ManifestInput>> hashing_;
+};
+
 PackResult pack(const PackOptions& options) {
   check_options(options);
+  InputHashes input_hashes(options.inputs);
   std::vector<detail::Source> sources;
   std::vector<SourceMapping> mappings;
   for (const auto& input : options.inputs) {
@@ -167,7 +201,8 @@ PackResult pack(const PackOptions& options) {
     mappings.push_back(*sources.back().mapping);
   }
   check_compatible(mappings);
-  const PackInputs inputs(std::move(sources));
+  mappings.clear();  // copies: the sources keep what they point into
+  PackInputs inputs(std::move(sources));
   const auto specs = detail::output_columns(inputs.first(), options);
 
   detail::OutputDir output(options.output_dir, options.resume  ? detail::OutputMode::resume
@@ -176,20 +211,8 @@ PackResult pack(const PackOptions& options) {
   shard::Manifest manifest;
   manifest.tool_version = GPUCACHE_VERSION;
   manifest.options = options_json(options);
-  // The inputs' provenance hashes are taken on a thread of their own while validation reads the
-  // same (cached) pages; both are needed only once validation is done.
   std::uint64_t input_bytes = 0;
   for (const auto& source : inputs.sources()) input_bytes += source_file_size(source.path);
-  auto input_hashes = std::async(std::launch::async, [&inputs] {
-    std::vector<shard::ManifestInput> hashed;
-    for (const auto& source : inputs.sources()) {
-      shard::ManifestInput input;
-      input.path = source.path;
-      input.xxh3 = hash_file(source.path, input.bytes);
-      hashed.push_back(input);
-    }
-    return hashed;
-  });
 
   // Pass 1: validation decides which rows are kept and in what order.
   Progress progress(options.show_progress, "pack", 2 * input_bytes);
@@ -220,6 +243,7 @@ PackResult pack(const PackOptions& options) {
   result.input_rows = inputs.total_rows();
   result.rows = rows.size();
   result.device = outcome.device_description;
+  std::future<void> freeing_inputs;
   for (std::size_t s = 0; s < plans.size(); ++s) {
     const ShardPlan& plan = plans[s];
     const std::string file = shard::shard_file_name(static_cast<std::uint32_t>(s));
@@ -243,6 +267,11 @@ PackResult pack(const PackOptions& options) {
                                              options.threads, progress);
       result.overflowed_values += counts.overflowed;
       result.flushed_to_zero_values += counts.flushed_to_zero;
+      if (s + 1 == plans.size())
+        // No row is read after the last fill: the parsed inputs are freed while it is written.
+        freeing_inputs = std::async(std::launch::async, [released = inputs.release_rows()]() mutable {
+          released.clear();
+        });
       shard::WriteOptions write_options;
       write_options.first_row = plan.first;
       write_options.shard_index = static_cast<std::uint32_t>(s);
@@ -265,6 +294,7 @@ PackResult pack(const PackOptions& options) {
   result.sampled_out = outcome.result.sampled_out;
   if (!options.rejects_path.empty()) detail::write_rejects(options.rejects_path, outcome, inputs);
   output.finish(shard::manifest_to_text(manifest));
+  if (freeing_inputs.valid()) freeing_inputs.get();
   return result;
 }
 

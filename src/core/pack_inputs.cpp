@@ -14,6 +14,25 @@ PackInputs::PackInputs(std::vector<Source> sources) : sources_(std::move(sources
   }
 }
 
+std::vector<Source> PackInputs::release_rows() {
+  std::vector<Source> released = std::move(sources_);
+  sources_.clear();
+  for (const auto& source : released) {
+    Source kept;
+    kept.path = source.path;
+    kept.rows = source.rows;
+    for (SourceColumn column : source.columns) {
+      column.read_rows = nullptr;
+      column.release_rows = nullptr;
+      column.direct_rows = nullptr;
+      column.text_row = nullptr;
+      kept.columns.push_back(std::move(column));
+    }
+    sources_.push_back(std::move(kept));
+  }
+  return released;
+}
+
 InputRow PackInputs::locate(std::uint64_t global_row) const noexcept {
   const auto it = std::upper_bound(starts_.begin(), starts_.end(), global_row);
   const auto source = static_cast<std::uint32_t>(it - starts_.begin() - 1);

@@ -21,6 +21,11 @@ class PackInputs {
   explicit PackInputs(std::vector<Source> sources);
 
   const std::vector<Source>& sources() const noexcept { return sources_; }
+  // Hands over what the rows live in (parsed object trees, mappings, row readers), keeping each
+  // source's path and column metadata, all the manifest and rejects need afterwards: no rows can
+  // be read any more. Freeing a parse of millions of objects takes a while, so pack does it on
+  // another thread while the last shard is written.
+  std::vector<Source> release_rows();
   const Source& first() const noexcept { return sources_.front(); }
   std::uint64_t total_rows() const noexcept { return total_; }
   InputRow locate(std::uint64_t global_row) const noexcept;
