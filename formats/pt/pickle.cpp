@@ -223,6 +223,7 @@ class Machine {
       object = array->get();
     if (!object) return 0;
     object->frozen = true;
+    if (object->placements < 2) ++object->placements;
     return object->depth;
   }
   void deepen(Mutable& container, std::uint64_t child_depth) {

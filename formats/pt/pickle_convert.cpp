@@ -107,7 +107,9 @@ class Converter {
   }
 
   Value convert_item(const std::shared_ptr<PyList>& list, std::uint64_t depth) {
-    if (auto done = shared_.find(list.get()); done != shared_.end()) return reuse(done->second);
+    const bool shared = list->placements > 1;
+    if (auto done = shared ? shared_.find(list.get()) : shared_.end(); done != shared_.end())
+      return reuse(done->second);
     auto out = std::make_shared<List>();
     out->is_tuple = list->is_tuple;
     out->items.reserve(list->items.size());
@@ -116,11 +118,14 @@ class Converter {
       out->items.push_back(convert(item, depth + 1));
       count = add_count(count, last_count);
     }
-    return remember(list.get(), Value(std::move(out)), count);
+    return shared ? remember(list.get(), Value(std::move(out)), count)
+                  : counted(Value(std::move(out)), count);
   }
 
   Value convert_item(const std::shared_ptr<PyDict>& dict, std::uint64_t depth) {
-    if (auto done = shared_.find(dict.get()); done != shared_.end()) return reuse(done->second);
+    const bool shared = dict->placements > 1;
+    if (auto done = shared ? shared_.find(dict.get()) : shared_.end(); done != shared_.end())
+      return reuse(done->second);
     auto out = std::make_shared<Dict>();
     out->items.reserve(dict->items.size());
     std::uint64_t count = 1;
@@ -129,7 +134,8 @@ class Converter {
       out->items.emplace_back(std::string(key), convert(item, depth + 1));
       count = add_count(count, last_count);
     }
-    return remember(dict.get(), Value(std::move(out)), count);
+    return shared ? remember(dict.get(), Value(std::move(out)), count)
+                  : counted(Value(std::move(out)), count);
   }
 
   struct Done {
@@ -141,7 +147,8 @@ class Converter {
     last_count = count;
     return value;
   }
-  // A shared subtree is visited again by any walk of the result, so its parent counts it again.
+  // A shared subtree (placed in containers more than once) is converted once and kept here; any
+  // walk of the result visits it again, so its parent counts it again.
   Value reuse(const Done& done) {
     last_count = done.count;
     return done.value;

@@ -84,6 +84,9 @@ using PyValue =
 // reference cycles and keeps every container's recorded depth exact.
 struct Mutable {
   bool frozen = false;
+  // Times placed inside a container, up to 2: an object placed once appears once in the tree, so
+  // converting it needs no record for sharing.
+  std::uint8_t placements = 0;
   std::uint64_t depth = 1;
 };
 

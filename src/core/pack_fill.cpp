@@ -207,13 +207,17 @@ void fill_embedding(shard::ShardBuilder& builder, std::size_t column, std::uint6
             inputs.release(column, first, n);
           });
     } else {
-      if (!staging) staging = std::make_unique_for_overwrite<float[]>(block_rows_max * dim);
+      // Rows stored as f32 unchanged are read straight into the block; others through staging.
+      const bool unchanged = converter.copies_rows_unchanged(dim);
+      if (!unchanged && !staging)
+        staging = std::make_unique_for_overwrite<float[]>(block_rows_max * dim);
+      float* rows_f32 = unchanged ? reinterpret_cast<float*>(converted_block) : staging.get();
       const auto runs = runs_of(inputs, block_rows);
       parallel_for(runs.size(), threads, [&](std::uint64_t r) {
         inputs.read_f32(column, runs[r].global_first, runs[r].count,
-                        staging.get() + runs[r].offset * dim);
+                        rows_f32 + runs[r].offset * dim);
       });
-      add(converter.convert(staging.get(), count, dim, converted_block, begin));
+      if (!unchanged) add(converter.convert(staging.get(), count, dim, converted_block, begin));
     }
     background.store(begin * pitch, {converted_block, count * pitch});
   }
