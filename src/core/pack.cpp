@@ -269,9 +269,8 @@ PackResult pack(const PackOptions& options) {
       result.flushed_to_zero_values += counts.flushed_to_zero;
       if (s + 1 == plans.size())
         // No row is read after the last fill: the parsed inputs are freed while it is written.
-        freeing_inputs = std::async(std::launch::async, [released = inputs.release_rows()]() mutable {
-          released.clear();
-        });
+        freeing_inputs = std::async(
+            std::launch::async, [released = inputs.release_rows()]() mutable { released.clear(); });
       shard::WriteOptions write_options;
       write_options.first_row = plan.first;
       write_options.shard_index = static_cast<std::uint32_t>(s);
