@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <future>
 #include <nlohmann/json.hpp>
@@ -167,8 +168,9 @@ std::vector<shard::ManifestColumn> manifest_columns(const std::vector<shard::Col
 // stops the thread at its next window rather than waiting for whole files to be hashed.
 class InputHashes {
  public:
-  explicit InputHashes(const std::vector<std::string>& paths)
-      : hashing_(std::async(std::launch::async, [this, paths] {
+  // Without `background` (one thread allowed) the hashes are taken by get(), on its thread.
+  InputHashes(const std::vector<std::string>& paths, bool background)
+      : hashing_(std::async(background ? std::launch::async : std::launch::deferred, [this, paths] {
           std::vector<shard::ManifestInput> hashed;
           for (const auto& path : paths) {
             shard::ManifestInput input;
@@ -180,7 +182,10 @@ class InputHashes {
         })) {}
   ~InputHashes() {
     stop_ = true;
-    if (hashing_.valid()) hashing_.wait();
+    // (A deferred one never ran and must not start now.)
+    if (hashing_.valid() &&
+        hashing_.wait_for(std::chrono::seconds(0)) != std::future_status::deferred)
+      hashing_.wait();
   }
   InputHashes(const InputHashes&) = delete;
   InputHashes& operator=(const InputHashes&) = delete;
@@ -193,7 +198,7 @@ class InputHashes {
 
 PackResult pack(const PackOptions& options) {
   check_options(options);
-  InputHashes input_hashes(options.inputs);
+  InputHashes input_hashes(options.inputs, options.threads != 1);
   std::vector<detail::Source> sources;
   std::vector<SourceMapping> mappings;
   for (const auto& input : options.inputs) {
@@ -267,7 +272,7 @@ PackResult pack(const PackOptions& options) {
                                              options.threads, progress);
       result.overflowed_values += counts.overflowed;
       result.flushed_to_zero_values += counts.flushed_to_zero;
-      if (s + 1 == plans.size())
+      if (s + 1 == plans.size() && options.threads != 1)
         // No row is read after the last fill: the parsed inputs are freed while it is written.
         freeing_inputs = std::async(
             std::launch::async, [released = inputs.release_rows()]() mutable { released.clear(); });
