@@ -382,6 +382,19 @@ TEST_CASE("chunks hashed as they are stored match the bytes written, from one la
     builder.store(0, 0, embedding, 2);
     CHECK(finish(builder, "twice.gcs") == expected);
   }
+  SUBCASE("copies fall back to writing from memory: no source, or a source that ends early") {
+    const auto* first = reinterpret_cast<const char*>(embedding.data());
+    test_support::write_bytes(scratch / "half", {first, first + embedding.size() / 2});
+    const int half = ::open((scratch / "half").c_str(), O_RDONLY);
+    REQUIRE(half >= 0);
+    ShardBuilder builder(specs, rows, no_text, scratch / "fallback.gcs");
+    const std::uint64_t split = embedding.size() / 4;
+    builder.copy_from_file(0, 0, std::span(embedding).first(split), -1, 0);
+    builder.copy_from_file(0, split, std::span(embedding).subspan(split), half, split);
+    ::close(half);
+    builder.hash_stored(0, 0, embedding);
+    CHECK(finish(builder, "fallback.gcs") == expected);
+  }
   SUBCASE("copied without hashing: write() hashes what was copied") {
     const auto* first = reinterpret_cast<const char*>(embedding.data());
     test_support::write_bytes(scratch / "source", {first, first + embedding.size()});
