@@ -1,10 +1,6 @@
 #include "gpucache/pack.hpp"
 
-#include <xxhash.h>
-
 #include <algorithm>
-#include <atomic>
-#include <chrono>
 #include <filesystem>
 #include <future>
 #include <nlohmann/json.hpp>
@@ -12,9 +8,9 @@
 #include "formats/shard/manifest.hpp"
 #include "formats/shard/shard_reader.hpp"
 #include "formats/shard/shard_writer.hpp"
-#include "gpucache/detail/mapped_file.hpp"
 #include "gpucache/error.hpp"
 #include "gpucache/progress.hpp"
+#include "src/core/input_hashes.hpp"
 #include "src/core/output_dir.hpp"
 #include "src/core/pack_fill.hpp"
 #include "src/core/pack_plan.hpp"
@@ -44,28 +40,6 @@ void check_options(const PackOptions& options) {
   if (options.inputs.size() > 65535)
     throw UsageError("at most 65535 inputs can be packed into one dataset");
   if (options.resume && options.force) throw UsageError("--resume and --force cannot be combined");
-}
-
-// XXH3-64 of a whole input, streamed in windows whose pages are released once hashed, so a
-// file larger than memory is never resident at once. Gives up (the result is then meaningless)
-// once `stop` is set.
-std::uint64_t hash_file(const std::string& path, std::uint64_t& size,
-                        const std::atomic<bool>& stop) {
-  constexpr std::uint64_t kWindow = 16ull << 20;
-  auto file = detail::MappedFile::open(path);
-  file->advise_sequential();
-  size = file->size();
-  XXH3_state_t* state = XXH3_createState();
-  XXH3_64bits_reset(state);
-  for (std::uint64_t offset = 0; offset < size && !stop.load(std::memory_order_relaxed);
-       offset += kWindow) {
-    const std::uint64_t length = std::min(kWindow, size - offset);
-    XXH3_64bits_update(state, file->data() + offset, length);
-    file->release(offset, length);
-  }
-  const std::uint64_t hash = XXH3_64bits_digest(state);
-  XXH3_freeState(state);
-  return hash;
 }
 
 std::uint64_t source_file_size(const std::string& path) {
@@ -163,42 +137,9 @@ std::vector<shard::ManifestColumn> manifest_columns(const std::vector<shard::Col
 
 }  // namespace
 
-// The inputs' provenance hashes, taken on a thread of their own from the start of a pack, beside
-// parsing and validation: they are needed only once validation is done. A pack that fails first
-// stops the thread at its next window rather than waiting for whole files to be hashed.
-class InputHashes {
- public:
-  // Without `background` (one thread allowed) the hashes are taken by get(), on its thread.
-  InputHashes(const std::vector<std::string>& paths, bool background)
-      : hashing_(std::async(background ? std::launch::async : std::launch::deferred, [this, paths] {
-          std::vector<shard::ManifestInput> hashed;
-          for (const auto& path : paths) {
-            shard::ManifestInput input;
-            input.path = path;
-            input.xxh3 = hash_file(path, input.bytes, stop_);
-            hashed.push_back(input);
-          }
-          return hashed;
-        })) {}
-  ~InputHashes() {
-    stop_ = true;
-    // (A deferred one never ran and must not start now.)
-    if (hashing_.valid() &&
-        hashing_.wait_for(std::chrono::seconds(0)) != std::future_status::deferred)
-      hashing_.wait();
-  }
-  InputHashes(const InputHashes&) = delete;
-  InputHashes& operator=(const InputHashes&) = delete;
-  std::vector<shard::ManifestInput> get() { return hashing_.get(); }
-
- private:
-  std::atomic<bool> stop_{false};
-  std::future<std::vector<shard::ManifestInput>> hashing_;
-};
-
 PackResult pack(const PackOptions& options) {
   check_options(options);
-  InputHashes input_hashes(options.inputs, options.threads != 1);
+  detail::InputHashes input_hashes(options.inputs, options.threads != 1);
   std::vector<detail::Source> sources;
   std::vector<SourceMapping> mappings;
   for (const auto& input : options.inputs) {

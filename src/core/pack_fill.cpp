@@ -1,18 +1,12 @@
 #include "src/core/pack_fill.hpp"
 
 #include <algorithm>
-#include <condition_variable>
 #include <cstring>
-#include <future>
 #include <memory>
-#include <mutex>
 #include <numeric>
-#include <tuple>
-#include <utility>
 
-#include "gpucache/detail/mapped_file.hpp"
 #include "gpucache/detail/parallel.hpp"
-#include "src/core/reopened_inputs.hpp"
+#include "src/core/pack_store.hpp"
 
 namespace gpucache::detail {
 namespace {
@@ -42,129 +36,6 @@ std::uint64_t page_block_rows(std::uint64_t pitch, std::uint64_t target) {
   return std::max<std::uint64_t>(1, target / (pitch * page_rows)) * page_rows;
 }
 
-// Stores one block at a time on a thread of its own while the caller prepares the next; or on the
-// caller's thread when only one thread may be used.
-class BackgroundStore {
- public:
-  BackgroundStore(shard::ShardBuilder& builder, std::size_t column, bool enabled)
-      : builder_(builder), column_(column), enabled_(enabled) {}
-  ~BackgroundStore() {
-    if (pending_.valid()) pending_.wait();  // unwinding: the buffers must outlive the store
-  }
-  // Waits for the previous block, whose buffer the caller may then reuse, and starts this one.
-  void store(std::uint64_t offset, std::span<const std::byte> bytes) {
-    if (!enabled_) return builder_.store(column_, offset, bytes);
-    finish();
-    pending_ = std::async(std::launch::async,
-                          [this, offset, bytes] { builder_.store(column_, offset, bytes); });
-  }
-  void finish() {
-    if (pending_.valid()) pending_.get();
-  }
-
- private:
-  shard::ShardBuilder& builder_;
-  std::size_t column_;
-  bool enabled_;
-  std::future<void> pending_;
-};
-
-// How far the copying thread of pass_through has got, so the other thread, done hashing, can start
-// the copied rows' writeback (the kernel's work of sending them to disk) meanwhile.
-class CopyProgress {
- public:
-  void advance(std::uint64_t rows) {
-    {
-      std::lock_guard lock(mutex_);
-      rows_ = rows;
-    }
-    changed_.notify_one();
-  }
-  void finish() {
-    {
-      std::lock_guard lock(mutex_);
-      finished_ = true;
-    }
-    changed_.notify_one();
-  }
-  std::uint64_t rows() {
-    std::lock_guard lock(mutex_);
-    return rows_;
-  }
-  // Rows copied, once more than `seen` are or copying has ended; and whether it has.
-  std::pair<std::uint64_t, bool> wait_beyond(std::uint64_t seen) {
-    std::unique_lock lock(mutex_);
-    changed_.wait(lock, [&] { return rows_ > seen || finished_; });
-    return {rows_, finished_};
-  }
-
- private:
-  std::mutex mutex_;
-  std::condition_variable changed_;
-  std::uint64_t rows_ = 0;
-  bool finished_ = false;
-};
-
-// f32 rows stored as they are: copied from the input file to the shard file inside the kernel, as
-// cp does, while another thread hashes them from the input mapping and then starts their
-// writeback as they are copied.
-void pass_through(shard::ShardBuilder& builder, std::size_t column, std::uint64_t pitch,
-                  const PackInputs& inputs, std::span<const std::uint64_t> rows, unsigned threads) {
-  ReopenedInputs reopened;
-  auto copy = [&](std::uint64_t offset, std::uint64_t first, std::uint64_t n) {
-    const std::span in{reinterpret_cast<const std::byte*>(inputs.direct_f32(column, first, n)),
-                       n * pitch};
-    const auto mapped = find_mapped_file_range(in.data(), in.size());
-    builder.copy_from_file(column, offset * pitch, in, mapped ? reopened.descriptor(*mapped) : -1,
-                           mapped ? mapped->offset : 0);
-  };
-  auto hash = [&](std::uint64_t offset, std::uint64_t first, std::uint64_t n) {
-    const auto* in = reinterpret_cast<const std::byte*>(inputs.direct_f32(column, first, n));
-    builder.hash_stored(column, offset * pitch, {in, n * pitch});
-    inputs.release(column, first, n);
-  };
-  if (threads == 1) {
-    inputs.for_each_run(rows, [&](std::uint64_t offset, std::uint64_t first, std::uint64_t n) {
-      copy(offset, first, n);
-      hash(offset, first, n);
-      builder.start_writeback(column, offset * pitch, n * pitch);
-    });
-    return;
-  }
-  CopyProgress progress;
-  auto copying = std::async(std::launch::async, [&] {
-    struct Finish {
-      CopyProgress& progress;
-      ~Finish() { progress.finish(); }
-    } finish{progress};
-    inputs.for_each_run(rows, [&](std::uint64_t offset, std::uint64_t first, std::uint64_t n) {
-      copy(offset, first, n);
-      progress.advance(offset + n);
-    });
-  });
-  std::uint64_t written_back = 0;
-  auto write_back = [&](std::uint64_t copied) {
-    if (copied > written_back)
-      builder.start_writeback(column, written_back * pitch, (copied - written_back) * pitch);
-    written_back = std::max(written_back, copied);
-  };
-  try {
-    inputs.for_each_run(rows, [&](std::uint64_t offset, std::uint64_t first, std::uint64_t n) {
-      hash(offset, first, n);
-      write_back(progress.rows());
-    });
-    for (bool finished = false; !finished;) {
-      std::uint64_t copied = 0;
-      std::tie(copied, finished) = progress.wait_beyond(written_back);
-      write_back(copied);
-    }
-  } catch (...) {
-    copying.wait();
-    throw;
-  }
-  copying.get();
-}
-
 // Converts the rows a block at a time into a reused buffer stored with one write (so the output
 // pages are written whole, never faulted in and zeroed first). f32 rows stored contiguously in a
 // mapped input are converted where they lie; others are read into an f32 staging buffer first.
@@ -177,7 +48,7 @@ void fill_embedding(shard::ShardBuilder& builder, std::size_t column, std::uint6
     direct = direct && inputs.direct_f32(column, first, count) != nullptr;
   });
   if (direct && converter.copies_rows_unchanged(dim)) {
-    pass_through(builder, column, pitch, inputs, rows, threads);
+    store_unchanged_rows(builder, column, pitch, inputs, rows, threads);
     return;
   }
   // About 8 MiB of output per block: small enough for the buffers to stay warm in cache. Two
