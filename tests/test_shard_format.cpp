@@ -74,8 +74,8 @@ std::string write_sample(const Sample& sample, std::uint64_t rows, const std::st
       std::memcpy(padded.data() + r * column.row_pitch_bytes,
                   sample.logical[c].data() + r * row_bytes, row_bytes);
     if (fill == Fill::file_copy) {
-      // From a file holding the padded rows after a 100-byte prefix: copied file to file, hashed
-      // from memory on another lane than the one stored column 0.
+      // From a file holding the padded rows after a 100-byte prefix: copied file to file, and
+      // hashed from memory.
       test_support::write_bytes(path + ".source", std::vector<char>(100, 'p'));
       {
         std::ofstream append(path + ".source", std::ios::binary | std::ios::app);
@@ -86,7 +86,7 @@ std::string write_sample(const Sample& sample, std::uint64_t rows, const std::st
       REQUIRE(source >= 0);
       builder.copy_from_file(c, 0, padded, source, 100);
       ::close(source);
-      builder.hash_stored(c, 0, padded, static_cast<unsigned>(c % ShardBuilder::kStoreLanes));
+      builder.hash_stored(c, 0, padded);
       builder.start_writeback(c, 0, padded.size());
     } else if (fill == Fill::file_backed_store && c % 2 == 0) {
       // In two pieces, the second at an offset inside the region.
@@ -325,7 +325,7 @@ TEST_CASE("a file-backed builder writes the same bytes as an anonymous one") {
   CHECK_FALSE(std::filesystem::exists(scratch / "other.gcs"));
 }
 
-TEST_CASE("chunks hashed as they are stored match the bytes written, from one lane or several") {
+TEST_CASE("chunks hashed as they are stored match the bytes written") {
   // One f32 column of 3 default-size chunks and a bit: whole chunks are hashed by store(), the
   // rest by write(); the file must be the same as from an anonymous image filled in place.
   test_support::ScratchDir scratch;
@@ -367,20 +367,22 @@ TEST_CASE("chunks hashed as they are stored match the bytes written, from one la
     }
     CHECK(finish(builder, "backwards.gcs") == expected);
   }
-  SUBCASE("halves on two lanes, from two threads at once") {
-    ShardBuilder builder(specs, rows, no_text, scratch / "lanes.gcs");
-    const std::uint64_t half = rows / 2 * pitch;
-    std::thread second([&] { builder.store(0, half, std::span(embedding).subspan(half), 1); });
-    builder.store(0, 0, std::span(embedding).first(half), 0);
-    second.join();
-    CHECK(finish(builder, "lanes.gcs") == expected);
-  }
-  SUBCASE("the same chunks stored on two lanes are hashed by write()") {
-    ShardBuilder builder(specs, rows, no_text, scratch / "twice.gcs");
-    std::vector<std::byte> wrong(embedding.size(), std::byte{9});
-    builder.store(0, 0, wrong, 3);
-    builder.store(0, 0, embedding, 2);
-    CHECK(finish(builder, "twice.gcs") == expected);
+  SUBCASE("copied on one thread while hashed on another, as pack does") {
+    const auto* first = reinterpret_cast<const char*>(embedding.data());
+    test_support::write_bytes(scratch / "source", {first, first + embedding.size()});
+    const int source = ::open((scratch / "source").c_str(), O_RDONLY);
+    REQUIRE(source >= 0);
+    ShardBuilder builder(specs, rows, no_text, scratch / "threads.gcs");
+    std::thread copying([&] {
+      for (std::uint64_t at = 0; at < embedding.size(); at += 1 << 20) {
+        const std::uint64_t size = std::min<std::uint64_t>(1 << 20, embedding.size() - at);
+        builder.copy_from_file(0, at, std::span(embedding).subspan(at, size), source, at);
+      }
+    });
+    builder.hash_stored(0, 0, embedding);
+    copying.join();
+    ::close(source);
+    CHECK(finish(builder, "threads.gcs") == expected);
   }
   SUBCASE("copies fall back to writing from memory: no source, or a source that ends early") {
     const auto* first = reinterpret_cast<const char*>(embedding.data());

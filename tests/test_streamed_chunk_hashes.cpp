@@ -37,7 +37,6 @@ TEST_CASE("bytes added in order, in pieces of any size, hash every chunk, the sh
       CAPTURE(k);
       REQUIRE(hashes.hash(k).has_value());
       CHECK(*hashes.hash(k) == chunk_hash(data, k));
-      CHECK(hashes.touched(k));
     }
     CHECK_FALSE(hashes.hash(5).has_value());
   }
@@ -53,16 +52,13 @@ TEST_CASE("a chunk not wholly added in one run of consecutive bytes gets no hash
   CHECK(hashes.hash(1) == chunk_hash(data, 1));
   CHECK_FALSE(hashes.hash(2).has_value());
   CHECK(hashes.hash(3) == chunk_hash(data, 3));
-  CHECK(hashes.touched(0));
-  CHECK(hashes.touched(2));
 
-  // Bytes never added are never hashed nor touched; out-of-range adds are ignored.
+  // Bytes never added are never hashed; out-of-range adds are ignored.
   StreamedChunkHashes untouched(data.size(), kChunk);
   untouched.add(3 * kChunk, std::span(data).subspan(0, 2 * kChunk));
   untouched.add(0, {});
   for (std::uint64_t k = 0; k < 4; ++k) {
     CHECK_FALSE(untouched.hash(k).has_value());
-    CHECK_FALSE(untouched.touched(k));
   }
 }
 

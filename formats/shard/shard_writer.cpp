@@ -7,6 +7,7 @@
 #include <bit>
 #include <cerrno>
 #include <cstring>
+#include <optional>
 
 #include "gpucache/detail/atomic_file.hpp"
 #include "gpucache/detail/checked_math.hpp"
@@ -84,7 +85,7 @@ ShardBuilder::ShardBuilder(const std::vector<ColumnSpec>& specs, std::uint64_t r
     : columns_(entries_for(specs)), rows_(rows), data_offset_(data_offset_for(specs.size())) {
   if (columns_.empty()) throw Error("", "shard layout", "a shard needs at least one column");
   data_size_ = place_columns(columns_, rows, data_offset_, text_bytes);
-  start_streamed_hashes();
+  streamed_ = std::make_unique<StreamedChunkHashes>(data_size_, kDefaultChunkSize);
   map_anonymous();
 }
 
@@ -93,25 +94,8 @@ ShardBuilder::ShardBuilder(const std::vector<ColumnSpec>& specs, std::uint64_t r
     : columns_(entries_for(specs)), rows_(rows), data_offset_(data_offset_for(specs.size())) {
   if (columns_.empty()) throw Error("", "shard layout", "a shard needs at least one column");
   data_size_ = place_columns(columns_, rows, data_offset_, text_bytes);
-  start_streamed_hashes();
+  streamed_ = std::make_unique<StreamedChunkHashes>(data_size_, kDefaultChunkSize);
   if (!map_file(path)) map_anonymous();
-}
-
-void ShardBuilder::start_streamed_hashes() {
-  for (unsigned lane = 0; lane < kStoreLanes; ++lane)
-    streamed_.push_back(std::make_unique<StreamedChunkHashes>(data_size_, kDefaultChunkSize));
-}
-
-// A chunk's hash from the lane that stored it, when one lane alone stored all of it.
-std::optional<std::uint64_t> ShardBuilder::streamed_hash(std::uint64_t chunk) const {
-  std::optional<std::uint64_t> hash;
-  unsigned lanes = 0;
-  for (const auto& lane : streamed_) {
-    if (!lane->touched(chunk)) continue;
-    ++lanes;
-    hash = lane->hash(chunk);
-  }
-  return lanes == 1 ? hash : std::nullopt;
 }
 
 void ShardBuilder::map_anonymous() {
@@ -156,12 +140,11 @@ std::span<std::byte> ShardBuilder::tensor_data(std::size_t column) noexcept {
 }
 
 const ColumnEntry& ShardBuilder::stored_column(std::size_t column, std::uint64_t offset,
-                                               std::uint64_t size, unsigned lane) const {
+                                               std::uint64_t size) const {
   const ColumnEntry& entry = columns_.at(column);
   if (entry.kind != ColumnKind::tensor || offset > entry.data_size ||
       size > entry.data_size - offset)
     throw Error("", "column '" + entry.name + "'", "internal: store outside the column's region");
-  if (lane >= kStoreLanes) throw Error("", "column '" + entry.name + "'", "internal: no such lane");
   return entry;
 }
 
@@ -171,9 +154,9 @@ const ColumnEntry& ShardBuilder::stored_column(std::size_t column, std::uint64_t
 // fault every page in again (2 MiB writes ran 2-3x slower than these on such a VM).
 constexpr std::size_t kStorePiece = std::size_t{256} << 10;
 
-void ShardBuilder::store(std::size_t column, std::uint64_t offset, std::span<const std::byte> bytes,
-                         unsigned lane) {
-  const ColumnEntry& entry = stored_column(column, offset, bytes.size(), lane);
+void ShardBuilder::store(std::size_t column, std::uint64_t offset,
+                         std::span<const std::byte> bytes) {
+  const ColumnEntry& entry = stored_column(column, offset, bytes.size());
   for (std::size_t done = 0; done < bytes.size(); done += kStorePiece) {
     const auto piece = bytes.subspan(done, std::min(kStorePiece, bytes.size() - done));
     const std::uint64_t absolute = entry.data_offset + offset + done;
@@ -181,7 +164,7 @@ void ShardBuilder::store(std::size_t column, std::uint64_t offset, std::span<con
       backing_->write_at(absolute, piece);
     else
       std::memcpy(region(absolute, piece.size()).data(), piece.data(), piece.size());
-    streamed_[lane]->add(absolute - data_offset_, piece);
+    streamed_->add(absolute - data_offset_, piece);
   }
   if (backing_ != nullptr) backing_->start_writeback(entry.data_offset + offset, bytes.size());
 }
@@ -189,7 +172,7 @@ void ShardBuilder::store(std::size_t column, std::uint64_t offset, std::span<con
 void ShardBuilder::copy_from_file(std::size_t column, std::uint64_t offset,
                                   std::span<const std::byte> bytes, int source,
                                   std::uint64_t source_offset) {
-  const ColumnEntry& entry = stored_column(column, offset, bytes.size(), 0);
+  const ColumnEntry& entry = stored_column(column, offset, bytes.size());
   const std::uint64_t absolute = entry.data_offset + offset;
   if (backing_ == nullptr || source < 0) {
     if (backing_ != nullptr)
@@ -210,9 +193,9 @@ void ShardBuilder::start_writeback(std::size_t column, std::uint64_t offset,
 }
 
 void ShardBuilder::hash_stored(std::size_t column, std::uint64_t offset,
-                               std::span<const std::byte> bytes, unsigned lane) {
-  const ColumnEntry& entry = stored_column(column, offset, bytes.size(), lane);
-  streamed_[lane]->add(entry.data_offset + offset - data_offset_, bytes);
+                               std::span<const std::byte> bytes) {
+  const ColumnEntry& entry = stored_column(column, offset, bytes.size());
+  streamed_->add(entry.data_offset + offset - data_offset_, bytes);
 }
 
 std::span<std::uint64_t> ShardBuilder::text_offsets(std::size_t column) noexcept {
@@ -249,7 +232,8 @@ WrittenShard ShardBuilder::write(const std::string& path, const WriteOptions& op
   detail::parallel_for(header.chunk_count, options.threads, [&](std::uint64_t k) {
     const auto logical = image.subspan(k * header.chunk_size, chunk_logical_size(header, k));
     chunks[k].stored_size = static_cast<std::uint32_t>(logical.size());
-    const auto streamed = header.chunk_size == kDefaultChunkSize ? streamed_hash(k) : std::nullopt;
+    const auto streamed =
+        header.chunk_size == streamed_->chunk_size() ? streamed_->hash(k) : std::nullopt;
     if (streamed && options.zstd_level == 0) {
       chunks[k].hash = *streamed;
       return;

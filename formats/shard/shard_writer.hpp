@@ -10,7 +10,6 @@
 
 #include <cstdint>
 #include <memory>
-#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -74,12 +73,9 @@ class ShardBuilder {
   // zeroing first, which filling the shared mapping would (a page fault per page, then a memset
   // of a fresh page-cache page). Use it for bulk data produced in a staging buffer. The stored
   // bytes are hashed as they pass (write() then need not read them back), so they are final: never
-  // change them afterwards through tensor_data().
-  // Stores on different lanes (0 to kStoreLanes - 1) may run at once, on different threads, when
-  // their byte ranges do not overlap; stores on one lane must not.
-  static constexpr unsigned kStoreLanes = 4;
-  void store(std::size_t column, std::uint64_t offset, std::span<const std::byte> bytes,
-             unsigned lane = 0);
+  // change them afterwards through tensor_data(). store() and hash_stored() feed one running hash:
+  // never call them from two threads at once.
+  void store(std::size_t column, std::uint64_t offset, std::span<const std::byte> bytes);
   // store() in two halves that may run on two threads at once. copy_from_file writes bytes that
   // are also bytes [source_offset, + bytes.size()) of the file open as `source` (a mapped input):
   // a file-backed image copies them file to file inside the kernel (copy_file_range, as cp does)
@@ -87,8 +83,8 @@ class ShardBuilder {
   // nor starts their writeback (start_writeback()).
   void copy_from_file(std::size_t column, std::uint64_t offset, std::span<const std::byte> bytes,
                       int source, std::uint64_t source_offset);
-  void hash_stored(std::size_t column, std::uint64_t offset, std::span<const std::byte> bytes,
-                   unsigned lane = 0);
+  // copy_from_file may run on one thread while hash_stored runs on another.
+  void hash_stored(std::size_t column, std::uint64_t offset, std::span<const std::byte> bytes);
   // Starts sending a stored range to disk (copy_from_file leaves that to the caller, so another
   // thread can do it): write()'s fsync then finds little left to wait for.
   void start_writeback(std::size_t column, std::uint64_t offset, std::uint64_t size) const noexcept;
@@ -109,12 +105,10 @@ class ShardBuilder {
   std::uint64_t data_size_ = 0;
   std::byte* image_ = nullptr;  // anonymous or shared file mapping: zero-filled by the kernel
   std::unique_ptr<detail::AtomicFile> backing_;  // the temporary file behind a file-backed image
-  // Per store lane: hashes of the default-size chunks store() filled.
-  std::vector<std::unique_ptr<StreamedChunkHashes>> streamed_;
-  void start_streamed_hashes();
-  const ColumnEntry& stored_column(std::size_t column, std::uint64_t offset, std::uint64_t size,
-                                   unsigned lane) const;
-  std::optional<std::uint64_t> streamed_hash(std::uint64_t chunk) const;
+  // Hashes of the default-size chunks that stores filled.
+  std::unique_ptr<StreamedChunkHashes> streamed_;
+  const ColumnEntry& stored_column(std::size_t column, std::uint64_t offset,
+                                   std::uint64_t size) const;
 };
 
 // Bytes a shard of `rows` rows with these columns and text sizes takes on disk, uncompressed.

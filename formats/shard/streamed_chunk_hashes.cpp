@@ -12,8 +12,7 @@ StreamedChunkHashes::StreamedChunkHashes(std::uint64_t data_size, std::uint64_t 
       chunk_size_(chunk_size),
       state_(XXH3_createState()),
       hashes_(chunk_size == 0 ? 0 : (data_size + chunk_size - 1) / chunk_size),
-      hashed_(hashes_.size(), false),
-      touched_(hashes_.size(), false) {
+      hashed_(hashes_.size(), false) {
   if (state_ == nullptr) throw std::bad_alloc();
   XXH3_64bits_reset(state_);
 }
@@ -30,10 +29,7 @@ void StreamedChunkHashes::add(std::uint64_t offset, std::span<const std::byte> b
   }
   // Whatever these chunks held before, they hold new bytes now.
   const std::uint64_t end = offset + bytes.size();
-  for (std::uint64_t k = offset / chunk_size_; k * chunk_size_ < end; ++k) {
-    hashed_[k] = false;
-    touched_[k] = true;
-  }
+  for (std::uint64_t k = offset / chunk_size_; k * chunk_size_ < end; ++k) hashed_[k] = false;
 
   if (!running_ || offset != cursor_) {
     // A new run of stores: it can only hash the chunks it starts at the beginning of.

@@ -26,8 +26,6 @@ class StreamedChunkHashes {
   void add(std::uint64_t offset, std::span<const std::byte> bytes);
   // XXH3-64 of chunk k, when every byte of it came through add() in order and was not replaced.
   std::optional<std::uint64_t> hash(std::uint64_t chunk) const;
-  // Whether add() was ever given bytes of chunk k.
-  bool touched(std::uint64_t chunk) const { return chunk < touched_.size() && touched_[chunk]; }
   std::uint64_t chunk_size() const noexcept { return chunk_size_; }
 
  private:
@@ -38,7 +36,6 @@ class StreamedChunkHashes {
   XXH3_state_s* state_;
   std::vector<std::uint64_t> hashes_;
   std::vector<bool> hashed_;
-  std::vector<bool> touched_;
 };
 
 }  // namespace gpucache::shard
