@@ -344,6 +344,14 @@ TEST_CASE("chunks hashed as they are stored match the bytes written") {
     builder.write(scratch / name, {});
     return test_support::read_bytes(scratch / name);
   };
+  // A file holding the first `size` bytes of the column, open for reading.
+  auto source_file = [&](const std::string& name, std::uint64_t size) {
+    const auto* first = reinterpret_cast<const char*>(embedding.data());
+    test_support::write_bytes(scratch / name, {first, first + size});
+    const int fd = ::open((scratch / name).c_str(), O_RDONLY);
+    REQUIRE(fd >= 0);
+    return fd;
+  };
   ShardBuilder in_place(specs, rows, no_text);
   std::memcpy(in_place.tensor_data(0).data(), embedding.data(), embedding.size());
   const auto expected = finish(in_place, "in_place.gcs");
@@ -368,10 +376,7 @@ TEST_CASE("chunks hashed as they are stored match the bytes written") {
     CHECK(finish(builder, "backwards.gcs") == expected);
   }
   SUBCASE("copied on one thread while hashed on another, as pack does") {
-    const auto* first = reinterpret_cast<const char*>(embedding.data());
-    test_support::write_bytes(scratch / "source", {first, first + embedding.size()});
-    const int source = ::open((scratch / "source").c_str(), O_RDONLY);
-    REQUIRE(source >= 0);
+    const int source = source_file("source", embedding.size());
     ShardBuilder builder(specs, rows, no_text, scratch / "threads.gcs");
     std::thread copying([&] {
       for (std::uint64_t at = 0; at < embedding.size(); at += 1 << 20) {
@@ -385,10 +390,7 @@ TEST_CASE("chunks hashed as they are stored match the bytes written") {
     CHECK(finish(builder, "threads.gcs") == expected);
   }
   SUBCASE("copies fall back to writing from memory: no source, or a source that ends early") {
-    const auto* first = reinterpret_cast<const char*>(embedding.data());
-    test_support::write_bytes(scratch / "half", {first, first + embedding.size() / 2});
-    const int half = ::open((scratch / "half").c_str(), O_RDONLY);
-    REQUIRE(half >= 0);
+    const int half = source_file("half", embedding.size() / 2);
     ShardBuilder builder(specs, rows, no_text, scratch / "fallback.gcs");
     const std::uint64_t split = embedding.size() / 4;
     builder.copy_from_file(0, 0, std::span(embedding).first(split), -1, 0);
@@ -398,10 +400,7 @@ TEST_CASE("chunks hashed as they are stored match the bytes written") {
     CHECK(finish(builder, "fallback.gcs") == expected);
   }
   SUBCASE("copied without hashing: write() hashes what was copied") {
-    const auto* first = reinterpret_cast<const char*>(embedding.data());
-    test_support::write_bytes(scratch / "source", {first, first + embedding.size()});
-    const int source = ::open((scratch / "source").c_str(), O_RDONLY);
-    REQUIRE(source >= 0);
+    const int source = source_file("source", embedding.size());
     ShardBuilder builder(specs, rows, no_text, scratch / "copied.gcs");
     builder.copy_from_file(0, 0, embedding, source, 0);
     ::close(source);
