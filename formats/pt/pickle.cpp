@@ -121,8 +121,8 @@ std::uint64_t object_bytes_cap(const PickleLimits& limits, std::uint64_t pickle_
 class Machine {
  public:
   Machine(std::span<const std::byte> bytes, const PickleOptions& options, PickleResult& result)
-      : context_{options, result, &pool_, {}, {}, 0},
-        pool_(object_bytes_cap(options.limits, bytes.size()), context_),
+      : context_{options, result, &arena_, {}, {}, 0},
+        arena_(object_bytes_cap(options.limits, bytes.size()), context_),
         bytes_(bytes),
         limits_(options.limits) {}
 
@@ -283,7 +283,7 @@ class Machine {
   }
   // A tuple of `items`, moved from.
   std::shared_ptr<PyList> make_tuple(std::span<PyValue> items) {
-    auto tuple = make_object<PyList>(&pool_);
+    auto tuple = make_object<PyList>(&arena_);
     tuple->is_tuple = true;
     tuple->items.reserve(items.size());
     for (auto& item : items) {
@@ -478,10 +478,10 @@ class Machine {
         return false;
 
       case '}':  // EMPTY_DICT
-        push(make_object<PyDict>(&pool_));
+        push(make_object<PyDict>(&arena_));
         return false;
       case ']':  // EMPTY_LIST
-        push(make_object<PyList>(&pool_));
+        push(make_object<PyList>(&arena_));
         return false;
       case ')':  // EMPTY_TUPLE
         push(make_tuple({}));
@@ -501,7 +501,7 @@ class Machine {
       }
       case 'l': {  // LIST
         auto& items = pop_mark();
-        auto list = make_object<PyList>(&pool_);
+        auto list = make_object<PyList>(&arena_);
         for (auto& item : items) append_to(*list, std::move(item), "LIST");
         push(std::move(list));
         return false;
@@ -509,7 +509,7 @@ class Machine {
       case 'd': {  // DICT
         auto& items = pop_mark();
         if (items.size() % 2 != 0) fail("DICT needs key/value pairs");
-        auto dict = make_object<PyDict>(&pool_);
+        auto dict = make_object<PyDict>(&arena_);
         for (std::size_t i = 0; i < items.size(); i += 2)
           set_item(*dict, items[i], std::move(items[i + 1]), "DICT");
         push(std::move(dict));
@@ -623,7 +623,7 @@ class Machine {
 
   // Before the objects, so it outlives all of them (members are destroyed in reverse order).
   Context context_;
-  ObjectArena pool_;
+  ObjectArena arena_;
   std::span<const std::byte> bytes_;
   const PickleLimits& limits_;
   std::uint64_t pos_ = 0;

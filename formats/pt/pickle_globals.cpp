@@ -326,13 +326,13 @@ PyValue call_global(const AllowedGlobal& callable, std::span<const PyValue> args
   switch (callable.kind) {
     case K::ordered_dict: {
       expect_arity(args, 0, 0, callable, context);
-      auto dict = make_object<PyDict>(context.pool);
+      auto dict = make_object<PyDict>(context.arena);
       dict->ordered = true;
       return dict;
     }
     case K::torch_size: {
       expect_arity(args, 1, 1, callable, context);
-      auto size = make_object<PyList>(context.pool);
+      auto size = make_object<PyList>(context.arena);
       size->is_tuple = true;
       for (auto dim : dims_arg(args[0], "torch.Size", context)) size->items.emplace_back(dim);
       return size;

@@ -17,7 +17,7 @@ namespace gpucache::detail::pickle {
 struct Context {
   const PickleOptions& options;
   PickleResult& result;
-  ObjectPool* pool;  // where lists, tuples and dicts are made
+  Arena* arena;  // where lists, tuples and dicts are made
   // Storage key -> result.storages index. torch.save numbers storages "0", "1", ... in order, so
   // decimal keys are looked up in a vector (slot n + 1 holds key n's index + 1) and only other
   // keys are hashed: a dataset of one storage per row then costs no hash node per row.

@@ -94,25 +94,25 @@ struct Mutable {
 // pickle.cpp): a pickle of a dataset makes several per row (every tensor's argument tuples), the
 // memo keeps nearly all of them alive to the end anyway, and taking memory from an arena and
 // releasing it all at once costs a fraction of allocating and freeing each block.
-using ObjectPool = std::pmr::memory_resource;
+using Arena = std::pmr::memory_resource;
 
 struct PyList : Mutable {
-  explicit PyList(ObjectPool* pool) : items(pool) {}
+  explicit PyList(Arena* arena) : items(arena) {}
   std::pmr::vector<PyValue> items;
   bool is_tuple = false;
 };
 
 struct PyDict : Mutable {
-  explicit PyDict(ObjectPool* pool) : items(pool) {}
+  explicit PyDict(Arena* arena) : items(arena) {}
   std::pmr::vector<std::pair<std::pmr::string, PyValue>> items;  // keys already as text
   std::unordered_map<std::string, std::size_t> index;  // built for dicts of 32 keys or more
   bool ordered = false;
 };
 
-// A list, tuple or dict whose object, items and keys live in `pool`.
+// A list, tuple or dict whose object, items and keys live in `arena`.
 template <typename Object>
-std::shared_ptr<Object> make_object(ObjectPool* pool) {
-  return std::allocate_shared<Object>(std::pmr::polymorphic_allocator<Object>(pool), pool);
+std::shared_ptr<Object> make_object(Arena* arena) {
+  return std::allocate_shared<Object>(std::pmr::polymorphic_allocator<Object>(arena), arena);
 }
 
 // numpy.dtype('f4', False, True) before and after its BUILD(state) sets the byte order.
