@@ -148,6 +148,13 @@ const ColumnEntry& ShardBuilder::stored_column(std::size_t column, std::uint64_t
   return entry;
 }
 
+void ShardBuilder::put(std::uint64_t absolute_offset, std::span<const std::byte> bytes) {
+  if (backing_ != nullptr)
+    backing_->write_at(absolute_offset, bytes);
+  else
+    std::memcpy(region(absolute_offset, bytes.size()).data(), bytes.data(), bytes.size());
+}
+
 // Pieces small enough to still be in cache when they are hashed, right after being copied. Small
 // writes also make the page cache take small folios: large ones come from the high-order free
 // blocks that a virtual machine's free page reporting hands back to the host, which must then
@@ -160,10 +167,7 @@ void ShardBuilder::store(std::size_t column, std::uint64_t offset,
   for (std::size_t done = 0; done < bytes.size(); done += kStorePiece) {
     const auto piece = bytes.subspan(done, std::min(kStorePiece, bytes.size() - done));
     const std::uint64_t absolute = entry.data_offset + offset + done;
-    if (backing_ != nullptr)
-      backing_->write_at(absolute, piece);
-    else
-      std::memcpy(region(absolute, piece.size()).data(), piece.data(), piece.size());
+    put(absolute, piece);
     streamed_->add(absolute - data_offset_, piece);
   }
   if (backing_ != nullptr) backing_->start_writeback(entry.data_offset + offset, bytes.size());
@@ -174,15 +178,11 @@ void ShardBuilder::copy_from_file(std::size_t column, std::uint64_t offset,
                                   std::uint64_t source_offset) {
   const ColumnEntry& entry = stored_column(column, offset, bytes.size());
   const std::uint64_t absolute = entry.data_offset + offset;
-  if (backing_ == nullptr || source < 0) {
-    if (backing_ != nullptr)
-      backing_->write_at(absolute, bytes);
-    else
-      std::memcpy(region(absolute, bytes.size()).data(), bytes.data(), bytes.size());
-    return;
-  }
-  const std::uint64_t copied = backing_->copy_from(source, source_offset, absolute, bytes.size());
-  if (copied < bytes.size()) backing_->write_at(absolute + copied, bytes.subspan(copied));
+  const std::uint64_t copied =
+      backing_ == nullptr || source < 0
+          ? 0
+          : backing_->copy_from(source, source_offset, absolute, bytes.size());
+  if (copied < bytes.size()) put(absolute + copied, bytes.subspan(copied));
 }
 
 void ShardBuilder::start_writeback(std::size_t column, std::uint64_t offset,

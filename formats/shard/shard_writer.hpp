@@ -109,6 +109,8 @@ class ShardBuilder {
   std::unique_ptr<StreamedChunkHashes> streamed_;
   const ColumnEntry& stored_column(std::size_t column, std::uint64_t offset,
                                    std::uint64_t size) const;
+  // Writes bytes at an absolute offset: into the temporary file, or into the anonymous image.
+  void put(std::uint64_t absolute_offset, std::span<const std::byte> bytes);
 };
 
 // Bytes a shard of `rows` rows with these columns and text sizes takes on disk, uncompressed.

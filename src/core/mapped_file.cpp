@@ -18,7 +18,7 @@ namespace gpucache::detail {
 namespace {
 
 // Live mappings by start address, so release_if_mapped_file can tell a file mapping from memory
-// the process owns.
+// the process owns, and find_mapped_file_range can say which file a range of memory comes from.
 struct Registered {
   std::size_t size;
   std::string path;

@@ -47,7 +47,10 @@ void fill_embedding(shard::ShardBuilder& builder, std::size_t column, std::uint6
   inputs.for_each_run(rows, [&](std::uint64_t, std::uint64_t first, std::uint64_t count) {
     direct = direct && inputs.direct_f32(column, first, count) != nullptr;
   });
-  if (direct && converter.copies_rows_unchanged(dim)) {
+  // f32 rows stored unchanged need no conversion pass: from a mapped input they are copied file to
+  // file; otherwise they are gathered straight into the output block.
+  const bool unchanged = converter.copies_rows_unchanged(dim);
+  if (direct && unchanged) {
     store_unchanged_rows(builder, column, pitch, inputs, rows, threads);
     return;
   }
@@ -61,7 +64,8 @@ void fill_embedding(shard::ShardBuilder& builder, std::size_t column, std::uint6
       std::make_unique_for_overwrite<std::byte[]>(block_rows_max * pitch),
       std::make_unique_for_overwrite<std::byte[]>(threads == 1 ? 0 : block_rows_max * pitch)};
   BackgroundStore background(builder, column, threads != 1);
-  std::unique_ptr<float[]> staging;
+  const auto staging =
+      direct || unchanged ? nullptr : std::make_unique_for_overwrite<float[]>(block_rows_max * dim);
   auto add = [&](const ConversionCounts& converted) {
     counts.overflowed += converted.overflowed;
     counts.flushed_to_zero += converted.flushed_to_zero;
@@ -78,10 +82,6 @@ void fill_embedding(shard::ShardBuilder& builder, std::size_t column, std::uint6
             inputs.release(column, first, n);
           });
     } else {
-      // Rows stored as f32 unchanged are read straight into the block; others through staging.
-      const bool unchanged = converter.copies_rows_unchanged(dim);
-      if (!unchanged && !staging)
-        staging = std::make_unique_for_overwrite<float[]>(block_rows_max * dim);
       float* rows_f32 = unchanged ? reinterpret_cast<float*>(converted_block) : staging.get();
       const auto runs = runs_of(inputs, block_rows);
       parallel_for(runs.size(), threads, [&](std::uint64_t r) {
