@@ -252,10 +252,23 @@ inline void pickle(std::span<const std::byte> input) {
   }
 }
 
-// formats/zip: the central directory and every member (stored views, inflated copies).
+// formats/zip: the central directory and every member (stored views, inflated copies), and the
+// first member found alone, which must be what the full parse lists first whenever it succeeds.
 inline void zip(std::span<const std::byte> input) {
   try {
-    const detail::ZipArchive archive(detail::MappedFile::open(input_file(input)));
+    const auto file = detail::MappedFile::open(input_file(input));
+    const auto first = detail::ZipArchive::first_member(*file);
+    if (first) GPUCACHE_FUZZ_REQUIRE(first->data_offset + first->compressed_size <= input.size());
+    const detail::ZipArchive archive(file);
+    GPUCACHE_FUZZ_REQUIRE(first.has_value() == !archive.members().empty());
+    if (first) {
+      const auto& listed = archive.members().front();
+      GPUCACHE_FUZZ_REQUIRE(listed.name == first->name &&
+                            listed.local_header_offset == first->local_header_offset &&
+                            listed.data_offset == first->data_offset &&
+                            listed.compressed_size == first->compressed_size &&
+                            listed.method == first->method && listed.flags == first->flags);
+    }
     for (const auto& member : archive.members()) {
       try {
         const Storage bytes = archive.read(member);
@@ -282,14 +295,24 @@ inline void npz(std::span<const std::byte> input) {
   map_and_probe(value);
 }
 
-// formats/pt: whole torch.save files, zip and legacy layouts.
+// formats/pt: whole torch.save files, zip and legacy layouts. Read on two threads (data.pkl's
+// pickle beside the zip directory) and on one: both must accept, or refuse with the same message.
 inline void pt(std::span<const std::byte> input) {
+  const std::string path = input_file(input);
+  std::string one_thread_error;
+  try {
+    (void)read_pt(path, ReadOptions{1});
+  } catch (const Error& error) {
+    one_thread_error = error.what();
+  }
   Value value;
   try {
-    value = read_pt(input_file(input));
-  } catch (const Error&) {
+    value = read_pt(path, ReadOptions{2});
+  } catch (const Error& error) {
+    GPUCACHE_FUZZ_REQUIRE(one_thread_error == error.what());
     return;
   }
+  GPUCACHE_FUZZ_REQUIRE(one_thread_error.empty());
   std::uint64_t budget = 4096;
   walk(value, budget);
   map_and_probe(value);

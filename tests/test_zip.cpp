@@ -396,3 +396,39 @@ TEST_CASE("inflate limits are configurable") {
                        doctest::Contains("the inflate limit of 1000 bytes"), Error);
   CHECK(text(zip.read(*zip.find("archive/a"))) == "stored bytes");
 }
+
+TEST_CASE("the first member is found and located without the rest of the directory") {
+  auto first_of = [](const std::string& bytes) {
+    const fs::path path = write_temp(bytes);
+    auto file = MappedFile::open(path.string());
+    fs::remove(path);
+    return ZipArchive::first_member(*file);
+  };
+  for (bool zip64 : {false, true}) {
+    Archive archive = sample();
+    archive.zip64 = zip64;
+    const auto first = first_of(build(archive));
+    REQUIRE(first.has_value());
+    CHECK(first->name == "archive/a");
+    CHECK(first->data_offset == 30 + 9 + 40);
+    CHECK(first->compressed_size == 12);
+  }
+  // What the full parse refuses is never handed out: nothing at all, or a first entry whose local
+  // header is elsewhere, names another member, or whose data runs past the directory.
+  CHECK_FALSE(first_of("not a zip archive").has_value());
+  CHECK_FALSE(first_of(build(Archive{})).has_value());
+  Archive moved = sample();
+  moved.entries[0].offset = 7;
+  CHECK_FALSE(first_of(build(moved)).has_value());
+  Archive renamed = sample();
+  renamed.entries[0].local_name = "archive/z";
+  CHECK_FALSE(first_of(build(renamed)).has_value());
+  Archive long_data = sample();
+  long_data.entries[0].csize = 1 << 20;
+  CHECK_FALSE(first_of(build(long_data)).has_value());
+  // A later entry's damage is the full parse's to find.
+  Archive later = sample();
+  later.entries[1].offset = 7;
+  CHECK(first_of(build(later)).has_value());
+  CHECK(contains(error_of(build(later)), "member archive/b"));
+}

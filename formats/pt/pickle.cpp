@@ -121,10 +121,16 @@ std::uint64_t object_bytes_cap(const PickleLimits& limits, std::uint64_t pickle_
 class Machine {
  public:
   Machine(std::span<const std::byte> bytes, const PickleOptions& options, PickleResult& result)
-      : context_{options, result, &arena_, {}, {}, 0},
+      : context_{options, result, &arena_, {}, {}, {}, {}, 0},
         arena_(object_bytes_cap(options.limits, bytes.size()), context_),
         bytes_(bytes),
-        limits_(options.limits) {}
+        limits_(options.limits),
+        max_depth_(std::min<std::uint64_t>(options.limits.max_depth, UINT32_MAX - 1)) {
+    // Pickles put nearly every object they make in the memo, one for every few bytes: reserving
+    // address space up front spares the copies of a growing vector (untouched pages cost nothing).
+    memo_.reserve(std::min<std::uint64_t>(bytes.size() / 8, limits_.max_memo));
+    memo_defined_.reserve(memo_.capacity());
+  }
 
   void run() {
     for (;;) {
@@ -211,25 +217,26 @@ class Machine {
 
   // ---- containers ----------------------------------------------------------------------------
   // Marks a value as nested inside another container and returns its depth.
-  static std::uint64_t freeze(const PyValue& value) {
+  static std::uint32_t freeze(const PyValue& value) {
     Mutable* object = nullptr;
-    if (auto* list = std::get_if<std::shared_ptr<PyList>>(&value))
-      object = list->get();
-    else if (auto* dict = std::get_if<std::shared_ptr<PyDict>>(&value))
-      object = dict->get();
-    else if (auto* dtype = std::get_if<std::shared_ptr<NumpyDTypeObject>>(&value))
-      object = dtype->get();
-    else if (auto* array = std::get_if<std::shared_ptr<NdArrayObject>>(&value))
-      object = array->get();
+    if (auto* list = std::get_if<PyList*>(&value))
+      object = *list;
+    else if (auto* dict = std::get_if<PyDict*>(&value))
+      object = *dict;
+    else if (auto* dtype = std::get_if<NumpyDTypeObject*>(&value))
+      object = *dtype;
+    else if (auto* array = std::get_if<NdArrayObject*>(&value))
+      object = *array;
     if (!object) return 0;
     object->frozen = true;
     if (object->placements < 2) ++object->placements;
     return object->depth;
   }
-  void deepen(Mutable& container, std::uint64_t child_depth) {
-    container.depth = std::max(container.depth, child_depth + 1);
-    if (container.depth > limits_.max_depth)
-      fail("objects nest deeper than " + std::to_string(limits_.max_depth));
+  void deepen(Mutable& container, std::uint32_t child_depth) {
+    const std::uint64_t depth =
+        std::max<std::uint64_t>(container.depth, child_depth + std::uint64_t{1});
+    if (depth > max_depth_) fail("objects nest deeper than " + std::to_string(max_depth_));
+    container.depth = static_cast<std::uint32_t>(depth);
   }
   void check_mutable(const Mutable& container, const char* what) {
     if (container.frozen)
@@ -238,13 +245,13 @@ class Machine {
   }
 
   PyList& target_list(const char* op) {
-    auto* list = std::get_if<std::shared_ptr<PyList>>(&top());
+    auto* list = std::get_if<PyList*>(&top());
     if (!list || (*list)->is_tuple)
       fail(std::string(op) + " needs a list, not " + std::string(kind_name(top())));
     return **list;
   }
   PyDict& target_dict(const char* op) {
-    auto* dict = std::get_if<std::shared_ptr<PyDict>>(&top());
+    auto* dict = std::get_if<PyDict*>(&top());
     if (!dict) fail(std::string(op) + " needs a dict, not " + std::string(kind_name(top())));
     return **dict;
   }
@@ -253,43 +260,55 @@ class Machine {
     const auto depth = freeze(item);
     check_mutable(list, op);
     deepen(list, depth);
-    list.items.push_back(std::move(item));
+    list.items.push_back(item);
   }
   void set_item(PyDict& dict, const PyValue& key, PyValue value, const char* op) {
-    // str keys (nearly all) are used as they lie in the pickle; others become their repr.
-    std::string repr;
-    const auto* str = std::get_if<Str>(&key);
-    if (!str) repr = key_text(key, context_);
-    const std::string_view text = str ? str->text : std::string_view(repr);
+    // str keys (nearly all) are used as they lie in the pickle; others become their repr, kept in
+    // the arena with the dict.
+    std::string_view text;
+    if (const auto* str = std::get_if<Str>(&key)) {
+      text = str->text;
+    } else {
+      const std::string repr = key_text(key, context_);
+      auto* copy = static_cast<char*>(arena_.allocate(std::max<std::size_t>(repr.size(), 1), 1));
+      text = {copy, repr.size()};
+      std::copy(repr.begin(), repr.end(), copy);
+    }
     const auto depth = freeze(value);
     check_mutable(dict, op);
     deepen(dict, depth);
     if (dict_has_key(dict, text)) fail("dict key '" + printable(text) + "' appears twice");
     if (dict.items.empty()) dict.items.reserve(4);  // rows of dialogue files have four keys
-    dict.items.emplace_back(std::piecewise_construct, std::forward_as_tuple(text),
-                            std::forward_as_tuple(std::move(value)));
+    dict.items.emplace_back(text, value);
   }
   // Small dicts (a dataset row's few keys) are searched in place; a hash index is built only for
   // big ones, so millions of rows cost no per-key index nodes.
-  static bool dict_has_key(PyDict& dict, std::string_view key) {
+  bool dict_has_key(PyDict& dict, std::string_view key) {
     constexpr std::size_t kLinearSearchItems = 32;
     if (dict.items.size() < kLinearSearchItems)
       return std::any_of(dict.items.begin(), dict.items.end(),
                          [&](const auto& item) { return item.first == key; });
-    if (dict.index.empty())
+    if (!dict.index) {
+      dict.index = make_object<DictIndex>(&arena_);
       for (std::size_t i = 0; i < dict.items.size(); ++i)
-        dict.index.emplace(std::string(dict.items[i].first), i);
-    return !dict.index.emplace(std::string(key), dict.items.size()).second;
+        dict.index->emplace(dict.items[i].first, i);
+    }
+    return !dict.index->emplace(key, dict.items.size()).second;
   }
-  // A tuple of `items`, moved from.
-  std::shared_ptr<PyList> make_tuple(std::span<PyValue> items) {
-    auto tuple = make_object<PyList>(&arena_);
+  // A tuple of `items`. Tuples cannot change, so the empty one is made once, as in CPython.
+  PyList* make_tuple(std::span<const PyValue> items) {
+    if (items.empty() && empty_tuple_) {
+      empty_tuple_->placements = 2;  // placed in many containers: converted once and shared
+      return empty_tuple_;
+    }
+    auto* tuple = make_object<PyList>(&arena_);
     tuple->is_tuple = true;
     tuple->items.reserve(items.size());
-    for (auto& item : items) {
+    for (const auto& item : items) {
       deepen(*tuple, freeze(item));
-      tuple->items.push_back(std::move(item));
+      tuple->items.push_back(item);
     }
+    if (items.empty()) empty_tuple_ = tuple;
     return tuple;
   }
 
@@ -312,14 +331,17 @@ class Machine {
       }
       return push(static_cast<std::int64_t>(value));
     }
-    push(BigInt{
-        std::make_shared<const std::string>(reinterpret_cast<const char*>(le.data()), le.size())});
+    push(BigInt{keep_text(std::string_view(reinterpret_cast<const char*>(le.data()), le.size()))});
+  }
+  std::size_t keep_text(std::string_view text) {
+    context_.texts.push_back(std::make_shared<const std::string>(text));
+    return context_.texts.size() - 1;
   }
   void push_str(std::string_view text) {
     if (!is_valid_utf8(text)) fail("string is not valid UTF-8");
     push(Str{text});
   }
-  void push_bytes(std::string_view data) { push(Bytes{std::make_shared<const std::string>(data)}); }
+  void push_bytes(std::string_view data) { push(Bytes{keep_text(data)}); }
 
   void push_global(std::string_view module, std::string_view name) {
     const auto* entry = find_allowed_global(module, name);
@@ -372,7 +394,7 @@ class Machine {
     if (!callable)
       fail(std::string(op) + " needs a global to call, not " +
            std::string(kind_name(callable_value)));
-    auto* args = std::get_if<std::shared_ptr<PyList>>(&args_value);
+    auto* args = std::get_if<PyList*>(&args_value);
     if (!args || !(*args)->is_tuple)
       fail(std::string(op) + " arguments must be a tuple, not " +
            std::string(kind_name(args_value)));
@@ -626,12 +648,14 @@ class Machine {
   ObjectArena arena_;
   std::span<const std::byte> bytes_;
   const PickleLimits& limits_;
+  std::uint64_t max_depth_;  // limits_.max_depth, kept where Mutable::depth can count
   std::uint64_t pos_ = 0;
   std::uint64_t objects_ = 0;
   std::vector<PyValue> stack_;
   std::vector<PyValue> marked_;  // pop_mark's buffer
   std::vector<std::size_t> marks_;
   std::vector<PyValue> memo_;
+  PyList* empty_tuple_ = nullptr;
   std::vector<bool> memo_defined_;
   std::unordered_map<std::uint64_t, PyValue> sparse_memo_;
   std::uint64_t memo_count_ = 0;

@@ -50,14 +50,14 @@ struct PickleOptions {
   std::string name;  // the pickle inside it ("data.pkl"), for errors
   // Added to positions in errors: 0 for a zip record, the pickle's file offset for legacy files.
   std::uint64_t base_offset = 0;
-  bool big_endian = false;  // byte order of the tensor storages
   PickleLimits limits;
 };
 
 struct PickleResult {
   Value value;
   std::vector<StorageRef> storages;  // one per distinct key, in order of first use
-  // Tensors viewing those storages: check_bounds() them once the storages are filled.
+  // Tensors viewing those storages: check_bounds() them once the storages are filled, and mark
+  // them big-endian when the container says the storages are.
   std::vector<std::shared_ptr<Tensor>> storage_tensors;
   std::uint64_t end = 0;  // bytes consumed, up to and including STOP
 };

@@ -19,11 +19,12 @@ std::string key_text_at(const PyValue& key, Context& context, std::size_t depth,
     return quoted;
   }
   if (const auto* number = std::get_if<std::int64_t>(&key)) return std::to_string(*number);
-  if (const auto* big = std::get_if<BigInt>(&key)) return signed_le_decimal(*big->le_bytes);
+  if (const auto* big = std::get_if<BigInt>(&key))
+    return signed_le_decimal(*context.texts[big->text]);
   if (const auto* flag = std::get_if<bool>(&key)) return *flag ? "True" : "False";
   if (std::holds_alternative<PyNone>(key)) return "None";
   if (const auto* number = std::get_if<double>(&key)) return python_float_repr(*number);
-  const auto* list = std::get_if<std::shared_ptr<PyList>>(&key);
+  const auto* list = std::get_if<PyList*>(&key);
   if (list && (*list)->is_tuple && depth < kMaxKeyDepth) {
     std::string text = "(";
     const auto& items = (*list)->items;
@@ -56,20 +57,21 @@ class Converter {
   Value convert_item(std::int64_t number, std::uint64_t) { return counted(Value(number), 1); }
   Value convert_item(double number, std::uint64_t) { return counted(Value(number), 1); }
   Value convert_item(const BigInt& big, std::uint64_t) {
-    return counted(Value(signed_le_decimal(*big.le_bytes)), 1);
+    return counted(Value(signed_le_decimal(*context_.texts[big.text])), 1);
   }
   Value convert_item(const Str& text, std::uint64_t) {
     charge_text(text.text.size());
     return counted(Value(std::string(text.text)), 1);
   }
   Value convert_item(const Bytes& bytes, std::uint64_t) {
+    const Text& data = context_.texts[bytes.text];
     auto tensor = std::make_shared<Tensor>();
     tensor->dtype = DType::u8;
-    tensor->shape = {static_cast<std::int64_t>(bytes.data->size())};
+    tensor->shape = {static_cast<std::int64_t>(data->size())};
     tensor->strides = {1};
     auto storage = std::make_shared<Storage>();
-    storage->bytes = std::as_bytes(std::span(bytes.data->data(), bytes.data->size()));
-    storage->owner = bytes.data;
+    storage->bytes = std::as_bytes(std::span(data->data(), data->size()));
+    storage->owner = data;
     tensor->storage = std::move(storage);
     return counted(Value(std::move(tensor)), 1);
   }
@@ -87,28 +89,27 @@ class Converter {
       made->dtype = storage.dtype;
       made->shape = {static_cast<std::int64_t>(storage.numel)};
       made->strides = {1};
-      made->big_endian = context_.options.big_endian && dtype_size(storage.dtype) > 1;
       made->storage = storage.storage;
       context_.result.storage_tensors.push_back(made);
     }
     return counted(Value(made), 1);
   }
-  Value convert_item(const std::shared_ptr<Tensor>& tensor, std::uint64_t) {
-    return counted(Value(tensor), 1);
+  Value convert_item(const TensorHandle& tensor, std::uint64_t) {
+    return counted(Value(context_.tensors[tensor.index]), 1);
   }
-  Value convert_item(const std::shared_ptr<NumpyDTypeObject>& dtype, std::uint64_t) {
-    return counted(
-        Value("numpy.dtype('" + std::string(dtype->big_endian ? ">" : "<") + dtype->code + "')"),
-        1);
+  Value convert_item(const NumpyDTypeObject* dtype, std::uint64_t) {
+    return counted(Value("numpy.dtype('" + std::string(dtype->big_endian ? ">" : "<") +
+                         std::string(dtype->code) + "')"),
+                   1);
   }
-  Value convert_item(const std::shared_ptr<NdArrayObject>& array, std::uint64_t) {
+  Value convert_item(const NdArrayObject* array, std::uint64_t) {
     if (!array->tensor) context_.fail("numpy array was never given its state (BUILD)");
-    return counted(Value(array->tensor), 1);
+    return counted(Value(context_.tensors[array->tensor->index]), 1);
   }
 
-  Value convert_item(const std::shared_ptr<PyList>& list, std::uint64_t depth) {
+  Value convert_item(const PyList* list, std::uint64_t depth) {
     const bool shared = list->placements > 1;
-    if (auto done = shared ? shared_.find(list.get()) : shared_.end(); done != shared_.end())
+    if (auto done = shared ? shared_.find(list) : shared_.end(); done != shared_.end())
       return reuse(done->second);
     auto out = std::make_shared<List>();
     out->is_tuple = list->is_tuple;
@@ -118,13 +119,13 @@ class Converter {
       out->items.push_back(convert(item, depth + 1));
       count = add_count(count, last_count);
     }
-    return shared ? remember(list.get(), Value(std::move(out)), count)
+    return shared ? remember(list, Value(std::move(out)), count)
                   : counted(Value(std::move(out)), count);
   }
 
-  Value convert_item(const std::shared_ptr<PyDict>& dict, std::uint64_t depth) {
+  Value convert_item(const PyDict* dict, std::uint64_t depth) {
     const bool shared = dict->placements > 1;
-    if (auto done = shared ? shared_.find(dict.get()) : shared_.end(); done != shared_.end())
+    if (auto done = shared ? shared_.find(dict) : shared_.end(); done != shared_.end())
       return reuse(done->second);
     auto out = std::make_shared<Dict>();
     out->items.reserve(dict->items.size());
@@ -134,7 +135,7 @@ class Converter {
       out->items.emplace_back(std::string(key), convert(item, depth + 1));
       count = add_count(count, last_count);
     }
-    return shared ? remember(dict.get(), Value(std::move(out)), count)
+    return shared ? remember(dict, Value(std::move(out)), count)
                   : counted(Value(std::move(out)), count);
   }
 

@@ -66,7 +66,7 @@ constexpr std::array kAllowed = {
 constexpr std::size_t kMaxRank = 64;
 
 std::span<const PyValue> tuple_items(const PyValue& value, const char* what, Context& context) {
-  const auto* list = std::get_if<std::shared_ptr<PyList>>(&value);
+  const auto* list = std::get_if<PyList*>(&value);
   if (!list || !(*list)->is_tuple)
     context.fail(std::string(what) + " must be a tuple, not " + std::string(kind_name(value)));
   return (*list)->items;
@@ -108,8 +108,8 @@ void expect_arity(std::span<const PyValue> args, std::size_t low, std::size_t hi
                  " arguments, got " + std::to_string(args.size()));
 }
 
-std::shared_ptr<Tensor> tensor_arg(const PyValue& value, const char* what, Context& context) {
-  if (const auto* tensor = std::get_if<std::shared_ptr<Tensor>>(&value)) return *tensor;
+TensorHandle tensor_arg(const PyValue& value, const char* what, Context& context) {
+  if (const auto* tensor = std::get_if<TensorHandle>(&value)) return *tensor;
   context.fail(std::string(what) + " must be a tensor, not " + std::string(kind_name(value)));
 }
 
@@ -141,7 +141,7 @@ PyValue rebuild_tensor(const AllowedGlobal& callable, std::span<const PyValue> a
                  " entries but stride " + std::to_string(tensor->strides.size()));
   if (args.size() > 4) {
     bool_arg(args[4], "requires_grad", context);
-    if (!std::holds_alternative<std::shared_ptr<PyDict>>(args[5]))
+    if (!std::holds_alternative<PyDict*>(args[5]))
       context.fail("backward_hooks must be a dict, not " + std::string(kind_name(args[5])));
   }
   if (v3) {
@@ -154,14 +154,13 @@ PyValue rebuild_tensor(const AllowedGlobal& callable, std::span<const PyValue> a
   // when set, so any present is refused rather than silently ignored.
   const std::size_t metadata_index = v3 ? 7 : 6;
   if (args.size() > metadata_index && !std::holds_alternative<PyNone>(args[metadata_index])) {
-    const auto* dict = std::get_if<std::shared_ptr<PyDict>>(&args[metadata_index]);
+    const auto* dict = std::get_if<PyDict*>(&args[metadata_index]);
     if (!dict || !(*dict)->items.empty())
       context.fail("tensor metadata (conjugate or negative views) is not supported");
   }
-  tensor->big_endian = context.options.big_endian && dtype_size(tensor->dtype) > 1;
   tensor->storage = storage.storage;
   context.result.storage_tensors.push_back(tensor);
-  return tensor;
+  return context.keep(std::move(tensor));
 }
 
 PyValue codecs_encode(const AllowedGlobal& callable, std::span<const PyValue> args,
@@ -174,7 +173,8 @@ PyValue codecs_encode(const AllowedGlobal& callable, std::span<const PyValue> ar
                  "' is not supported (only latin1)");
   auto bytes = utf8_to_latin1(text);
   if (!bytes) context.fail("_codecs.encode text has characters outside latin-1");
-  return Bytes{std::make_shared<const std::string>(std::move(*bytes))};
+  context.texts.push_back(std::make_shared<const std::string>(std::move(*bytes)));
+  return Bytes{context.texts.size() - 1};
 }
 
 PyValue numpy_dtype_object(const AllowedGlobal& callable, std::span<const PyValue> args,
@@ -194,7 +194,7 @@ PyValue numpy_dtype_object(const AllowedGlobal& callable, std::span<const PyValu
   }
   const auto dtype = digits ? numpy_dtype(code[0], itemsize) : std::nullopt;
   if (!dtype) context.fail("numpy dtype '" + std::string(code) + "' is not supported");
-  auto object = std::make_shared<NumpyDTypeObject>();
+  auto* object = make_object<NumpyDTypeObject>(context.arena);
   object->code = code;
   object->dtype = *dtype;
   // A dtype without BUILD state has the writer's native order, little-endian everywhere numpy
@@ -203,7 +203,7 @@ PyValue numpy_dtype_object(const AllowedGlobal& callable, std::span<const PyValu
 }
 
 const NumpyDTypeObject& built_dtype(const PyValue& value, const char* what, Context& context) {
-  const auto* dtype = std::get_if<std::shared_ptr<NumpyDTypeObject>>(&value);
+  const auto* dtype = std::get_if<NumpyDTypeObject*>(&value);
   if (!dtype)
     context.fail(std::string(what) + " must be a numpy.dtype, not " +
                  std::string(kind_name(value)));
@@ -253,7 +253,8 @@ PyValue numpy_scalar(const AllowedGlobal& callable, std::span<const PyValue> arg
   const auto* bytes = std::get_if<Bytes>(&args[1]);
   if (!bytes)
     context.fail("numpy scalar data must be bytes, not " + std::string(kind_name(args[1])));
-  return tensor_over_text(bytes->data, dtype.dtype, dtype.big_endian, {}, false, context);
+  return context.keep(tensor_over_text(context.texts[bytes->text], dtype.dtype, dtype.big_endian,
+                                       {}, false, context));
 }
 
 // numpy's pickle protocol 5 form: _frombuffer(buffer, dtype, shape, order).
@@ -266,8 +267,8 @@ PyValue numpy_frombuffer(const AllowedGlobal& callable, std::span<const PyValue>
   auto shape = dims_arg(args[2], "numpy buffer shape", context);
   const auto& order = str_arg(args[3], "numpy buffer order", context);
   if (order != "C" && order != "F") context.fail("numpy buffer order must be 'C' or 'F'");
-  return tensor_over_text(bytes->data, dtype.dtype, dtype.big_endian, std::move(shape),
-                          order == "F", context);
+  return context.keep(tensor_over_text(context.texts[bytes->text], dtype.dtype, dtype.big_endian,
+                                       std::move(shape), order == "F", context));
 }
 
 void build_numpy_dtype(NumpyDTypeObject& dtype, const PyValue& state, Context& context) {
@@ -294,13 +295,14 @@ void build_ndarray(NdArrayObject& array, const PyValue& state, Context& context)
   auto shape = dims_arg(items[base], "numpy array shape", context);
   const auto& dtype = built_dtype(items[base + 1], "numpy array dtype", context);
   const bool fortran = bool_arg(items[base + 2], "numpy array order", context);
-  if (std::holds_alternative<std::shared_ptr<PyList>>(items[base + 3]))
+  if (std::holds_alternative<PyList*>(items[base + 3]))
     context.fail("numpy object arrays hold pickled Python objects and are not supported");
   const auto* data = std::get_if<Bytes>(&items[base + 3]);
   if (!data)
     context.fail("numpy array data must be bytes, not " + std::string(kind_name(items[base + 3])));
-  array.tensor = tensor_over_text(data->data, dtype.dtype, dtype.big_endian, std::move(shape),
-                                  fortran, context);
+  array.tensor =
+      context.keep(tensor_over_text(context.texts[data->text], dtype.dtype, dtype.big_endian,
+                                    std::move(shape), fortran, context));
 }
 
 }  // namespace
@@ -326,13 +328,13 @@ PyValue call_global(const AllowedGlobal& callable, std::span<const PyValue> args
   switch (callable.kind) {
     case K::ordered_dict: {
       expect_arity(args, 0, 0, callable, context);
-      auto dict = make_object<PyDict>(context.arena);
+      auto* dict = make_object<PyDict>(context.arena);
       dict->ordered = true;
       return dict;
     }
     case K::torch_size: {
       expect_arity(args, 1, 1, callable, context);
-      auto size = make_object<PyList>(context.arena);
+      auto* size = make_object<PyList>(context.arena);
       size->is_tuple = true;
       for (auto dim : dims_arg(args[0], "torch.Size", context)) size->items.emplace_back(dim);
       return size;
@@ -357,7 +359,7 @@ PyValue call_global(const AllowedGlobal& callable, std::span<const PyValue> args
       const auto* type = std::get_if<GlobalRef>(&args[0]);
       if (!type || type->entry->kind != K::numpy_ndarray)
         context.fail("numpy _reconstruct is only supported for numpy.ndarray");
-      return std::make_shared<NdArrayObject>();
+      return make_object<NdArrayObject>(context.arena);
     }
     case K::numpy_dtype:
       return numpy_dtype_object(callable, args, context);
@@ -375,18 +377,17 @@ PyValue call_global(const AllowedGlobal& callable, std::span<const PyValue> args
 }
 
 void build(PyValue& target, const PyValue& state, Context& context) {
-  if (auto* dict = std::get_if<std::shared_ptr<PyDict>>(&target)) {
+  if (auto* dict = std::get_if<PyDict*>(&target)) {
     // An OrderedDict's BUILD state is its instance __dict__ (e.g. a state_dict's _metadata),
     // not its items; it is dropped.
     if (!(*dict)->ordered) context.fail("BUILD on a plain dict is not supported");
-    if (!std::holds_alternative<std::shared_ptr<PyDict>>(state) &&
-        !std::holds_alternative<PyNone>(state))
+    if (!std::holds_alternative<PyDict*>(state) && !std::holds_alternative<PyNone>(state))
       context.fail("OrderedDict state must be a dict, not " + std::string(kind_name(state)));
     return;
   }
-  if (auto* dtype = std::get_if<std::shared_ptr<NumpyDTypeObject>>(&target))
+  if (auto* dtype = std::get_if<NumpyDTypeObject*>(&target))
     return build_numpy_dtype(**dtype, state, context);
-  if (auto* array = std::get_if<std::shared_ptr<NdArrayObject>>(&target))
+  if (auto* array = std::get_if<NdArrayObject*>(&target))
     return build_ndarray(**array, state, context);
   context.fail("BUILD on " + std::string(kind_name(target)) + " is not supported");
 }
@@ -462,19 +463,15 @@ std::string_view kind_name(const PyValue& value) noexcept {
     std::string_view operator()(double) const { return "float"; }
     std::string_view operator()(const Str&) const { return "str"; }
     std::string_view operator()(const Bytes&) const { return "bytes"; }
-    std::string_view operator()(const std::shared_ptr<PyList>& list) const {
+    std::string_view operator()(const PyList* list) const {
       return list->is_tuple ? "tuple" : "list";
     }
-    std::string_view operator()(const std::shared_ptr<PyDict>&) const { return "dict"; }
+    std::string_view operator()(const PyDict*) const { return "dict"; }
     std::string_view operator()(const GlobalRef&) const { return "a global"; }
     std::string_view operator()(const StorageHandle&) const { return "storage"; }
-    std::string_view operator()(const std::shared_ptr<Tensor>&) const { return "tensor"; }
-    std::string_view operator()(const std::shared_ptr<NumpyDTypeObject>&) const {
-      return "numpy.dtype";
-    }
-    std::string_view operator()(const std::shared_ptr<NdArrayObject>&) const {
-      return "numpy.ndarray";
-    }
+    std::string_view operator()(const TensorHandle&) const { return "tensor"; }
+    std::string_view operator()(const NumpyDTypeObject*) const { return "numpy.dtype"; }
+    std::string_view operator()(const NdArrayObject*) const { return "numpy.ndarray"; }
   };
   return std::visit(Namer{}, value);
 }

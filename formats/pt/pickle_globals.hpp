@@ -17,7 +17,9 @@ namespace gpucache::detail::pickle {
 struct Context {
   const PickleOptions& options;
   PickleResult& result;
-  Arena* arena;  // where lists, tuples and dicts are made
+  Arena* arena;             // where lists, tuples, dicts and numpy objects are made
+  std::vector<Text> texts;  // what Bytes and BigInt values refer to
+  std::vector<std::shared_ptr<Tensor>> tensors;  // what TensorHandle values refer to
   // Storage key -> result.storages index. torch.save numbers storages "0", "1", ... in order, so
   // decimal keys are looked up in a vector (slot n + 1 holds key n's index + 1) and only other
   // keys are hashed: a dataset of one storage per row then costs no hash node per row.
@@ -25,6 +27,10 @@ struct Context {
   std::vector<std::uint32_t> numbered_storages;
   std::uint64_t opcode_offset = 0;
 
+  TensorHandle keep(std::shared_ptr<Tensor> tensor) {
+    tensors.push_back(std::move(tensor));
+    return {tensors.size() - 1};
+  }
   // "<cause> in <pickle> at byte <opcode offset>"
   [[noreturn]] void fail(const std::string& cause) const;
 };

@@ -1,13 +1,15 @@
 // The objects the restricted pickle machine builds before they become a gpucache::Value. Copying
-// one is cheap (strings and containers are shared), because the memo hands out the same object
-// many times.
+// one is a plain copy (strings are views, containers pointers into the run's arena), because the
+// memo hands out the same object many times.
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <memory_resource>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <unordered_map>
 #include <utility>
 #include <variant>
@@ -26,12 +28,13 @@ struct Str {
   // copying each of a dataset's strings here would cost an allocation per row or two.
   std::string_view text;
 };
+// Byte strings and integers wider than 64 bits are rare; their text is kept in Context::texts.
 struct Bytes {
-  Text data;
+  std::size_t text;  // index into Context::texts
 };
 // An integer that does not fit in 64 bits: little-endian two's complement, as in LONG1/LONG4.
 struct BigInt {
-  Text le_bytes;
+  std::size_t text;  // index into Context::texts
 };
 
 enum class GlobalKind {
@@ -69,55 +72,63 @@ struct StorageHandle {
   std::size_t index;  // into PickleResult::storages
 };
 
+// A tensor the machine rebuilt; it becomes part of the result, so it is shared, not arena-made.
+struct TensorHandle {
+  std::size_t index;  // into Context::tensors
+};
+
 struct PyList;
 struct PyDict;
 struct NumpyDTypeObject;
 struct NdArrayObject;
 
+// Trivially copyable and destructible: the memo and the stack copy values millions of times for a
+// dataset, and containers are plain pointers into the run's arena (below), so copying one costs
+// no reference count and the objects are released with the arena, without visiting each.
 using PyValue =
-    std::variant<PyNone, bool, std::int64_t, BigInt, double, Str, Bytes, std::shared_ptr<PyList>,
-                 std::shared_ptr<PyDict>, GlobalRef, StorageHandle, std::shared_ptr<Tensor>,
-                 std::shared_ptr<NumpyDTypeObject>, std::shared_ptr<NdArrayObject>>;
+    std::variant<PyNone, bool, std::int64_t, BigInt, double, Str, Bytes, PyList*, PyDict*,
+                 GlobalRef, StorageHandle, TensorHandle, NumpyDTypeObject*, NdArrayObject*>;
+static_assert(std::is_trivially_copyable_v<PyValue> && std::is_trivially_destructible_v<PyValue>);
 
 // Mutable objects become frozen once they are placed inside another container: the pickles
 // CPython writes always fill a container before nesting it, and refusing later changes rules out
 // reference cycles and keeps every container's recorded depth exact.
+// Eight bytes, the last two free for a derived type's flag: a dataset makes millions of these.
 struct Mutable {
+  std::uint32_t depth = 1;  // at most PickleLimits::max_depth, itself capped below 2^32
   bool frozen = false;
   // Times placed inside a container, up to 2: an object placed once appears once in the tree, so
   // converting it needs no record for sharing.
   std::uint8_t placements = 0;
-  std::uint64_t depth = 1;
 };
 
-// Lists, tuples and dicts, and their items, come from one arena per run (ObjectArena in
-// pickle.cpp): a pickle of a dataset makes several per row (every tensor's argument tuples), the
-// memo keeps nearly all of them alive to the end anyway, and taking memory from an arena and
-// releasing it all at once costs a fraction of allocating and freeing each block.
+// Lists, tuples, dicts and numpy objects, their items and their indexes come from one arena per
+// run (ObjectArena in pickle.cpp): a pickle of a dataset makes several per row (every tensor's
+// argument tuples), the memo keeps nearly all of them alive to the end anyway, and taking memory
+// from an arena and releasing it all at once costs a fraction of allocating and freeing each
+// block. Their destructors never run, so they hold nothing but arena memory and plain values.
 using Arena = std::pmr::memory_resource;
 
 struct PyList : Mutable {
   explicit PyList(Arena* arena) : items(arena) {}
-  std::pmr::vector<PyValue> items;
   bool is_tuple = false;
+  std::pmr::vector<PyValue> items;
 };
+
+// Keys as text: str keys view the pickle, the repr of other keys lives in the arena.
+using DictIndex = std::pmr::unordered_map<std::string_view, std::size_t>;
 
 struct PyDict : Mutable {
   explicit PyDict(Arena* arena) : items(arena) {}
-  std::pmr::vector<std::pair<std::pmr::string, PyValue>> items;  // keys already as text
-  std::unordered_map<std::string, std::size_t> index;  // built for dicts of 32 keys or more
   bool ordered = false;
+  std::pmr::vector<std::pair<std::string_view, PyValue>> items;
+  DictIndex* index = nullptr;  // made in the arena once a dict has 32 keys
 };
-
-// A list, tuple or dict whose object, items and keys live in `arena`.
-template <typename Object>
-std::shared_ptr<Object> make_object(Arena* arena) {
-  return std::allocate_shared<Object>(std::pmr::polymorphic_allocator<Object>(arena), arena);
-}
 
 // numpy.dtype('f4', False, True) before and after its BUILD(state) sets the byte order.
 struct NumpyDTypeObject : Mutable {
-  std::string code;  // "f4"
+  explicit NumpyDTypeObject(Arena*) {}
+  std::string_view code;  // "f4", viewing the pickle
   DType dtype = DType::f32;
   bool big_endian = false;
   bool built = false;
@@ -126,8 +137,15 @@ struct NumpyDTypeObject : Mutable {
 // numpy.core.multiarray._reconstruct(numpy.ndarray, (0,), b'b'): an empty array that
 // BUILD(state) fills with shape, dtype, order and data.
 struct NdArrayObject : Mutable {
-  std::shared_ptr<Tensor> tensor;  // null until built
+  explicit NdArrayObject(Arena*) {}
+  std::optional<TensorHandle> tensor;  // empty until built
 };
+
+// A new object of one of the types above, made in `arena` and never destroyed.
+template <typename Object>
+Object* make_object(Arena* arena) {
+  return ::new (arena->allocate(sizeof(Object), alignof(Object))) Object(arena);
+}
 
 std::string_view kind_name(const PyValue& value) noexcept;
 

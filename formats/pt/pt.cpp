@@ -1,6 +1,9 @@
 #include "gpucache/pt.hpp"
 
 #include <cstring>
+#include <exception>
+#include <future>
+#include <optional>
 #include <string_view>
 #include <vector>
 
@@ -91,17 +94,40 @@ bool read_big_endian(const ZipArchive& archive, const std::string& prefix) {
 
 }  // namespace
 
-Value read_pt_zip(const std::shared_ptr<const MappedFile>& file) {
-  const ZipArchive archive(file);
-  const std::string prefix = find_prefix(archive);
-  check_version(archive, prefix);
-
+// torch writes data.pkl as the archive's first record, so its pickle can run while another thread
+// reads the rest of the directory: a record per storage, which for a dataset saved as a list of
+// rows is one or two per row. The early result is used only if the parsed archive names that same
+// record its data.pkl; errors come in the same order as without the thread (the archive's first).
+Value read_pt_zip(const std::shared_ptr<const MappedFile>& file, const ReadOptions& read_options) {
   PickleOptions options;
   options.file = file->path();
   options.name = "data.pkl";
-  options.big_endian = read_big_endian(archive, prefix);
-  const Storage pickle = archive.read(*archive.find(prefix + "data.pkl"));
-  PickleResult result = unpickle(pickle.bytes, options);
+  std::optional<ZipMember> first;
+  if (read_options.threads != 1) first = ZipArchive::first_member(*file);
+  const bool early = first && first->name.ends_with("data.pkl") && first->method == 0 &&
+                     (first->flags & 1) == 0;  // stored and not encrypted: readable as it lies
+  std::future<ZipArchive> parsing;
+  std::optional<PickleResult> early_result;
+  std::exception_ptr early_error;
+  if (early) {
+    parsing = std::async(std::launch::async, [file] { return ZipArchive(file); });
+    try {
+      early_result =
+          unpickle(file->bytes().subspan(first->data_offset, first->compressed_size), options);
+    } catch (...) {
+      early_error = std::current_exception();
+    }
+  }
+  const ZipArchive archive = early ? parsing.get() : ZipArchive(file);
+  const std::string prefix = find_prefix(archive);
+  check_version(archive, prefix);
+  const bool big_endian = read_big_endian(archive, prefix);
+  const ZipMember& pickle_member = *archive.find(prefix + "data.pkl");
+  const bool early_is_pickle =
+      early && pickle_member.local_header_offset == first->local_header_offset;
+  if (early_is_pickle && early_error) std::rethrow_exception(early_error);
+  PickleResult result = early_is_pickle ? std::move(*early_result)
+                                        : unpickle(archive.read(pickle_member).bytes, options);
 
   std::string name = prefix + "data/";
   const std::size_t name_stem = name.size();
@@ -123,6 +149,9 @@ Value read_pt_zip(const std::shared_ptr<const MappedFile>& file) {
                       " elements (" + std::to_string(storage.nbytes) + " bytes)");
     *storage.storage = std::move(bytes);
   }
+  if (big_endian)
+    for (const auto& tensor : result.storage_tensors)
+      tensor->big_endian = dtype_size(tensor->dtype) > 1;
   check_storage_tensors(result, file->path());
   return std::move(result.value);
 }
@@ -134,10 +163,14 @@ void check_storage_tensors(const PickleResult& result, const std::string& path) 
 }  // namespace detail
 
 Value read_pt(const std::string& path) {
+  return read_pt(path, ReadOptions{});
+}
+
+Value read_pt(const std::string& path, const ReadOptions& options) {
   auto file = detail::MappedFile::open(path);
   const auto bytes = file->bytes();
   const bool zip_magic = bytes.size() >= 4 && std::memcmp(bytes.data(), "PK\x03\x04", 4) == 0;
-  if (zip_magic) return detail::read_pt_zip(file);
+  if (zip_magic) return detail::read_pt_zip(file, options);
   // Legacy files open with the magic-number pickle: PROTO, then the number as LONG1.
   if (bytes.size() >= 2 && bytes[0] == std::byte{0x80}) return detail::read_pt_legacy(file);
   throw Error(path, "",

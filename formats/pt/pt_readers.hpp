@@ -6,12 +6,13 @@
 
 #include "formats/pt/pickle.hpp"
 #include "gpucache/detail/mapped_file.hpp"
+#include "gpucache/readers.hpp"
 #include "gpucache/value.hpp"
 
 namespace gpucache::detail {
 
 // torch >= 1.6: a zip archive with <prefix>/data.pkl and <prefix>/data/<key> records.
-Value read_pt_zip(const std::shared_ptr<const MappedFile>& file);
+Value read_pt_zip(const std::shared_ptr<const MappedFile>& file, const ReadOptions& options);
 // torch < 1.6: five pickles followed by the raw storages.
 Value read_pt_legacy(const std::shared_ptr<const MappedFile>& file);
 // Once every storage is filled: bounds-checks each tensor against its storage.

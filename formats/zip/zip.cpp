@@ -267,6 +267,25 @@ void ZipArchive::parse() {
   check_no_overlap(file_->path(), members_);
 }
 
+std::optional<ZipMember> ZipArchive::first_member(const MappedFile& file) {
+  const auto bytes = file.bytes();
+  const auto end_pos = find_end_record(bytes);
+  if (!end_pos) return std::nullopt;
+  try {
+    ByteReader reader(bytes, file.path());
+    const Directory directory = read_end_records(reader, bytes, *end_pos);
+    if (directory.entries == 0 || !range_within(directory.offset, directory.size, directory.limit))
+      return std::nullopt;
+    ByteReader central(bytes.subspan(directory.offset, directory.size), file.path(),
+                       directory.offset);
+    ZipMember member = read_central_header(central);
+    locate_data(reader, member, directory.offset);
+    return member;
+  } catch (const Error&) {
+    return std::nullopt;
+  }
+}
+
 const ZipMember* ZipArchive::find(std::string_view name) const {
   const auto found = std::lower_bound(
       by_name_.begin(), by_name_.end(), name,

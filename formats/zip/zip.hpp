@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -52,6 +53,12 @@ class ZipArchive {
   // In central-directory order.
   const std::vector<ZipMember>& members() const noexcept { return members_; }
   const ZipMember* find(std::string_view name) const;
+
+  // The member the central directory lists first, found and located without reading the rest of
+  // the directory: a caller may start on it (torch writes data.pkl first) while the archive is
+  // parsed elsewhere. nullopt when the end records or that entry are not valid; parsing the
+  // archive says why. Trust it only once the parsed archive agrees.
+  static std::optional<ZipMember> first_member(const MappedFile& file);
 
   // A member's uncompressed bytes. Stored members are zero-copy views into the map (owner: the
   // MappedFile); deflated ones are inflated into a buffer the result owns, and their CRC-32 and

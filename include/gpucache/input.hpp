@@ -7,6 +7,7 @@
 #include <string>
 #include <string_view>
 
+#include "gpucache/readers.hpp"
 #include "gpucache/value.hpp"
 
 namespace gpucache {
@@ -27,5 +28,6 @@ InputFormat detect_input_format(const std::string& path);
 
 // Reads path with the reader detect_input_format picks (readers.hpp).
 Value read_input(const std::string& path);
+Value read_input(const std::string& path, const ReadOptions& options);
 
 }  // namespace gpucache

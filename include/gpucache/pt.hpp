@@ -3,6 +3,7 @@
 
 #include <string>
 
+#include "gpucache/readers.hpp"
 #include "gpucache/value.hpp"
 
 namespace gpucache {
@@ -14,5 +15,8 @@ namespace gpucache {
 // an allowlist of torch and numpy types (formats/pt/FORMAT.md); anything else, and any malformed
 // input, throws gpucache::Error naming the file and where.
 Value read_pt(const std::string& path);
+// The same; with `options.threads` other than 1, a zip archive's directory is read on a second
+// thread while data.pkl is unpickled (a dataset saved as one tensor per row has a record each).
+Value read_pt(const std::string& path, const ReadOptions& options);
 
 }  // namespace gpucache

@@ -12,6 +12,11 @@
 
 namespace gpucache {
 
+struct ReadOptions {
+  // Threads a reader may run beside the caller's: 0 for one per core, 1 for the caller's only.
+  unsigned threads = 0;
+};
+
 // torch.save files (.pt, .pth, .bin): zip and legacy formats, through a safe unpickler.
 Value read_pt(const std::string& path);
 // NumPy .npz archives: a dict of array name -> tensor.

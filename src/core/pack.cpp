@@ -143,7 +143,7 @@ PackResult pack(const PackOptions& options) {
   std::vector<detail::Source> sources;
   std::vector<SourceMapping> mappings;
   for (const auto& input : options.inputs) {
-    sources.push_back(detail::open_source(input, {options.kind, options.fields}));
+    sources.push_back(detail::open_source(input, {options.kind, options.fields, options.threads}));
     mappings.push_back(*sources.back().mapping);
   }
   check_compatible(mappings);

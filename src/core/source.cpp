@@ -22,7 +22,7 @@ std::span<const std::byte> matrix_rows(const ColumnSource& column, std::uint64_t
 Source open_source(const std::string& path, const SourceOptions& options) {
   Source source;
   source.path = path;
-  source.root = read_input(path);
+  source.root = read_input(path, ReadOptions{options.threads});
   auto shared =
       std::make_shared<SourceMapping>(map_source(source.root, path, options.kind, options.fields));
   source.rows = shared->rows;

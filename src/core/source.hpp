@@ -47,6 +47,7 @@ struct Source {
 struct SourceOptions {
   std::optional<SourceKind> kind;  // --kind; detected when unset
   std::vector<FieldSpec> fields;   // --field COLUMN=PATH
+  unsigned threads = 0;            // --threads: what the reader may use (ReadOptions)
 };
 
 // Reads any supported input (.pt, .safetensors, .npy, .npz, .jsonl) and maps it to columns
