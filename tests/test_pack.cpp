@@ -255,6 +255,59 @@ TEST_CASE("rows stored on two threads (copied file to file, or converted) match 
   }
 }
 
+TEST_CASE("rows lying apart (a tensor each) are written from where they lie, as one thread would") {
+  // A dialogue JSONL file gives every row's vectors a tensor of their own: f32 rows are written
+  // from there (vectored writes) while another thread hashes them; f16 rows are gathered and
+  // converted. Over 2 chunks of 4 MiB, with dropped rows cutting the rows into runs.
+  test_support::ScratchDir scratch;
+  const std::uint64_t rows = 2200, dim = 512;
+  const auto questions = random_rows(rows, dim, 8), answers = random_rows(rows, dim, 9);
+  {
+    std::ofstream out(scratch / "dialogue.jsonl");
+    for (std::uint64_t r = 0; r < rows; ++r) {
+      nlohmann::json line;
+      line["question"] = "question " + std::to_string(r);
+      line["answer"] = "answer " + std::to_string(r);
+      std::vector<float> q(questions.begin() + static_cast<std::ptrdiff_t>(r * dim),
+                           questions.begin() + static_cast<std::ptrdiff_t>((r + 1) * dim));
+      if (r % 301 == 5) std::fill(q.begin(), q.end(), 0.0f);  // dropped: norm below 0.1
+      line["question_embedding"] = q;
+      line["answer_embedding"] =
+          std::vector<float>(answers.begin() + static_cast<std::ptrdiff_t>(r * dim),
+                             answers.begin() + static_cast<std::ptrdiff_t>((r + 1) * dim));
+      out << line.dump() << "\n";
+    }
+  }
+  for (const char* dtype : {"f32", "f16"}) {
+    CAPTURE(dtype);
+    std::vector<std::vector<char>> shards;
+    for (unsigned threads : {1u, 2u}) {
+      PackOptions options;
+      options.inputs = {scratch / "dialogue.jsonl"};
+      options.output_dir = scratch / (std::string("dialogue-") + dtype + std::to_string(threads));
+      options.dtype = parse_dtype(dtype);
+      options.threads = threads;
+      const auto result = pack(options);
+      REQUIRE(result.shards.size() == 1);
+      CHECK(result.rows == rows - 8);
+      CHECK(verify(options.output_dir).ok());
+      shards.push_back(test_support::read_bytes(options.output_dir + "/" + result.shards[0].file));
+      if (std::string(dtype) == "f32") {
+        const shard::ShardReader reader(options.output_dir + "/" + result.shards[0].file, true);
+        const auto& columns = reader.layout().columns;
+        const auto answer_column = std::find_if(columns.begin(), columns.end(), [](auto& column) {
+          return column.name == "answer_embedding";
+        });
+        REQUIRE(answer_column != columns.end());
+        const auto answer = reader.tensor_data(answer_column - columns.begin());
+        // Rows before the first dropped one (5) keep their place.
+        CHECK(std::memcmp(answer.data() + 3 * dim * 4, answers.data() + 3 * dim, dim * 4) == 0);
+      }
+    }
+    CHECK(shards[0] == shards[1]);
+  }
+}
+
 TEST_CASE("inputs with different dims are refused, listing every file and its dim") {
   test_support::ScratchDir scratch;
   save_f32(scratch / "a.npy", random_rows(4, 8, 1), 4, 8);

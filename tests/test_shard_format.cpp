@@ -399,6 +399,30 @@ TEST_CASE("chunks hashed as they are stored match the bytes written") {
     builder.hash_stored(0, 0, embedding);
     CHECK(finish(builder, "fallback.gcs") == expected);
   }
+  SUBCASE("rows lying apart, written on one thread while hashed on another, as pack does") {
+    // Each row copied to a heap block of its own (as a tensor per row lies in a .pt file), and in
+    // blocks of more rows than one vectored write takes (IOV_MAX), for both kinds of image.
+    std::vector<std::vector<std::byte>> apart(rows);
+    std::vector<const std::byte*> pointers(rows);
+    for (std::uint64_t r = 0; r < rows; ++r) {
+      apart[r].assign(embedding.begin() + static_cast<std::ptrdiff_t>(r * pitch),
+                      embedding.begin() + static_cast<std::ptrdiff_t>((r + 1) * pitch));
+      pointers[r] = apart[r].data();
+    }
+    for (const bool file_backed : {true, false}) {
+      CAPTURE(file_backed);
+      ShardBuilder builder = file_backed ? ShardBuilder(specs, rows, no_text, scratch / "apart.gcs")
+                                         : ShardBuilder(specs, rows, no_text);
+      const std::uint64_t block = 1100;
+      for (std::uint64_t first = 0; first < rows; first += block) {
+        const auto rows_here = std::span(pointers).subspan(first, std::min(block, rows - first));
+        std::thread writing([&] { builder.write_rows(0, first * pitch, rows_here, pitch); });
+        builder.hash_rows(0, first * pitch, rows_here, pitch);
+        writing.join();
+      }
+      CHECK(finish(builder, "apart.gcs") == expected);
+    }
+  }
   SUBCASE("copied without hashing: write() hashes what was copied") {
     const int source = source_file("source", embedding.size());
     ShardBuilder builder(specs, rows, no_text, scratch / "copied.gcs");

@@ -185,6 +185,36 @@ void ShardBuilder::copy_from_file(std::size_t column, std::uint64_t offset,
   if (copied < bytes.size()) put(absolute + copied, bytes.subspan(copied));
 }
 
+void ShardBuilder::write_rows(std::size_t column, std::uint64_t offset,
+                              std::span<const std::byte* const> rows, std::uint64_t row_bytes) {
+  const ColumnEntry& entry = stored_column(column, offset, rows.size() * row_bytes);
+  const std::uint64_t absolute = entry.data_offset + offset;
+  if (backing_ == nullptr) {
+    for (std::size_t r = 0; r < rows.size(); ++r)
+      std::memcpy(region(absolute + r * row_bytes, row_bytes).data(), rows[r], row_bytes);
+    return;
+  }
+  // kStorePiece bytes per call, as store() writes.
+  const std::size_t rows_per_write =
+      std::max<std::size_t>(1, kStorePiece / std::max<std::uint64_t>(row_bytes, 1));
+  std::vector<std::span<const std::byte>> pieces;
+  for (std::size_t first = 0; first < rows.size(); first += rows_per_write) {
+    const std::size_t count = std::min(rows_per_write, rows.size() - first);
+    pieces.clear();
+    for (std::size_t r = first; r < first + count; ++r) pieces.emplace_back(rows[r], row_bytes);
+    backing_->write_pieces_at(absolute + first * row_bytes, pieces);
+  }
+  backing_->start_writeback(absolute, rows.size() * row_bytes);
+}
+
+void ShardBuilder::hash_rows(std::size_t column, std::uint64_t offset,
+                             std::span<const std::byte* const> rows, std::uint64_t row_bytes) {
+  const ColumnEntry& entry = stored_column(column, offset, rows.size() * row_bytes);
+  const std::uint64_t start = entry.data_offset + offset - data_offset_;
+  for (std::size_t r = 0; r < rows.size(); ++r)
+    streamed_->add(start + r * row_bytes, {rows[r], row_bytes});
+}
+
 void ShardBuilder::start_writeback(std::size_t column, std::uint64_t offset,
                                    std::uint64_t size) const noexcept {
   // (A size of 0 would mean "to the end of the file" to sync_file_range.)

@@ -85,6 +85,14 @@ class ShardBuilder {
                       int source, std::uint64_t source_offset);
   // copy_from_file may run on one thread while hash_stored runs on another.
   void hash_stored(std::size_t column, std::uint64_t offset, std::span<const std::byte> bytes);
+  // store() for rows that lie apart in memory (a tensor each), stored back to back from `offset`,
+  // `row_bytes` each, in two halves that may run on two threads at once: write_rows writes them
+  // from where they lie (vectored writes into the page cache, no gathering copy first) and starts
+  // their writeback; hash_rows hashes them, like hash_stored.
+  void write_rows(std::size_t column, std::uint64_t offset, std::span<const std::byte* const> rows,
+                  std::uint64_t row_bytes);
+  void hash_rows(std::size_t column, std::uint64_t offset, std::span<const std::byte* const> rows,
+                 std::uint64_t row_bytes);
   // Starts sending a stored range to disk (copy_from_file leaves that to the caller, so another
   // thread can do it): write()'s fsync then finds little left to wait for.
   void start_writeback(std::size_t column, std::uint64_t offset, std::uint64_t size) const noexcept;

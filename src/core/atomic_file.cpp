@@ -1,9 +1,12 @@
 #include "gpucache/detail/atomic_file.hpp"
 
 #include <fcntl.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <climits>
 #include <cstring>
 #include <filesystem>
 #include <vector>
@@ -72,6 +75,44 @@ void AtomicFile::write_at(std::uint64_t offset, std::span<const std::byte> bytes
     data += done;
     offset += static_cast<std::uint64_t>(done);
     left -= static_cast<std::size_t>(done);
+  }
+}
+
+void AtomicFile::write_pieces_at(std::uint64_t offset,
+                                 std::span<const std::span<const std::byte>> pieces) {
+  std::vector<iovec> vectors;
+  std::size_t next = 0;  // the first piece not yet handed to pwritev
+  std::size_t skip = 0;  // bytes of it already written
+  while (next < pieces.size()) {
+    vectors.clear();
+    std::size_t requested = 0;
+    for (std::size_t i = next; i < pieces.size() && vectors.size() < IOV_MAX; ++i) {
+      const auto piece = i == next ? pieces[i].subspan(skip) : pieces[i];
+      vectors.push_back({const_cast<std::byte*>(piece.data()), piece.size()});
+      requested += piece.size();
+    }
+    const ssize_t done = ::pwritev(fd_, vectors.data(), static_cast<int>(vectors.size()),
+                                   static_cast<off_t>(offset));
+    if (done < 0) {
+      if (errno == EINTR) continue;
+      fail_errno(path_, "cannot write");
+    }
+    if (done == 0 && requested > 0) {
+      errno = EIO;
+      fail_errno(path_, "cannot write");
+    }
+    offset += static_cast<std::uint64_t>(done);
+    // Past the pieces written whole; a short write leaves the rest of one for the next call.
+    for (auto left = static_cast<std::size_t>(done); next < pieces.size();) {
+      const std::size_t remaining = pieces[next].size() - skip;
+      if (left < remaining) {
+        skip += left;
+        break;
+      }
+      left -= remaining;
+      skip = 0;
+      ++next;
+    }
   }
 }
 

@@ -66,6 +66,18 @@ void fill_embedding(shard::ShardBuilder& builder, std::size_t column, std::uint6
   BackgroundStore background(builder, column, threads != 1);
   const auto staging =
       direct || unchanged ? nullptr : std::make_unique_for_overwrite<float[]>(block_rows_max * dim);
+  // Two, like the blocks: one is written while the next is filled.
+  std::vector<const std::byte*> row_pointers[2];
+  auto in_place = [&](std::span<const std::uint64_t> block_rows,
+                      std::vector<const std::byte*>& pointers) {
+    pointers.resize(block_rows.size());
+    bool found = true;
+    inputs.for_each_run(
+        block_rows, [&](std::uint64_t offset, std::uint64_t first, std::uint64_t n) {
+          found = found && inputs.row_pointers(column, first, n, pointers.data() + offset);
+        });
+    return found;
+  };
   auto add = [&](const ConversionCounts& converted) {
     counts.overflowed += converted.overflowed;
     counts.flushed_to_zero += converted.flushed_to_zero;
@@ -81,6 +93,13 @@ void fill_embedding(shard::ShardBuilder& builder, std::size_t column, std::uint6
                                   converted_block + offset * pitch, begin + offset));
             inputs.release(column, first, n);
           });
+    } else if (unchanged && in_place(block_rows, row_pointers[index % 2])) {
+      // Rows that lie apart (a tensor each) are written from where they lie while this thread
+      // hashes them: no gathering copy.
+      const std::span<const std::byte* const> pointers(row_pointers[index % 2].data(), count);
+      background.write_rows(begin * pitch, pointers, pitch);
+      builder.hash_rows(column, begin * pitch, pointers, pitch);
+      continue;
     } else {
       float* rows_f32 = unchanged ? reinterpret_cast<float*>(converted_block) : staging.get();
       const auto runs = runs_of(inputs, block_rows);

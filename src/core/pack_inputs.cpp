@@ -80,6 +80,13 @@ const float* PackInputs::direct_f32(std::size_t column, std::uint64_t global_fir
   return reinterpret_cast<const float*>(rows);
 }
 
+bool PackInputs::row_pointers(std::size_t column, std::uint64_t global_first, std::uint64_t count,
+                              const std::byte** out) const {
+  const InputRow at = locate(global_first);
+  const SourceColumn& source_column = sources_[at.source].columns[column];
+  return source_column.row_pointers && source_column.row_pointers(at.row, count, out);
+}
+
 void PackInputs::release(std::size_t column, std::uint64_t global_first,
                          std::uint64_t count) const {
   const InputRow at = locate(global_first);

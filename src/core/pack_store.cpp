@@ -61,6 +61,15 @@ void BackgroundStore::store(std::uint64_t offset, std::span<const std::byte> byt
                         [this, offset, bytes] { builder_.store(column_, offset, bytes); });
 }
 
+void BackgroundStore::write_rows(std::uint64_t offset, std::span<const std::byte* const> rows,
+                                 std::uint64_t row_bytes) {
+  if (!enabled_) return builder_.write_rows(column_, offset, rows, row_bytes);
+  finish();
+  pending_ = std::async(std::launch::async, [this, offset, rows, row_bytes] {
+    builder_.write_rows(column_, offset, rows, row_bytes);
+  });
+}
+
 void BackgroundStore::finish() {
   if (pending_.valid()) pending_.get();
 }

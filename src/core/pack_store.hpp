@@ -23,6 +23,10 @@ class BackgroundStore {
   BackgroundStore& operator=(const BackgroundStore&) = delete;
   // Waits for the previous block, whose buffer the caller may then reuse, and starts this one.
   void store(std::uint64_t offset, std::span<const std::byte> bytes);
+  // Waits for the previous block and starts writing this one, rows lying apart (ShardBuilder::
+  // write_rows): the caller hashes them meanwhile (hash_rows) and keeps `rows` until the next call.
+  void write_rows(std::uint64_t offset, std::span<const std::byte* const> rows,
+                  std::uint64_t row_bytes);
   // Waits for the last block; rethrows what storing it threw.
   void finish();
 

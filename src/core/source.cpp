@@ -42,6 +42,18 @@ Source open_source(const std::string& path, const SourceOptions& options) {
                                         std::span<std::byte> bytes) {
         read_rows(column, first, count, column.dtype, bytes);
       };
+      if (!column.matrix)
+        out.row_pointers = [shared, &column](std::uint64_t first, std::uint64_t count,
+                                             const std::byte** rows) {
+          for (std::uint64_t i = 0; i < count; ++i) {
+            const Tensor& row = *column.row_tensors[first + i];
+            if (row.dtype != column.dtype || !row.is_contiguous_le() ||
+                row.nbytes() != column.dim * dtype_size(column.dtype))
+              return false;
+            rows[i] = row.contiguous_bytes().data();
+          }
+          return true;
+        };
       if (column.matrix && column.matrix->is_contiguous_le()) {
         // A whole matrix in the file: once rows are read, their pages need not stay resident.
         out.release_rows = [shared, &column](std::uint64_t first, std::uint64_t count) {

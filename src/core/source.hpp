@@ -32,6 +32,9 @@ struct SourceColumn {
   // little-endian `dtype`, when the input stores them so (a contiguous matrix in a mapped file);
   // readers then convert straight from the mapping instead of copying rows out first.
   std::function<const std::byte*(std::uint64_t first, std::uint64_t count)> direct_rows;
+  // Tensor columns, optional: where each of rows [first, first + count) lies in memory as `dim`
+  // little-endian `dtype` values (a tensor per row), written to out; false when one does not.
+  std::function<bool(std::uint64_t first, std::uint64_t count, const std::byte** out)> row_pointers;
   // Text columns: the UTF-8 text of one row.
   std::function<std::string_view(std::uint64_t row)> text_row;
 };

@@ -26,6 +26,9 @@ class AtomicFile {
   bool preallocate(std::uint64_t size);
   // Writes bytes at an offset (pwrite), leaving size() alone.
   void write_at(std::uint64_t offset, std::span<const std::byte> bytes);
+  // Writes the pieces back to back from `offset` (pwritev: one call for up to IOV_MAX pieces, so
+  // scattered rows need no gathering copy first), leaving size() alone.
+  void write_pieces_at(std::uint64_t offset, std::span<const std::span<const std::byte>> pieces);
   // Copies `size` bytes from offset `source_offset` of the file open as `source` to `offset`,
   // inside the kernel (copy_file_range: no trip through user memory), leaving size() alone.
   // Returns the bytes copied, fewer than asked (none where the file systems cannot copy between

@@ -1,0 +1,56 @@
+#include <doctest/doctest.h>
+
+#include <climits>
+#include <cstddef>
+#include <filesystem>
+#include <random>
+#include <span>
+#include <vector>
+
+#include "gpucache/detail/atomic_file.hpp"
+#include "test_support.hpp"
+
+using namespace gpucache;
+namespace fs = std::filesystem;
+
+TEST_CASE("a file appears only once committed, with what was written at each offset") {
+  test_support::ScratchDir scratch;
+  const std::string path = scratch / "out";
+  {
+    detail::AtomicFile file(path);
+    const std::vector<std::byte> tail(10, std::byte{'t'});
+    file.write(std::as_bytes(std::span("head", 4)));
+    file.write_zeros(6);
+    file.write(tail);
+    file.write_at(4, std::as_bytes(std::span("mid", 3)));
+    CHECK(file.size() == 20);
+    CHECK_FALSE(fs::exists(path));
+  }
+  CHECK_FALSE(fs::exists(path));  // destroyed without commit(): nothing is left
+  detail::AtomicFile file(path);
+  file.write(std::as_bytes(std::span("abc", 3)));
+  file.commit();
+  CHECK(test_support::read_bytes(path) == std::vector<char>{'a', 'b', 'c'});
+}
+
+TEST_CASE("pieces lying apart are written back to back, beyond what one call takes") {
+  // More pieces than one pwritev takes (IOV_MAX), of uneven sizes, empty ones included.
+  test_support::ScratchDir scratch;
+  const std::string path = scratch / "pieces";
+  std::mt19937 random(11);
+  std::vector<std::vector<std::byte>> blocks(3 * IOV_MAX + 5);
+  std::vector<std::span<const std::byte>> pieces;
+  std::vector<char> expected(100, '\0');
+  for (std::size_t i = 0; i < blocks.size(); ++i) {
+    blocks[i].resize(i % 7 == 3 ? 0 : random() % 300);
+    for (auto& byte : blocks[i]) byte = static_cast<std::byte>(random() & 0xff);
+    pieces.emplace_back(blocks[i]);
+    for (auto byte : blocks[i]) expected.push_back(static_cast<char>(byte));
+  }
+  detail::AtomicFile file(path);
+  file.write_zeros(100);
+  file.write_pieces_at(100, pieces);
+  file.write_pieces_at(expected.size(), {});  // nothing to write is fine
+  file.commit();
+  CHECK(test_support::read_bytes(path) == expected);
+}
