@@ -167,8 +167,12 @@ double cpu_dot(const float* a, const float* b, std::uint64_t dim) {
   return tree_sum(sums);
 }
 
-void cpu_check_rows(const CheckParams& params, const float* const* columns, std::uint64_t rows,
-                    RowRecord* out, unsigned threads) {
+namespace {
+
+// Pass 1 over `rows` rows, row(c, r) giving where row r of column c lies.
+template <typename RowOf>
+void check_rows_at(const CheckParams& params, std::uint64_t rows, RowRecord* out, unsigned threads,
+                   RowOf row) {
   std::uint64_t row_floats = 0;
   for (unsigned c = 0; c < params.columns; ++c) row_floats += params.dims[c];
   const std::uint64_t grain = std::max<std::uint64_t>(1, kFloatsPerThread / row_floats);
@@ -176,13 +180,25 @@ void cpu_check_rows(const CheckParams& params, const float* const* columns, std:
     for (std::uint64_t r = begin; r < end; ++r) {
       ColumnSummary summaries[kMaxColumns]{};
       for (unsigned c = 0; c < params.columns; ++c)
-        summaries[c] = cpu_summarize(columns[c] + r * params.dims[c], params.dims[c], params.dedup);
-      const double dot = params.pair_cos ? cpu_dot(columns[0] + r * params.dims[0],
-                                                   columns[1] + r * params.dims[1], params.dims[0])
-                                         : 0.0;
+        summaries[c] = cpu_summarize(row(c, r), params.dims[c], params.dedup);
+      const double dot = params.pair_cos ? cpu_dot(row(0, r), row(1, r), params.dims[0]) : 0.0;
       out[r] = row_verdict(params, summaries, dot);
     }
   });
+}
+
+}  // namespace
+
+void cpu_check_rows(const CheckParams& params, const float* const* columns, std::uint64_t rows,
+                    RowRecord* out, unsigned threads) {
+  check_rows_at(params, rows, out, threads,
+                [&](unsigned c, std::uint64_t r) { return columns[c] + r * params.dims[c]; });
+}
+
+void cpu_check_row_pointers(const CheckParams& params, const float* const* const* rows,
+                            std::uint64_t count, RowRecord* out, unsigned threads) {
+  check_rows_at(params, count, out, threads,
+                [&](unsigned c, std::uint64_t r) { return rows[c][r]; });
 }
 
 ConvertCounts cpu_convert_rows(const ConvertParams& params, const float* in, std::uint64_t rows,

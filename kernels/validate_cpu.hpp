@@ -19,6 +19,10 @@ double cpu_dot(const float* a, const float* b, std::uint64_t dim);
 void cpu_check_rows(const CheckParams& params, const float* const* columns, std::uint64_t rows,
                     RowRecord* out, unsigned threads);
 
+// The same for rows lying apart: rows[c][r] points at row r of column c (params.dims[c] floats).
+void cpu_check_row_pointers(const CheckParams& params, const float* const* const* rows,
+                            std::uint64_t count, RowRecord* out, unsigned threads);
+
 // Pass 2: `rows` rows of params.dim floats into rows of params.padded_dim output elements.
 ConvertCounts cpu_convert_rows(const ConvertParams& params, const float* in, std::uint64_t rows,
                                std::byte* out, unsigned threads);

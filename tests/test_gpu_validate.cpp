@@ -262,10 +262,28 @@ TEST_CASE("the two-pass pipeline gives the same rows, report and bytes on CUDA a
       }
       return validator.finish(fetch);
     };
+    // Rows lying apart (a tensor each): the CPU checks them in place, CUDA gathers them first.
+    const auto validate_apart = [&](Device device) {
+      options.device = device;
+      Validator validator(options, dims);
+      std::vector<const float*> q_rows(rows), a_rows(rows);
+      for (std::uint64_t r = 0; r < rows; ++r) {
+        q_rows[r] = q.data() + r * dim;
+        a_rows[r] = a.data() + r * dim;
+      }
+      for (std::uint64_t first = 0; first < rows; first += 7000) {
+        const std::uint64_t count = std::min<std::uint64_t>(7000, rows - first);
+        const float* const* columns[2] = {q_rows.data() + first, a_rows.data() + first};
+        validator.check_rows(columns, first, count, first < 21000 ? 0 : 1);
+      }
+      return validator.finish(fetch);
+    };
     const ValidationResult on_cpu = validate(Device::cpu);
     const ValidationResult on_cuda = validate(Device::cuda);
     INFO("variant ", variant);
     check_same_results(on_cpu, on_cuda);
+    check_same_results(on_cpu, validate_apart(Device::cpu));
+    check_same_results(on_cpu, validate_apart(Device::cuda));
     CHECK(on_cpu.rows.size() > 1000);
 
     // Pass 2 on the kept rows in output order, as pack does.

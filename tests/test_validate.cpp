@@ -830,6 +830,54 @@ TEST_CASE("batches: any order, no overlap, full coverage; results do not depend 
   CHECK_THROWS_AS(gap.finish(fetch), Error);
 }
 
+TEST_CASE("rows lying apart are checked where they lie, with the verdicts of a gathered batch") {
+  // Dialogue columns with every kind of verdict; each row copied to a block of its own, in
+  // reverse order, so no row is next to the one before it.
+  Matrix q = random_matrix(700, 40, 31), a = random_matrix(700, 40, 32);
+  std::memcpy(q.row(650), q.row(10), 40 * 4);
+  std::memcpy(a.row(650), a.row(10), 40 * 4);
+  for (std::uint64_t r = 0; r < 700; r += 13) q.row(r)[3] = kNan;
+  for (std::uint64_t r = 5; r < 700; r += 17) std::fill_n(a.row(r), 40, 0.0f);
+  for (std::uint64_t r = 7; r < 700; r += 19) a.row(r)[1] = 1e30f;
+  std::vector<std::vector<float>> blocks(2 * 700);
+  std::vector<const float*> q_rows(700), a_rows(700);
+  for (std::uint64_t r = 700; r-- > 0;) {
+    blocks[2 * r].assign(q.row(r), q.row(r) + 40);
+    blocks[2 * r + 1].assign(a.row(r), a.row(r) + 40);
+    q_rows[r] = blocks[2 * r].data();
+    a_rows[r] = blocks[2 * r + 1].data();
+  }
+  ValidationOptions options;
+  options.dedup = true;
+  options.pair_cos_min = -0.5;
+  options.device = Device::cpu;
+  int fetches = 0;
+  const auto fetch = fetcher_for({&q, &a}, &fetches);
+  Validator gathered(options, {40, 40});
+  check_rows(gathered, {&q, &a}, 0, 700, 0);
+  const auto expected = gathered.finish(fetch);
+  CHECK(expected.rejects.size() > 60);
+
+  Validator apart(options, {40, 40});
+  for (std::uint64_t first = 0; first < 700; first += 300) {
+    const std::uint64_t count = std::min<std::uint64_t>(300, 700 - first);
+    const float* const* columns[] = {q_rows.data() + first, a_rows.data() + first};
+    apart.check_rows(columns, first, count, 0);
+  }
+  const auto result = apart.finish(fetch);
+  CHECK(result.rows == expected.rows);
+  CHECK(result.reasons == expected.reasons);
+  REQUIRE(result.rejects.size() == expected.rejects.size());
+  for (std::size_t i = 0; i < result.rejects.size(); ++i) {
+    CHECK(result.rejects[i].row == expected.rejects[i].row);
+    CHECK(result.rejects[i].reason == expected.rejects[i].reason);
+  }
+  Validator missing(options, {40, 40});
+  q_rows[3] = nullptr;
+  const float* const* columns[] = {q_rows.data(), a_rows.data()};
+  CHECK_THROWS_AS(missing.check_rows(columns, 0, 10, 0), Error);
+}
+
 TEST_CASE("invalid options are refused") {
   const auto refuses = [](ValidationOptions options, std::vector<std::uint64_t> dims) {
     options.device = Device::cpu;

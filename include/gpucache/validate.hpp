@@ -133,6 +133,11 @@ class Validator {
   // duplicate verdict can still win).
   void check_batch(const float* const* columns, std::uint64_t first_row, std::uint64_t rows,
                    std::uint32_t source);
+  // The same for rows lying apart (a tensor each): row_pointers[c][i] points at the
+  // column_dims[c] floats of row first_row + i of column c. The CPU checks them where they lie;
+  // CUDA gathers them into one transfer first.
+  void check_rows(const float* const* const* row_pointers, std::uint64_t first_row,
+                  std::uint64_t rows, std::uint32_t source);
 
   // Resolves duplicates (fetch_row is required when dedup is on), overflow drops, sampling and
   // the output order. Call once; the Validator is spent afterwards.

@@ -41,6 +41,11 @@ void ComputeBackend::check_rows(const CheckParams& params, const float* const* c
   cpu_check_rows(params, columns, rows, out, threads_);
 }
 
+void ComputeBackend::check_row_pointers(const CheckParams& params, const float* const* const* rows,
+                                        std::uint64_t count, RowRecord* out) {
+  cpu_check_row_pointers(params, rows, count, out, threads_);
+}
+
 ConvertCounts ComputeBackend::convert_rows(const ConvertParams& params, const float* in,
                                            std::uint64_t rows, std::byte* out) {
 #ifdef GPUCACHE_HAVE_CUDA

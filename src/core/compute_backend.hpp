@@ -28,6 +28,9 @@ class ComputeBackend {
 
   void check_rows(const CheckParams& params, const float* const* columns, std::uint64_t rows,
                   RowRecord* out);
+  // The same for rows lying apart (rows[c][r]); the CPU reference only.
+  void check_row_pointers(const CheckParams& params, const float* const* const* rows,
+                          std::uint64_t count, RowRecord* out);
   ConvertCounts convert_rows(const ConvertParams& params, const float* in, std::uint64_t rows,
                              std::byte* out);
   // The ordering steps run on the CPU reference when the GPU lacks the memory for them; the

@@ -80,6 +80,10 @@ const float* PackInputs::direct_f32(std::size_t column, std::uint64_t global_fir
   return reinterpret_cast<const float*>(rows);
 }
 
+DType PackInputs::dtype(std::size_t column, std::uint64_t global_row) const {
+  return sources_[locate(global_row).source].columns[column].dtype;
+}
+
 bool PackInputs::row_pointers(std::size_t column, std::uint64_t global_first, std::uint64_t count,
                               const std::byte** out) const {
   const InputRow at = locate(global_first);

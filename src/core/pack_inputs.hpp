@@ -40,6 +40,8 @@ class PackInputs {
   // contiguously as little-endian f32 (then use read_f32). release() after use.
   const float* direct_f32(std::size_t column, std::uint64_t global_first,
                           std::uint64_t count) const;
+  // The element type of a tensor column in the input holding global_row.
+  DType dtype(std::size_t column, std::uint64_t global_row) const;
   // Where each of the same rows lies in memory as little-endian values of the column's own type,
   // when each does (a tensor per row): into out, true; false when one does not (then read them).
   bool row_pointers(std::size_t column, std::uint64_t global_first, std::uint64_t count,

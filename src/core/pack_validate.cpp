@@ -86,32 +86,56 @@ ValidationOutcome validate_inputs(const PackInputs& inputs,
   const std::uint64_t rows_per_batch = batch_rows(max_dim, validator.device());
   // Every value is overwritten by the reads: no zero-filling first.
   std::vector<std::unique_ptr<float[]>> buffers(outcome.columns.size());
+  // Where each row of a batch lies, per column, when every column's rows are f32 lying apart.
+  std::vector<std::vector<const std::byte*>> apart_rows(outcome.columns.size());
+  std::vector<const float* const*> apart_columns(outcome.columns.size());
+  auto rows_apart = [&](std::uint64_t first, std::uint64_t count) {
+    if (validator.device() != Device::cpu) return false;  // a GPU takes gathered batches
+    for (std::size_t k = 0; k < outcome.columns.size(); ++k) {
+      apart_rows[k].resize(count);
+      if (inputs.dtype(outcome.columns[k], first) != DType::f32 ||
+          !inputs.row_pointers(outcome.columns[k], first, count, apart_rows[k].data()))
+        return false;
+      apart_columns[k] = reinterpret_cast<const float* const*>(apart_rows[k].data());
+    }
+    return true;
+  };
+  // Checks rows read in place (f32 stored contiguously in a mapped input) or into the buffers;
+  // true when some were read in place (release() them).
+  auto check_read_rows = [&](std::uint64_t first_row, std::uint64_t count, std::uint32_t source) {
+    std::vector<const float*> pointers;
+    bool direct = false;
+    for (std::size_t k = 0; k < outcome.columns.size(); ++k) {
+      if (const float* rows = inputs.direct_f32(outcome.columns[k], first_row, count)) {
+        pointers.push_back(rows);
+        direct = true;
+        continue;
+      }
+      if (!buffers[k])
+        buffers[k] = std::make_unique_for_overwrite<float[]>(rows_per_batch * dims[k]);
+      // Reading (page faults, strides, widening) is the slow part: split it across threads.
+      const std::uint64_t piece = std::max<std::uint64_t>(1, (count + 15) / 16);
+      parallel_for((count + piece - 1) / piece, options.threads, [&](std::uint64_t p) {
+        const std::uint64_t first = p * piece, n = std::min(piece, count - first);
+        inputs.read_f32(outcome.columns[k], first_row + first, n,
+                        buffers[k].get() + first * dims[k]);
+      });
+      pointers.push_back(buffers[k].get());
+    }
+    validator.check_batch(pointers.data(), first_row, count, source);
+    return direct;
+  };
   std::uint64_t global = 0;
   for (std::uint32_t s = 0; s < inputs.sources().size(); ++s) {
     const std::uint64_t source_end = global + inputs.sources()[s].rows;
     while (global < source_end) {
       const std::uint64_t count = std::min(rows_per_batch, source_end - global);
-      std::vector<const float*> pointers;
       bool direct = false;
-      for (std::size_t k = 0; k < outcome.columns.size(); ++k) {
-        // f32 rows stored contiguously in a mapped input are checked where they lie.
-        if (const float* rows = inputs.direct_f32(outcome.columns[k], global, count)) {
-          pointers.push_back(rows);
-          direct = true;
-          continue;
-        }
-        if (!buffers[k])
-          buffers[k] = std::make_unique_for_overwrite<float[]>(rows_per_batch * dims[k]);
-        // Reading (page faults, strides, widening) is the slow part: split it across threads.
-        const std::uint64_t piece = std::max<std::uint64_t>(1, (count + 15) / 16);
-        parallel_for((count + piece - 1) / piece, options.threads, [&](std::uint64_t p) {
-          const std::uint64_t first = p * piece, n = std::min(piece, count - first);
-          inputs.read_f32(outcome.columns[k], global + first, n,
-                          buffers[k].get() + first * dims[k]);
-        });
-        pointers.push_back(buffers[k].get());
-      }
-      validator.check_batch(pointers.data(), global, count, s);
+      if (rows_apart(global, count))
+        // f32 rows lying apart (a tensor each) are checked where they lie, not gathered first.
+        validator.check_rows(apart_columns.data(), global, count, s);
+      else
+        direct = check_read_rows(global, count, s);
       if (direct)
         for (std::size_t k = 0; k < outcome.columns.size(); ++k)
           inputs.release(outcome.columns[k], global, count);

@@ -148,14 +148,19 @@ const std::string& Validator::device_description() const noexcept {
   return state_->backend.description();
 }
 
-void Validator::check_batch(const float* const* columns, std::uint64_t first_row,
-                            std::uint64_t rows, std::uint32_t source) {
-  detail::ValidatorState& state = *state_;
+namespace {
+
+// Everything a batch does around the check itself: its arguments are checked and the per-row
+// arrays grown, then check(records) runs and each row's verdict is recorded (failing at once on an
+// overflow that nothing decided later can save). has_column(c): the batch has data for column c.
+template <typename HasColumn, typename Check>
+void run_batch(detail::ValidatorState& state, std::uint64_t first_row, std::uint64_t rows,
+               std::uint32_t source, HasColumn has_column, Check check) {
   if (state.finished) throw Error("", "Validator::check_batch", "called after finish()");
   if (rows == 0) return;
   const unsigned column_count = state.params.columns;
   for (unsigned c = 0; c < column_count; ++c)
-    if (!columns || !columns[c])
+    if (!has_column(c))
       throw Error("", fmt::format("batch at row {}", first_row),
                   fmt::format("no data for embedding column {}", c));
   if (first_row > std::numeric_limits<std::uint64_t>::max() - rows)
@@ -174,7 +179,7 @@ void Validator::check_batch(const float* const* columns, std::uint64_t first_row
   if (state.params.pair_cos) grow(state.cosines, end);
 
   state.records.resize(rows);
-  state.backend.check_rows(state.params, columns, rows, state.records.data());
+  check(state.records.data());
 
   std::uint64_t first_overflow = detail::kNoRow;
   for (std::uint64_t i = 0; i < rows; ++i) {
@@ -204,6 +209,45 @@ void Validator::check_batch(const float* const* columns, std::uint64_t first_row
                     "or drop)",
                     dtype_name(state.options.output_dtype)));
   }
+}
+
+}  // namespace
+
+void Validator::check_batch(const float* const* columns, std::uint64_t first_row,
+                            std::uint64_t rows, std::uint32_t source) {
+  detail::ValidatorState& state = *state_;
+  run_batch(
+      state, first_row, rows, source, [&](unsigned c) { return columns && columns[c]; },
+      [&](detail::RowRecord* records) {
+        state.backend.check_rows(state.params, columns, rows, records);
+      });
+}
+
+void Validator::check_rows(const float* const* const* row_pointers, std::uint64_t first_row,
+                           std::uint64_t rows, std::uint32_t source) {
+  detail::ValidatorState& state = *state_;
+  const unsigned column_count = state.params.columns;
+  auto has_column = [&](unsigned c) {
+    if (!row_pointers || !row_pointers[c]) return false;
+    return std::all_of(row_pointers[c], row_pointers[c] + rows,
+                       [](const float* row) { return row != nullptr; });
+  };
+  if (state.backend.device() == Device::cpu)
+    return run_batch(state, first_row, rows, source, has_column, [&](detail::RowRecord* records) {
+      state.backend.check_row_pointers(state.params, row_pointers, rows, records);
+    });
+  // A GPU takes one contiguous transfer per column.
+  std::vector<std::vector<float>> gathered(column_count);
+  std::vector<const float*> columns(column_count);
+  for (unsigned c = 0; c < column_count && rows > 0; ++c) {
+    if (!has_column(c)) break;  // check_batch reports it
+    const std::uint64_t dim = state.params.dims[c];
+    gathered[c].resize(rows * dim);
+    for (std::uint64_t r = 0; r < rows; ++r)
+      std::copy_n(row_pointers[c][r], dim, gathered[c].data() + r * dim);
+    columns[c] = gathered[c].data();
+  }
+  check_batch(columns.data(), first_row, rows, source);
 }
 
 }  // namespace gpucache
