@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cstring>
 #include <limits>
 #include <memory_resource>
 #include <optional>
@@ -129,7 +130,6 @@ class Machine {
     // Pickles put nearly every object they make in the memo, one for every few bytes: reserving
     // address space up front spares the copies of a growing vector (untouched pages cost nothing).
     memo_.reserve(std::min<std::uint64_t>(bytes.size() / 8, limits_.max_memo));
-    memo_defined_.reserve(memo_.capacity());
   }
 
   void run() {
@@ -149,20 +149,28 @@ class Machine {
 
   // ---- reading the opcode stream -------------------------------------------------------------
   std::span<const std::byte> take(std::uint64_t length, const char* what) {
-    if (length > bytes_.size() - pos_)
-      fail(std::string(what) + " needs " + std::to_string(length) + " bytes but only " +
-           std::to_string(bytes_.size() - pos_) + " remain");
+    if (length > bytes_.size() - pos_) [[unlikely]]
+      fail_short(length, what);
     auto span = bytes_.subspan(pos_, length);
     pos_ += length;
     return span;
+  }
+  [[noreturn, gnu::cold, gnu::noinline]] void fail_short(std::uint64_t length,
+                                                         const char* what) const {
+    fail(std::string(what) + " needs " + std::to_string(length) + " bytes but only " +
+         std::to_string(bytes_.size() - pos_) + " remain");
   }
   template <typename T>
   T read_le(const char* what) {
     const auto span = take(sizeof(T), what);
     std::make_unsigned_t<T> value = 0;
-    for (std::size_t i = sizeof(T); i-- > 0;)
-      value = static_cast<std::make_unsigned_t<T>>((value << 8) |
-                                                   std::to_integer<std::uint8_t>(span[i]));
+    if constexpr (std::endian::native == std::endian::little) {
+      std::memcpy(&value, span.data(), sizeof(T));
+    } else {
+      for (std::size_t i = sizeof(T); i-- > 0;)
+        value = static_cast<std::make_unsigned_t<T>>((value << 8) |
+                                                     std::to_integer<std::uint8_t>(span[i]));
+    }
     return static_cast<T>(value);
   }
   std::string_view read_text(std::uint64_t length, const char* what) {
@@ -186,11 +194,15 @@ class Machine {
   std::size_t floor() const noexcept { return marks_.empty() ? 0 : marks_.back(); }
 
   void push(PyValue value, bool created = true) {
-    if (stack_.size() >= limits_.max_stack)
-      fail("stack holds more than " + std::to_string(limits_.max_stack) + " objects");
-    if (created && ++objects_ > limits_.max_objects)
-      fail("pickle creates more than " + std::to_string(limits_.max_objects) + " objects");
-    stack_.push_back(std::move(value));
+    if (stack_.size() >= limits_.max_stack) [[unlikely]]
+      fail_limit("stack holds more than ", limits_.max_stack, " objects");
+    if (created && ++objects_ > limits_.max_objects) [[unlikely]]
+      fail_limit("pickle creates more than ", limits_.max_objects, " objects");
+    stack_.push_back(value);
+  }
+  [[noreturn, gnu::cold, gnu::noinline]] void fail_limit(const char* before, std::uint64_t limit,
+                                                         const char* after) const {
+    fail(before + std::to_string(limit) + after);
   }
   PyValue pop() {
     if (stack_.size() <= floor()) fail("stack underflow");
@@ -349,39 +361,27 @@ class Machine {
     push(GlobalRef{entry});
   }
 
-  // CPython and torch number memo entries 0, 1, 2, ... so a vector holds them; any other index
-  // goes to a map, so a huge index cannot make the vector grow.
+  // CPython and torch number memo entries 0, 1, 2, ... so a vector holds them, densely: an index
+  // beyond its end goes to a map instead, so a huge index cannot make the vector grow.
   PyValue* memo_slot(std::uint64_t index) {
-    if (index < memo_.size()) return memo_defined_[index] ? &memo_[index] : nullptr;
+    if (index < memo_.size()) return &memo_[index];
+    if (sparse_memo_.empty()) return nullptr;
     auto found = sparse_memo_.find(index);
     return found == sparse_memo_.end() ? nullptr : &found->second;
   }
   void memo_put(std::uint64_t index) {
     const PyValue& value = top();
-    if (index == memo_.size() && sparse_memo_.empty()) {  // the next index: what picklers write
-      if (memo_count_ >= limits_.max_memo)
-        fail("memo holds more than " + std::to_string(limits_.max_memo) + " objects");
-      ++memo_count_;
-      memo_.push_back(value);
-      memo_defined_.push_back(true);
-      return;
-    }
     if (PyValue* slot = memo_slot(index)) {
       *slot = value;
       return;
     }
-    if (memo_count_ >= limits_.max_memo)
+    if (memo_count_ >= limits_.max_memo) [[unlikely]]
       fail("memo holds more than " + std::to_string(limits_.max_memo) + " objects");
     ++memo_count_;
-    if (index == memo_.size()) {
+    if (index == memo_.size())  // the next index: what picklers write
       memo_.push_back(value);
-      memo_defined_.push_back(true);
-    } else if (index < memo_.size()) {
-      memo_[index] = value;
-      memo_defined_[index] = true;
-    } else {
+    else
       sparse_memo_.emplace(index, value);
-    }
   }
   void memo_get(std::uint64_t index) {
     const PyValue* slot = memo_slot(index);
@@ -656,7 +656,6 @@ class Machine {
   std::vector<std::size_t> marks_;
   std::vector<PyValue> memo_;
   PyList* empty_tuple_ = nullptr;
-  std::vector<bool> memo_defined_;
   std::unordered_map<std::uint64_t, PyValue> sparse_memo_;
   std::uint64_t memo_count_ = 0;
 };
