@@ -92,8 +92,8 @@ static_assert(std::is_trivially_copyable_v<PyValue> && std::is_trivially_destruc
 
 // Mutable objects become frozen once they are placed inside another container: the pickles
 // CPython writes always fill a container before nesting it, and refusing later changes rules out
-// reference cycles and keeps every container's recorded depth exact.
-// Eight bytes, the last two free for a derived type's flag: a dataset makes millions of these.
+// reference cycles and keeps every container's recorded depth exact. Eight bytes, the last two
+// free for a derived type's flag (is_tuple, ordered): a dataset makes millions of these.
 struct Mutable {
   std::uint32_t depth = 1;  // at most PickleLimits::max_depth, itself capped below 2^32
   bool frozen = false;
@@ -115,12 +115,12 @@ struct PyList : Mutable {
   std::pmr::vector<PyValue> items;
 };
 
-// Keys as text: str keys view the pickle, the repr of other keys lives in the arena.
 using DictIndex = std::pmr::unordered_map<std::string_view, std::size_t>;
 
 struct PyDict : Mutable {
   explicit PyDict(Arena* arena) : items(arena) {}
   bool ordered = false;
+  // Keys as text: str keys view the pickle, the repr of other keys lives in the arena.
   std::pmr::vector<std::pair<std::string_view, PyValue>> items;
   DictIndex* index = nullptr;  // made in the arena once a dict has 32 keys
 };

@@ -1,6 +1,6 @@
 #include "formats/shard/shard_layout.hpp"
 
-#include <xxhash.h>
+#include "gpucache/detail/xxh3.hpp"
 
 #include <algorithm>
 #include <cstdio>

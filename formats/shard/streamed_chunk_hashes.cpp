@@ -1,6 +1,6 @@
 #include "formats/shard/streamed_chunk_hashes.hpp"
 
-#include <xxhash.h>
+#include "gpucache/detail/xxh3.hpp"
 
 #include <algorithm>
 #include <new>

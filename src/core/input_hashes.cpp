@@ -1,6 +1,6 @@
 #include "src/core/input_hashes.hpp"
 
-#include <xxhash.h>
+#include "gpucache/detail/xxh3.hpp"
 
 #include <algorithm>
 #include <chrono>
