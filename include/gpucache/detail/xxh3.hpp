@@ -6,8 +6,8 @@
 
 #include <xxhash.h>
 
-// Not where xxHash is compiled in (XXH_INLINE_ALL, the runtime reader): the dispatch functions live
-// in the shared library only.
+// Not where xxHash is compiled in (XXH_INLINE_ALL): the dispatch functions live in the shared
+// library only.
 #if (defined(__x86_64__) || defined(__i386__)) && !defined(XXH_INLINE_ALL) && \
     __has_include(<xxh_x86dispatch.h>)
 // Redefines XXH3_64bits, XXH3_64bits_update, ... as their *_dispatch versions.
