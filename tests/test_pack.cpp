@@ -308,6 +308,33 @@ TEST_CASE("rows lying apart (a tensor each) are written from where they lie, as 
   }
 }
 
+TEST_CASE("a .pt whose storages lie at odd offsets packs the same columns as an aligned one") {
+  // dialogue_unaligned.pt is dialogue_list.pt rewritten by Python's zipfile, which pads nothing:
+  // its rows cannot be checked as floats where they lie and are read instead (sanitizers would
+  // report a misaligned read otherwise), and are written from where they lie all the same.
+  test_support::ScratchDir scratch;
+  const std::string data = std::string(GPUCACHE_TEST_DATA) + "/pt/";
+  std::vector<std::vector<std::vector<std::byte>>> columns;
+  for (const char* name : {"dialogue_list.pt", "dialogue_unaligned.pt"}) {
+    PackOptions options;
+    options.inputs = {data + name};
+    options.output_dir = scratch / name;
+    const auto result = pack(options);
+    REQUIRE(result.shards.size() == 1);
+    CHECK(verify(options.output_dir).ok());
+    const shard::ShardReader reader(options.output_dir + "/" + result.shards[0].file, true);
+    std::vector<std::vector<std::byte>> tensors;
+    for (std::size_t c = 0; c < reader.layout().columns.size(); ++c)
+      if (reader.layout().columns[c].kind == shard::ColumnKind::tensor) {
+        const auto bytes = reader.tensor_data(c);
+        tensors.emplace_back(bytes.begin(), bytes.end());
+      }
+    columns.push_back(std::move(tensors));
+  }
+  REQUIRE(columns[0].size() == 4);  // question_embedding, answer_embedding, source, source_row
+  CHECK(columns[0] == columns[1]);
+}
+
 TEST_CASE("inputs with different dims are refused, listing every file and its dim") {
   test_support::ScratchDir scratch;
   save_f32(scratch / "a.npy", random_rows(4, 8, 1), 4, 8);

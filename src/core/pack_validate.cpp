@@ -1,6 +1,8 @@
 #include "src/core/pack_validate.hpp"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <numeric>
@@ -95,6 +97,11 @@ ValidationOutcome validate_inputs(const PackInputs& inputs,
       apart_rows[k].resize(count);
       if (inputs.dtype(outcome.columns[k], first) != DType::f32 ||
           !inputs.row_pointers(outcome.columns[k], first, count, apart_rows[k].data()))
+        return false;
+      // The checks read floats: a row stored at an odd offset (a hand-made zip) is read instead.
+      if (!std::all_of(apart_rows[k].begin(), apart_rows[k].end(), [](const std::byte* row) {
+            return reinterpret_cast<std::uintptr_t>(row) % alignof(float) == 0;
+          }))
         return false;
       apart_columns[k] = reinterpret_cast<const float* const*>(apart_rows[k].data());
     }
