@@ -65,8 +65,9 @@ void check_packed_equals_mapping(const std::string& input,
 }  // namespace
 
 TEST_CASE("torch .pt layouts pack to the values torch wrote") {
-  for (const char* name : {"dialogue_list", "dialogue_dict", "embeddings", "embeddings_dict",
-                           "llm_cache", "llm_cache_lists", "legacy", "big_endian"}) {
+  for (const char* name :
+       {"dialogue_list", "dialogue_dict", "embeddings", "embeddings_dict", "llm_cache",
+        "llm_cache_lists", "legacy", "big_endian", "dialogue_unaligned"}) {
     const std::string path = data_path(std::string("pt/") + name + ".pt");
     if (std::string(name) == "legacy" || std::string(name) == "big_endian") {
       // Not one of the three layouts: pack the first float matrix explicitly if there is one.
