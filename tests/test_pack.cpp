@@ -1,5 +1,6 @@
 #include <doctest/doctest.h>
 
+#include <array>
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -44,6 +45,27 @@ std::vector<std::string> dataset_files(const std::string& dir) {
     names.push_back(entry.path().filename().string());
   std::sort(names.begin(), names.end());
   return names;
+}
+
+// Packs `input` as `dtype` on one thread and on two, into `output` + "1" and "2"; each run must
+// keep `kept` rows in one shard that verifies. Returns the two shards' paths.
+std::array<std::string, 2> pack_on_one_and_two_threads(const std::string& input,
+                                                       const std::string& output, const char* dtype,
+                                                       std::uint64_t kept) {
+  std::array<std::string, 2> shards;
+  for (unsigned threads : {1u, 2u}) {
+    PackOptions options;
+    options.inputs = {input};
+    options.output_dir = output + std::to_string(threads);
+    options.dtype = parse_dtype(dtype);
+    options.threads = threads;
+    const auto result = pack(options);
+    REQUIRE(result.shards.size() == 1);
+    CHECK(result.rows == kept);
+    CHECK(verify(options.output_dir).ok());
+    shards[threads - 1] = options.output_dir + "/" + result.shards[0].file;
+  }
+  return shards;
 }
 
 }  // namespace
@@ -238,20 +260,9 @@ TEST_CASE("rows stored on two threads (copied file to file, or converted) match 
   save_f32(scratch / "in.npy", values, rows, dim);
   for (const char* dtype : {"f32", "f16"}) {
     CAPTURE(dtype);
-    std::vector<std::vector<char>> shards;
-    for (unsigned threads : {1u, 2u}) {
-      PackOptions options;
-      options.inputs = {scratch / "in.npy"};
-      options.output_dir = scratch / (std::string(dtype) + std::to_string(threads));
-      options.dtype = parse_dtype(dtype);
-      options.threads = threads;
-      const auto result = pack(options);
-      REQUIRE(result.shards.size() == 1);
-      CHECK(result.rows == rows - 7);
-      CHECK(verify(options.output_dir).ok());
-      shards.push_back(test_support::read_bytes(options.output_dir + "/" + result.shards[0].file));
-    }
-    CHECK(shards[0] == shards[1]);
+    const auto shards =
+        pack_on_one_and_two_threads(scratch / "in.npy", scratch / dtype, dtype, rows - 7);
+    CHECK(test_support::read_bytes(shards[0]) == test_support::read_bytes(shards[1]));
   }
 }
 
@@ -280,31 +291,20 @@ TEST_CASE("rows lying apart (a tensor each) are written from where they lie, as 
   }
   for (const char* dtype : {"f32", "f16"}) {
     CAPTURE(dtype);
-    std::vector<std::vector<char>> shards;
-    for (unsigned threads : {1u, 2u}) {
-      PackOptions options;
-      options.inputs = {scratch / "dialogue.jsonl"};
-      options.output_dir = scratch / (std::string("dialogue-") + dtype + std::to_string(threads));
-      options.dtype = parse_dtype(dtype);
-      options.threads = threads;
-      const auto result = pack(options);
-      REQUIRE(result.shards.size() == 1);
-      CHECK(result.rows == rows - 8);
-      CHECK(verify(options.output_dir).ok());
-      shards.push_back(test_support::read_bytes(options.output_dir + "/" + result.shards[0].file));
-      if (std::string(dtype) == "f32") {
-        const shard::ShardReader reader(options.output_dir + "/" + result.shards[0].file, true);
-        const auto& columns = reader.layout().columns;
-        const auto answer_column = std::find_if(columns.begin(), columns.end(), [](auto& column) {
-          return column.name == "answer_embedding";
-        });
-        REQUIRE(answer_column != columns.end());
-        const auto answer = reader.tensor_data(answer_column - columns.begin());
-        // Rows before the first dropped one (5) keep their place.
-        CHECK(std::memcmp(answer.data() + 3 * dim * 4, answers.data() + 3 * dim, dim * 4) == 0);
-      }
+    const auto shards = pack_on_one_and_two_threads(
+        scratch / "dialogue.jsonl", scratch / (std::string("dialogue-") + dtype), dtype, rows - 8);
+    CHECK(test_support::read_bytes(shards[0]) == test_support::read_bytes(shards[1]));
+    if (std::string(dtype) == "f32") {
+      const shard::ShardReader reader(shards[1], true);
+      const auto& columns = reader.layout().columns;
+      const auto answer_column = std::find_if(columns.begin(), columns.end(), [](auto& column) {
+        return column.name == "answer_embedding";
+      });
+      REQUIRE(answer_column != columns.end());
+      const auto answer = reader.tensor_data(answer_column - columns.begin());
+      // Rows before the first dropped one (5) keep their place.
+      CHECK(std::memcmp(answer.data() + 3 * dim * 4, answers.data() + 3 * dim, dim * 4) == 0);
     }
-    CHECK(shards[0] == shards[1]);
   }
 }
 
