@@ -1,5 +1,6 @@
 # Decides whether the CUDA backend is built (GPUCACHE_CUDA=AUTO|ON|OFF) and sets GPUCACHE_HAVE_CUDA.
-# Only kernels/ compiles CUDA sources; public headers never include CUDA headers.
+# Included only by src/validate/kernels/CMakeLists.txt, the one folder with CUDA sources, so that is
+# the one place that enables the CUDA language. Public headers never include CUDA headers.
 set(GPUCACHE_HAVE_CUDA OFF)
 if(NOT GPUCACHE_CUDA STREQUAL "OFF")
   if(NOT CMAKE_CUDA_COMPILER AND EXISTS /usr/local/cuda/bin/nvcc)

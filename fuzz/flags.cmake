@@ -1,5 +1,5 @@
 # Compiler flags for GPUCACHE_FUZZ=ON, included by the top-level CMakeLists.txt before any target
-# is defined, so that gpucache_lib itself carries the coverage instrumentation libFuzzer needs.
+# is defined, so that every module library carries the coverage instrumentation libFuzzer needs.
 if(NOT CMAKE_CXX_COMPILER_ID MATCHES "Clang")
   message(FATAL_ERROR "GPUCACHE_FUZZ=ON needs clang (libFuzzer): configure with "
                       "-DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++")

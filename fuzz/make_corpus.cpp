@@ -8,10 +8,10 @@
 #include <string>
 #include <vector>
 
-#include "formats/shard/manifest.hpp"
-#include "formats/shard/shard_writer.hpp"
-#include "formats/zip/zip.hpp"
-#include "gpucache/detail/mapped_file.hpp"
+#include "gpucache/shard/manifest.hpp"
+#include "gpucache/shard_io/shard_writer.hpp"
+#include "zip/zip.hpp"
+#include "gpucache/common/mapped_file.hpp"
 #include "gpucache/error.hpp"
 
 using namespace gpucache;

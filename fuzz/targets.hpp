@@ -20,13 +20,13 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "formats/npy/npy_header.hpp"
-#include "formats/pt/pickle.hpp"
-#include "formats/shard/manifest.hpp"
-#include "formats/shard/shard_layout.hpp"
-#include "formats/shard/shard_reader.hpp"
-#include "formats/zip/zip.hpp"
-#include "gpucache/detail/mapped_file.hpp"
+#include "npy/npy_header.hpp"
+#include "pt/pickle.hpp"
+#include "gpucache/shard/manifest.hpp"
+#include "gpucache/shard/shard_layout.hpp"
+#include "gpucache/shard_io/shard_reader.hpp"
+#include "zip/zip.hpp"
+#include "gpucache/common/mapped_file.hpp"
 #include "gpucache/error.hpp"
 #include "gpucache/npy.hpp"
 #include "gpucache/npz.hpp"
@@ -102,7 +102,7 @@ inline void check_shard_image(std::span<const std::byte> input) {
     (void)shard::check_chunk(input, layout, k);
 }
 
-// formats/shard: decode_layout (header, column and chunk tables, footer, gaps) and the check of
+// shard: decode_layout (header, column and chunk tables, footer, gaps) and the check of
 // every chunk (hash, zstd decompression). The input is decoded as it is, and again after its
 // table, header and footer hashes are recomputed, so that mutations of the fields behind the
 // hashes reach the structural checks instead of stopping at a hash mismatch.
@@ -128,7 +128,7 @@ inline void shard_layout(std::span<const std::byte> input) {
   check_shard_image(fixed);
 }
 
-// formats/shard: manifest.json. A manifest that parses must survive a round trip through
+// shard: manifest.json. A manifest that parses must survive a round trip through
 // manifest_to_text with its hash intact.
 inline void manifest(std::span<const std::byte> input) {
   const std::string text(reinterpret_cast<const char*>(input.data()), input.size());
@@ -216,7 +216,7 @@ inline void map_and_probe(const Value& root, const std::vector<FieldSpec>& field
   (void)probe_json(root, "fuzz", options);
 }
 
-// formats/npy: parse_npy, then every element read through the tensor's shape and strides.
+// npy: parse_npy, then every element read through the tensor's shape and strides.
 inline void npy(std::span<const std::byte> input) {
   Tensor tensor;
   try {
@@ -228,7 +228,7 @@ inline void npy(std::span<const std::byte> input) {
   read_tensor(tensor);
 }
 
-// formats/pt: the restricted pickle machine, on a bare pickle (protocols 0-5).
+// pt: the restricted pickle machine, on a bare pickle (protocols 0-5).
 inline void pickle(std::span<const std::byte> input) {
   detail::PickleResult result;
   try {
@@ -252,7 +252,7 @@ inline void pickle(std::span<const std::byte> input) {
   }
 }
 
-// formats/zip: the central directory and every member (stored views, inflated copies), and the
+// zip: the central directory and every member (stored views, inflated copies), and the
 // first member found alone, which must be what the full parse lists first whenever it succeeds.
 inline void zip(std::span<const std::byte> input) {
   try {
@@ -282,7 +282,7 @@ inline void zip(std::span<const std::byte> input) {
   }
 }
 
-// formats/npz: a zip of .npy members.
+// npz: a zip of .npy members.
 inline void npz(std::span<const std::byte> input) {
   Value value;
   try {
@@ -295,7 +295,7 @@ inline void npz(std::span<const std::byte> input) {
   map_and_probe(value);
 }
 
-// formats/pt: whole torch.save files, zip and legacy layouts. Read on two threads (data.pkl's
+// pt: whole torch.save files, zip and legacy layouts. Read on two threads (data.pkl's
 // pickle beside the zip directory) and on one: both must accept, or refuse with the same message.
 inline void pt(std::span<const std::byte> input) {
   const std::string path = input_file(input);
@@ -318,7 +318,7 @@ inline void pt(std::span<const std::byte> input) {
   map_and_probe(value);
 }
 
-// formats/safetensors: header JSON, offsets, dtypes and shapes.
+// safetensors: header JSON, offsets, dtypes and shapes.
 inline void safetensors(std::span<const std::byte> input) {
   Value value;
   try {
@@ -331,7 +331,7 @@ inline void safetensors(std::span<const std::byte> input) {
   map_and_probe(value);
 }
 
-// formats/jsonl: one JSON object per line, numeric arrays as tensors.
+// jsonl: one JSON object per line, numeric arrays as tensors.
 inline void jsonl(std::span<const std::byte> input) {
   Value value;
   try {

@@ -22,7 +22,7 @@ pip=("$venv/bin/python" -m pip --quiet --disable-pip-version-check)
 "${pip[@]}" install --no-build-isolation "$root"
 status=0
 GPUCACHE_BUILD_DIR="$build_dir" "$venv/bin/python" -m pytest -q -p no:cacheprovider \
-  "$root/python/tests" || status=$?
+  "$root/src/python/tests" || status=$?
 if [ "$status" -eq 5 ]; then
   echo "gpucache: pytest collected no Python tests" >&2
   exit 1

@@ -7,7 +7,7 @@
 #include <span>
 #include <vector>
 
-#include "gpucache/detail/atomic_file.hpp"
+#include "gpucache/common/atomic_file.hpp"
 #include "test_support.hpp"
 
 using namespace gpucache;

@@ -5,7 +5,7 @@
 // without recomputing its hash). `gpucache verify` must exit 1 for every mutation and name the
 // file and the place: a problem in the damaged file whose byte range or location covers the
 // flipped byte, with the region's name (header, column table, the column, padding, ...). The
-// runtime reader (include/gpucache/runtime.hpp), opening the dataset and loading it to the host
+// runtime reader (src/runtime/include/gpucache/runtime.hpp), opening the dataset and loading it to the host
 // with verification on, must refuse every mutation of the shard files too. It reads no JSON, so
 // manifest content edits are verify's alone (and the Python layer's, which reads the manifest).
 #include <doctest/doctest.h>
@@ -16,8 +16,8 @@
 #include <random>
 #include <regex>
 
-#include "formats/shard/manifest.hpp"
-#include "formats/shard/shard_layout.hpp"
+#include "gpucache/shard/manifest.hpp"
+#include "gpucache/shard/shard_layout.hpp"
 #include "gpucache/npy.hpp"
 #include "gpucache/runtime.hpp"
 #include "test_support.hpp"

@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <string>
 
-#include "formats/shard/manifest.hpp"
+#include "gpucache/shard/manifest.hpp"
 #include "gpucache/error.hpp"
 #include "gpucache/npy.hpp"
 #include "test_support.hpp"

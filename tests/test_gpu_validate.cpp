@@ -11,7 +11,7 @@
 
 #include "gpucache/validate.hpp"
 #include "kernels/row_checks.cuh"
-#include "src/core/compute_backend.hpp"
+#include "compute_backend.hpp"
 
 using namespace gpucache;
 

@@ -3,9 +3,9 @@
 #include <cstring>
 #include <vector>
 
-#include "gpucache/detail/mapped_file.hpp"
+#include "gpucache/common/mapped_file.hpp"
 #include "gpucache/error.hpp"
-#include "src/core/reopened_inputs.hpp"
+#include "reopened_inputs.hpp"
 #include "test_support.hpp"
 
 using namespace gpucache;

@@ -4,7 +4,7 @@
 #include <filesystem>
 
 #include "expected_tree.hpp"
-#include "formats/npy/npy_header.hpp"
+#include "npy/npy_header.hpp"
 #include "gpucache/error.hpp"
 #include "gpucache/npz.hpp"
 

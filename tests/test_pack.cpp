@@ -9,8 +9,8 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
-#include "formats/shard/manifest.hpp"
-#include "formats/shard/shard_reader.hpp"
+#include "gpucache/shard/manifest.hpp"
+#include "gpucache/shard_io/shard_reader.hpp"
 #include "gpucache/error.hpp"
 #include "gpucache/inspect.hpp"
 #include "gpucache/npy.hpp"

@@ -7,7 +7,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "formats/shard/shard_reader.hpp"
+#include "gpucache/shard_io/shard_reader.hpp"
 #include "gpucache/error.hpp"
 #include "gpucache/input.hpp"
 #include "gpucache/pack.hpp"

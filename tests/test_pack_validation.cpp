@@ -9,8 +9,8 @@
 #include <random>
 #include <set>
 
-#include "formats/shard/manifest.hpp"
-#include "formats/shard/shard_reader.hpp"
+#include "gpucache/shard/manifest.hpp"
+#include "gpucache/shard_io/shard_reader.hpp"
 #include "gpucache/error.hpp"
 #include "gpucache/npy.hpp"
 #include "gpucache/pack.hpp"

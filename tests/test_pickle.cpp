@@ -5,9 +5,9 @@
 #include <cstring>
 #include <string>
 
-#include "formats/pt/pickle.hpp"
-#include "formats/pt/pickle_text.hpp"
-#include "formats/zip/zip.hpp"
+#include "pt/pickle.hpp"
+#include "pt/pickle_text.hpp"
+#include "zip/zip.hpp"
 #include "gpucache/error.hpp"
 
 using namespace gpucache;

@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "gpucache/detail/mapped_file.hpp"
+#include "gpucache/common/mapped_file.hpp"
 #include "gpucache/error.hpp"
 #include "gpucache/readers.hpp"
 

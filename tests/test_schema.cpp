@@ -7,7 +7,7 @@
 
 #include "gpucache/error.hpp"
 #include "gpucache/schema.hpp"
-#include "src/core/schema_path.hpp"
+#include "schema_path.hpp"
 #include "value_builders.hpp"
 
 using namespace gpucache;

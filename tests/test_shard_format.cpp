@@ -9,9 +9,9 @@
 #include <random>
 #include <thread>
 
-#include "formats/shard/shard_layout.hpp"
-#include "formats/shard/shard_reader.hpp"
-#include "formats/shard/shard_writer.hpp"
+#include "gpucache/shard/shard_layout.hpp"
+#include "gpucache/shard_io/shard_reader.hpp"
+#include "gpucache/shard_io/shard_writer.hpp"
 #include "gpucache/error.hpp"
 #include "test_support.hpp"
 

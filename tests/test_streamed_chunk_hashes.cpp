@@ -3,8 +3,8 @@
 #include <random>
 #include <vector>
 
-#include "formats/shard/shard_layout.hpp"
-#include "formats/shard/streamed_chunk_hashes.hpp"
+#include "gpucache/shard/shard_layout.hpp"
+#include "gpucache/shard_io/streamed_chunk_hashes.hpp"
 
 using namespace gpucache::shard;
 

@@ -4,7 +4,7 @@
 #include <filesystem>
 #include <random>
 
-#include "formats/shard/shard_layout.hpp"
+#include "gpucache/shard/shard_layout.hpp"
 #include "gpucache/error.hpp"
 #include "gpucache/npy.hpp"
 #include "gpucache/pack.hpp"

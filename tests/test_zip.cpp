@@ -8,7 +8,7 @@
 #include <fstream>
 #include <optional>
 
-#include "formats/zip/zip.hpp"
+#include "zip/zip.hpp"
 #include "gpucache/error.hpp"
 
 using namespace gpucache;

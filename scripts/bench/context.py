@@ -64,7 +64,7 @@ class Context:
     def native(self, name: str) -> Path:
         path = self.build_dir / "scripts" / "bench" / "native" / name
         if not path.exists():
-            raise NotAvailable(f"{name} is not built (needs include/gpucache/validate.hpp: the "
+            raise NotAvailable(f"{name} is not built (needs src/validate/include/gpucache/validate.hpp: the "
                                "validation engine)")
         return path
 
@@ -119,7 +119,7 @@ def probe_features(ctx: Context) -> dict:
     validate_bench = ctx.build_dir / "scripts" / "bench" / "native" / "gpucache_bench_validate"
     record("validation microbenchmark", validate_bench.exists(),
            str(validate_bench) if validate_bench.exists() else
-           "gpucache_bench_validate not built (no include/gpucache/validate.hpp in this tree)")
+           "gpucache_bench_validate not built (no src/validate/include/gpucache/validate.hpp in this tree)")
     benchlib.remove(probe)
     return features
 

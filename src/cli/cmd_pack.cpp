@@ -3,7 +3,7 @@
 #include "gpucache/error.hpp"
 #include "gpucache/pack.hpp"
 #include "gpucache/validate.hpp"
-#include "src/cli/commands.hpp"
+#include "commands.hpp"
 
 namespace gpucache::cli {
 

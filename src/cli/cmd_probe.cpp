@@ -2,7 +2,7 @@
 
 #include "gpucache/input.hpp"
 #include "gpucache/probe.hpp"
-#include "src/cli/commands.hpp"
+#include "commands.hpp"
 
 namespace gpucache::cli {
 

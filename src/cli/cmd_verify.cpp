@@ -1,7 +1,7 @@
 #include <cstdio>
 
 #include "gpucache/verify.hpp"
-#include "src/cli/commands.hpp"
+#include "commands.hpp"
 
 namespace gpucache::cli {
 

@@ -6,7 +6,7 @@
 #include <map>
 
 #include "gpucache/error.hpp"
-#include "src/cli/commands.hpp"
+#include "commands.hpp"
 
 int main(int argc, char** argv) {
   // Reading a torch.save list of dicts builds and frees millions of small objects; with glibc's

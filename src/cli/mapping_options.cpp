@@ -1,5 +1,5 @@
 #include "gpucache/error.hpp"
-#include "src/cli/commands.hpp"
+#include "commands.hpp"
 
 namespace gpucache::cli {
 

@@ -2,7 +2,7 @@
 
 #include "gpucache/error.hpp"
 #include "gpucache/progress.hpp"
-#include "src/cli/commands.hpp"
+#include "commands.hpp"
 
 namespace gpucache::cli {
 

@@ -1,4 +1,4 @@
-// The C ABI (include/gpucache/gpucache.h) over the C++ runtime: handles wrap C++ values, and every
+// The C ABI (gpucache/gpucache.h) over the C++ runtime: handles wrap C++ values, and every
 // exception becomes -1 plus a thread-local message, so no C++ exception crosses the boundary.
 #include "gpucache/gpucache.h"
 

@@ -1,4 +1,4 @@
-#include "src/runtime/chunk_verify.hpp"
+#include "chunk_verify.hpp"
 
 #include <algorithm>
 #include <cstdio>

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "formats/shard/shard_layout.hpp"
+#include "gpucache/shard/shard_layout.hpp"
 
 namespace gpucache::runtime::detail {
 

@@ -5,7 +5,7 @@
 
 #include <type_traits>
 
-#include "src/runtime/cuda_api.hpp"
+#include "cuda_api.hpp"
 
 namespace gpucache::runtime::detail {
 

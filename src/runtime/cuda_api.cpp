@@ -1,4 +1,4 @@
-#include "src/runtime/cuda_api.hpp"
+#include "cuda_api.hpp"
 
 #include <dlfcn.h>
 

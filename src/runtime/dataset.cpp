@@ -2,7 +2,7 @@
 // device_load.cpp.
 #include <algorithm>
 
-#include "src/runtime/dataset_state.hpp"
+#include "dataset_state.hpp"
 
 namespace gpucache::runtime {
 

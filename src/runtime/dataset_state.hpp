@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
-#include "formats/shard/shard_layout.hpp"
+#include "gpucache/shard/shard_layout.hpp"
 #include "gpucache/runtime.hpp"
-#include "src/runtime/shard_mapping.hpp"
+#include "shard_mapping.hpp"
 
 namespace gpucache::runtime::detail {
 

@@ -9,9 +9,10 @@
 #include <cstdio>
 #include <deque>
 
-#include "src/runtime/cuda_api.hpp"
-#include "src/runtime/load_plan.hpp"
-#include "src/runtime/staged_reader.hpp"
+#include "cuda_api.hpp"
+#include "gpucache/common/parallel.hpp"
+#include "load_plan.hpp"
+#include "staged_reader.hpp"
 
 namespace gpucache::runtime {
 namespace detail {
@@ -243,7 +244,7 @@ DeviceData Dataset::to_device(int device, const DeviceOptions& options) const {
               [](const CopyItem& a, const CopyItem& b) { return a.source < b.source; });
   }
 
-  const unsigned threads = resolve_threads(options.threads);
+  const unsigned threads = gpucache::detail::resolve_thread_count(options.threads, kDefaultLoadThreadCap);
   StagedOptions staged_options;
   staged_options.verify = options.verify;
   staged_options.threads = threads;

@@ -2,8 +2,9 @@
 #include <algorithm>
 #include <cstring>
 
-#include "src/runtime/joined_view.hpp"
-#include "src/runtime/load_plan.hpp"
+#include "joined_view.hpp"
+#include "gpucache/common/parallel.hpp"
+#include "load_plan.hpp"
 
 namespace gpucache::runtime {
 namespace detail {
@@ -38,7 +39,7 @@ HostData Dataset::to_host(const HostOptions& options) const {
       ranges[s].push_back(detail::column_rows_range(state, host->shards[s], c));
   std::vector<std::vector<std::uint64_t>> verified(host->shards.size());
   {
-    detail::TaskPool pool(options.verify ? detail::resolve_threads(options.threads) : 1);
+    detail::TaskPool pool(options.verify ? gpucache::detail::resolve_thread_count(options.threads, detail::kDefaultLoadThreadCap) : 1);
     // Tensor rows and text offsets first; text bytes only once their offsets are trusted.
     if (options.verify) {
       for (std::size_t s = 0; s < host->shards.size(); ++s) {

@@ -1,4 +1,4 @@
-#include "src/runtime/joined_view.hpp"
+#include "joined_view.hpp"
 
 #include <fcntl.h>
 #include <sys/mman.h>

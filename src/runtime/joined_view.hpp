@@ -10,8 +10,8 @@
 #include <memory>
 #include <vector>
 
-#include "src/runtime/chunk_verify.hpp"
-#include "src/runtime/dataset_state.hpp"
+#include "chunk_verify.hpp"
+#include "dataset_state.hpp"
 
 namespace gpucache::runtime::detail {
 

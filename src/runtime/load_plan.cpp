@@ -1,4 +1,4 @@
-#include "src/runtime/load_plan.hpp"
+#include "load_plan.hpp"
 
 #include <sys/mman.h>
 #include <unistd.h>

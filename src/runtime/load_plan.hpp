@@ -5,9 +5,9 @@
 #include <cstdint>
 #include <vector>
 
-#include "src/runtime/chunk_verify.hpp"
-#include "src/runtime/dataset_state.hpp"
-#include "src/runtime/task_pool.hpp"
+#include "chunk_verify.hpp"
+#include "dataset_state.hpp"
+#include "task_pool.hpp"
 
 namespace gpucache::runtime::detail {
 

@@ -6,26 +6,13 @@
 #include <filesystem>
 #include <system_error>
 
-#include "src/runtime/dataset_state.hpp"
+#include "dataset_state.hpp"
+#include "gpucache/shard/dataset_files.hpp"
 
 namespace gpucache::runtime::detail {
 namespace {
 
 namespace fs = std::filesystem;
-
-// The number in "shard-<digits>.gcs", or -1 for any other name.
-long long shard_number(const std::string& name) {
-  constexpr std::string_view prefix = "shard-", suffix = ".gcs";
-  if (name.size() <= prefix.size() + suffix.size() || !name.starts_with(prefix) ||
-      !name.ends_with(suffix))
-    return -1;
-  const std::string digits =
-      name.substr(prefix.size(), name.size() - prefix.size() - suffix.size());
-  if (digits.size() > 10 ||
-      !std::all_of(digits.begin(), digits.end(), [](unsigned char c) { return std::isdigit(c); }))
-    return -1;
-  return std::stoll(digits);
-}
 
 std::string describe(const Column& column) {
   std::string text = "'" + column.name + "' " + std::string(column_kind_name(column.kind)) + " " +
@@ -162,17 +149,17 @@ std::shared_ptr<const ShardTable> open_shard_table(const std::string& path) {
     table->total_rows = table->shards.front().rows;
     return table;
   }
-  std::vector<std::pair<long long, std::string>> found;
+  std::vector<std::pair<std::uint32_t, std::string>> found;
   // The error_code overloads: a directory that vanishes or cannot be read must not throw
   // std::filesystem_error past the runtime's API.
   for (fs::directory_iterator it(path, error), end; !error && it != end; it.increment(error)) {
     const std::string name = it->path().filename().string();
-    if (const long long number = shard_number(name); number >= 0)
-      found.emplace_back(number, it->path().string());
+    if (const auto number = shard::shard_file_index(name))
+      found.emplace_back(*number, it->path().string());
   }
   if (error) throw Error(path, "", "cannot list the directory: " + error.message());
   if (found.empty()) throw Error(path, "", "no shard-*.gcs files: not a gpucache dataset");
-  if (!fs::exists(fs::path(path) / "manifest.json"))
+  if (!fs::exists(fs::path(path) / shard::kManifestName))
     throw Error(path, "manifest.json",
                 "missing: the dataset is unfinished (gpucache pack writes the manifest last)");
   std::sort(found.begin(), found.end());

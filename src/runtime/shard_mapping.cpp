@@ -1,4 +1,4 @@
-#include "src/runtime/shard_mapping.hpp"
+#include "shard_mapping.hpp"
 
 #include <fcntl.h>
 #include <sys/mman.h>

@@ -1,4 +1,4 @@
-#include "src/runtime/staged_reader.hpp"
+#include "staged_reader.hpp"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -11,7 +11,7 @@
 #include <mutex>
 #include <optional>
 
-#include "src/runtime/task_pool.hpp"
+#include "task_pool.hpp"
 
 namespace gpucache::runtime::detail {
 namespace {

@@ -8,9 +8,9 @@
 #include <cstdint>
 #include <vector>
 
-#include "src/runtime/chunk_verify.hpp"
-#include "src/runtime/cuda_api.hpp"
-#include "src/runtime/dataset_state.hpp"
+#include "chunk_verify.hpp"
+#include "cuda_api.hpp"
+#include "dataset_state.hpp"
 
 namespace gpucache::runtime::detail {
 

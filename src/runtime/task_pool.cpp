@@ -1,14 +1,8 @@
-#include "src/runtime/task_pool.hpp"
+#include "task_pool.hpp"
 
 #include <algorithm>
 
 namespace gpucache::runtime::detail {
-
-unsigned resolve_threads(unsigned requested) noexcept {
-  if (requested > 0) return std::min(requested, 64u);
-  // Eight threads hash faster than PCIe can copy; more only add contention on small machines.
-  return std::clamp(std::thread::hardware_concurrency(), 1u, 8u);
-}
 
 TaskPool::TaskPool(unsigned threads) {
   threads_.reserve(threads);

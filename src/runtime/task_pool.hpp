@@ -13,8 +13,8 @@
 
 namespace gpucache::runtime::detail {
 
-// The thread count to use when the caller asked for `requested` (0 = automatic).
-unsigned resolve_threads(unsigned requested) noexcept;
+// Eight threads hash faster than PCIe can copy; more only add contention on small machines.
+inline constexpr unsigned kDefaultLoadThreadCap = 8;
 
 class TaskPool {
  public:

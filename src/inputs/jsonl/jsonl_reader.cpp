@@ -1,0 +1,256 @@
+// Reads JSON lines: one object per line, parsed with nlohmann's SAX interface straight into the
+// Value tree. Numeric arrays never become a Value per number: their elements go into one f32
+// arena for the whole file, and each array becomes a 1-D tensor viewing its slice of it, so a
+// million 384-d embeddings cost one growing buffer, not 384 million variant nodes.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+#include <unordered_set>
+#include <vector>
+
+#include "gpucache/common/mapped_file.hpp"
+#include "gpucache/error.hpp"
+#include "gpucache/readers.hpp"
+
+namespace gpucache {
+namespace {
+
+using Json = nlohmann::json;
+
+class LineBuilder : public nlohmann::json_sax<Json> {
+ public:
+  LineBuilder(const std::string& path, std::vector<float>& arena,
+              std::vector<std::shared_ptr<Tensor>>& pending)
+      : path_(path), arena_(arena), pending_(pending) {}
+
+  void start_line(std::uint64_t line_number, std::string_view text) {
+    line_ = line_number;
+    text_ = text;
+    frames_.clear();
+    result_.reset();
+  }
+  std::shared_ptr<Dict> take_result() { return std::move(result_); }
+
+  bool null() override { return scalar(Value(), "null"); }
+  bool boolean(bool value) override { return scalar(Value(value), "bool"); }
+  bool number_integer(number_integer_t value) override {
+    return number(static_cast<double>(value), Value(std::int64_t{value}), {});
+  }
+  bool number_unsigned(number_unsigned_t value) override {
+    // Integers beyond int64 stay numbers, as Python's json module would keep them.
+    if (value > static_cast<number_unsigned_t>(std::numeric_limits<std::int64_t>::max()))
+      return number(static_cast<double>(value), Value(static_cast<double>(value)), {});
+    return number(static_cast<double>(value), Value(static_cast<std::int64_t>(value)), {});
+  }
+  bool number_float(number_float_t value, const string_t& text) override {
+    if (!std::isfinite(value)) fail(location() + " = " + text + " is not a finite number");
+    return number(value, Value(value), text);
+  }
+  bool string(string_t& value) override { return scalar(Value(std::move(value)), "str"); }
+  bool binary(binary_t&) override { fail("binary values are not JSON"); }
+
+  bool start_object(std::size_t) override {
+    if (!frames_.empty() && frames_.back().kind == Frame::array) note_array_element("dict");
+    frames_.push_back(Frame{.kind = Frame::object});
+    frames_.back().dict = std::make_shared<Dict>();
+    return true;
+  }
+  bool key(string_t& name) override {
+    Frame& frame = frames_.back();
+    // Linear search is fastest for the usual handful of keys; a line holding a whole text ->
+    // vector cache can have a million, so large objects switch to a hash set.
+    bool repeated;
+    if (frame.dict->items.size() < kLinearKeys) {
+      repeated = frame.dict->find(name) != nullptr;
+    } else {
+      if (!frame.keys) {
+        frame.keys = std::make_unique<std::unordered_set<std::string>>();
+        for (const auto& [existing, value] : frame.dict->items) frame.keys->insert(existing);
+      }
+      repeated = !frame.keys->insert(name).second;
+    }
+    if (repeated) fail("key \"" + name + "\" appears twice");
+    frame.key = std::move(name);
+    return true;
+  }
+  bool end_object() override {
+    auto dict = std::move(frames_.back().dict);
+    frames_.pop_back();
+    if (frames_.empty()) {
+      result_ = std::move(dict);
+      return true;
+    }
+    return emit(Value(std::move(dict)));
+  }
+
+  bool start_array(std::size_t) override {
+    if (frames_.empty()) fail("expected a JSON object, found an array");
+    if (frames_.back().kind == Frame::array) {
+      note_array_element("array");
+      fail("nested arrays are not supported: " + location() +
+           " is an array inside an array; write one embedding per line as a flat array");
+    }
+    frames_.push_back(Frame{.kind = Frame::array});
+    frames_.back().first_number = arena_.size();
+    return true;
+  }
+  bool end_array() override {
+    Frame frame = std::move(frames_.back());
+    frames_.pop_back();
+    if (frame.element_type.empty() || frame.element_type == "number") {
+      // Empty arrays become empty f32 tensors: in a dataset they can only be empty embeddings.
+      const auto count = static_cast<std::int64_t>(arena_.size() - frame.first_number);
+      auto tensor = std::make_shared<Tensor>();
+      tensor->dtype = DType::f32;
+      tensor->shape = {count};
+      tensor->strides = {1};
+      tensor->storage_offset = static_cast<std::int64_t>(frame.first_number);
+      pending_.push_back(tensor);
+      return emit(Value(std::move(tensor)));
+    }
+    return emit(Value(std::move(frame.list)));
+  }
+
+  bool parse_error(std::size_t position, const std::string& /*last_token*/,
+                   const nlohmann::detail::exception& error) override {
+    // nlohmann's message starts with an exception id and counts lines and columns within the
+    // single line it was given; keep only the description.
+    std::string cause = error.what();
+    if (cause.starts_with("[json.exception")) cause.erase(0, cause.find("] ") + 2);
+    if (cause.starts_with("parse error at line 1, column ")) cause.erase(0, cause.find(": ") + 2);
+    // Python's json.dumps writes NaN and Infinity unless told not to; say so when that is the
+    // cause.
+    const std::size_t at = std::min(position, text_.size());
+    const std::string_view near = text_.substr(at > 10 ? at - 10 : 0, 20);
+    std::string hint;
+    if (near.find("NaN") != std::string_view::npos ||
+        near.find("Infinity") != std::string_view::npos)
+      hint = " (NaN and Infinity are not valid JSON numbers: non-finite values cannot be stored)";
+    throw Error(path_, "line " + std::to_string(line_) + ", column " + std::to_string(position),
+                "not valid JSON: " + cause + hint);
+  }
+
+ private:
+  struct Frame {
+    enum Kind { object, array } kind;
+    std::shared_ptr<Dict> dict{};    // object
+    std::string key{};               // object: key of the value being parsed
+    std::shared_ptr<List> list{};    // array of non-numbers
+    std::string element_type{};      // array: type of its first element, "" while empty
+    std::uint64_t first_number = 0;  // array: where its numbers start in the arena
+    std::uint64_t count = 0;         // array: elements so far
+    std::unique_ptr<std::unordered_set<std::string>> keys{};  // object: keys, once it is large
+  };
+  static constexpr std::size_t kLinearKeys = 32;
+
+  bool number(double as_double, Value as_value, std::string_view text) {
+    if (frames_.empty() || frames_.back().kind == Frame::object)
+      return scalar(std::move(as_value), "number");
+    note_array_element("number");
+    if (std::fabs(as_double) > std::numeric_limits<float>::max())
+      fail(location() + " = " + std::string(text) + " does not fit in f32");
+    arena_.push_back(static_cast<float>(as_double));
+    return true;
+  }
+
+  bool scalar(Value value, std::string_view type) {
+    if (frames_.empty()) fail("expected a JSON object, found a " + std::string(type));
+    if (frames_.back().kind == Frame::object) return emit(std::move(value));
+    note_array_element(type);
+    return emit(std::move(value));
+  }
+
+  // Arrays hold one kind of element: numbers (a vector), or strings, bools, nulls or objects.
+  void note_array_element(std::string_view type) {
+    Frame& frame = frames_.back();
+    ++frame.count;
+    if (frame.element_type.empty()) {
+      frame.element_type = type;
+      if (type != "number") frame.list = std::make_shared<List>();
+    } else if (frame.element_type != type) {
+      fail(location() + " mixes " + frame.element_type + " and " + std::string(type) +
+           " elements; an array must hold one type");
+    }
+  }
+
+  bool emit(Value value) {
+    Frame& frame = frames_.back();
+    if (frame.kind == Frame::object)
+      frame.dict->items.emplace_back(std::move(frame.key), std::move(value));
+    else
+      frame.list->items.push_back(std::move(value));
+    return true;
+  }
+
+  // Where the parser is, as a key path: question_embedding[3].
+  std::string location() const {
+    std::string text;
+    for (const auto& frame : frames_) {
+      if (frame.kind == Frame::object) {
+        if (!text.empty()) text += '.';
+        text += frame.key;
+      } else {
+        text += "[" + std::to_string(frame.count == 0 ? 0 : frame.count - 1) + "]";
+      }
+    }
+    return text.empty() ? std::string("the line") : "\"" + text + "\"";
+  }
+
+  [[noreturn]] void fail(const std::string& cause) const {
+    throw Error(path_, "line " + std::to_string(line_), cause);
+  }
+
+  const std::string& path_;
+  std::vector<float>& arena_;
+  std::vector<std::shared_ptr<Tensor>>& pending_;
+  std::uint64_t line_ = 0;
+  std::string_view text_;
+  std::vector<Frame> frames_;
+  std::shared_ptr<Dict> result_;
+};
+
+bool is_blank(std::string_view line) {
+  return line.find_first_not_of(" \t\r") == std::string_view::npos;
+}
+
+}  // namespace
+
+Value read_jsonl(const std::string& path) {
+  auto file = detail::MappedFile::open(path);
+  std::string_view text(reinterpret_cast<const char*>(file->data()), file->size());
+  if (text.substr(0, 3) == "\xEF\xBB\xBF") text.remove_prefix(3);  // a UTF-8 byte-order mark
+
+  std::vector<float> arena;
+  // Tensors get their storage once the arena stops growing and its address is final.
+  std::vector<std::shared_ptr<Tensor>> pending;
+  LineBuilder builder(path, arena, pending);
+  auto rows = std::make_shared<List>();
+  std::uint64_t line_number = 0;
+  while (!text.empty()) {
+    const auto newline = text.find('\n');
+    std::string_view line = text.substr(0, newline);
+    text.remove_prefix(newline == std::string_view::npos ? text.size() : newline + 1);
+    ++line_number;
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    if (is_blank(line)) continue;
+    builder.start_line(line_number, line);
+    Json::sax_parse(line.begin(), line.end(), &builder);
+    auto row = builder.take_result();
+    if (!row) throw Error(path, "line " + std::to_string(line_number), "is not a JSON object");
+    rows->items.emplace_back(std::move(row));
+  }
+
+  auto owned = std::make_shared<std::vector<float>>(std::move(arena));
+  auto storage = std::make_shared<Storage>();
+  storage->bytes = std::as_bytes(std::span<const float>(*owned));
+  storage->owner = owned;
+  for (auto& tensor : pending) tensor->storage = storage;
+  return Value(std::move(rows));
+}
+
+}  // namespace gpucache

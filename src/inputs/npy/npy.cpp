@@ -1,0 +1,92 @@
+#include "gpucache/npy.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <cstring>
+#include <optional>
+
+#include "npy/npy_header.hpp"
+#include "gpucache/common/atomic_file.hpp"
+#include "gpucache/common/checked_math.hpp"
+#include "gpucache/common/mapped_file.hpp"
+#include "gpucache/error.hpp"
+
+namespace gpucache {
+
+Tensor parse_npy(std::span<const std::byte> file, std::shared_ptr<const void> owner,
+                 const std::string& origin) {
+  return detail::npy_tensor(file, std::move(owner), origin);
+}
+
+Value read_npy(const std::string& path) {
+  auto file = detail::MappedFile::open(path);
+  return Value(std::make_shared<Tensor>(parse_npy(file->bytes(), file, path)));
+}
+
+std::string npy_descr(DType dtype) {
+  char kind;
+  switch (dtype) {
+    case DType::f16:
+    case DType::f32:
+    case DType::f64:
+      kind = 'f';
+      break;
+    case DType::i8:
+    case DType::i16:
+    case DType::i32:
+    case DType::i64:
+      kind = 'i';
+      break;
+    case DType::u8:
+    case DType::u16:
+    case DType::u32:
+    case DType::u64:
+      kind = 'u';
+      break;
+    case DType::boolean:
+      kind = 'b';
+      break;
+    default:
+      throw Error("", "", std::string("numpy has no dtype for ") + std::string(dtype_name(dtype)));
+  }
+  const std::size_t size = dtype_size(dtype);
+  return (size == 1 ? "|" : "<") + std::string(1, kind) + std::to_string(size);
+}
+
+void write_npy(
+    const std::string& path, DType dtype, const std::vector<std::uint64_t>& shape,
+    const std::function<void(std::span<std::byte>, std::uint64_t, std::uint64_t)>& fill) {
+  std::string header = "{'descr': '" + npy_descr(dtype) + "', 'fortran_order': False, 'shape': (";
+  for (std::size_t i = 0; i < shape.size(); ++i)
+    header += (i ? ", " : "") + std::to_string(shape[i]);
+  if (shape.size() == 1) header += ",";  // a 1-tuple is "(3,)" in Python
+  header += "), }";
+  // Pad so the data starts on a 64-byte boundary, as numpy does.
+  const std::size_t unpadded = 10 + header.size() + 1;
+  header.append((64 - unpadded % 64) % 64, ' ');
+  header += '\n';
+
+  detail::AtomicFile file(path);
+  std::string prefix("\x93NUMPY\x01\x00", 8);
+  prefix += static_cast<char>(header.size() & 0xff);
+  prefix += static_cast<char>(header.size() >> 8);
+  file.write(std::as_bytes(std::span(prefix.data(), prefix.size())));
+  file.write(std::as_bytes(std::span(header.data(), header.size())));
+
+  const std::uint64_t rows = shape.empty() ? 1 : shape[0];
+  std::uint64_t row_bytes = dtype_size(dtype);
+  for (std::size_t i = 1; i < shape.size(); ++i) row_bytes *= shape[i];
+  const std::uint64_t block_rows =
+      std::max<std::uint64_t>(1, (8ull << 20) / std::max<std::uint64_t>(row_bytes, 1));
+  std::vector<std::byte> block;
+  for (std::uint64_t first = 0; first < rows; first += block_rows) {
+    const std::uint64_t count = std::min(block_rows, rows - first);
+    block.resize(count * row_bytes);
+    fill(block, first, count);
+    file.write(block);
+  }
+  file.commit();
+}
+
+}  // namespace gpucache

@@ -1,0 +1,181 @@
+#include "gpucache/pt.hpp"
+
+#include <cstring>
+#include <exception>
+#include <future>
+#include <optional>
+#include <string_view>
+#include <vector>
+
+#include "pt/pickle_text.hpp"
+#include "pt/pt_readers.hpp"
+#include "zip/zip.hpp"
+#include "gpucache/error.hpp"
+
+namespace gpucache {
+namespace detail {
+namespace {
+
+constexpr std::uint64_t kMaxFormatVersion = 10;  // caffe2 kMaxSupportedFileFormatVersion
+
+// The folder every record sits in: torch names it after the file ("archive/" by default).
+std::string find_prefix(const ZipArchive& archive) {
+  constexpr std::string_view pickle = "data.pkl";
+  const ZipMember* found = nullptr;
+  for (const auto& member : archive.members()) {
+    const std::string_view name = member.name;
+    if (!name.ends_with(pickle)) continue;
+    const auto prefix = name.substr(0, name.size() - pickle.size());
+    if (!prefix.empty() && (prefix.back() != '/' || prefix.find('/') != prefix.size() - 1))
+      continue;
+    if (found)
+      throw Error(archive.path(), "member " + member.name,
+                  "second data.pkl record (first: " + found->name + ")");
+    found = &member;
+  }
+  if (!found)
+    throw Error(archive.path(), "", "zip archive has no data.pkl record: not a torch.save file");
+  return found->name.substr(0, found->name.size() - pickle.size());
+}
+
+// The records named <stem><n> for canonical decimal n, by n: torch numbers storages 0, 1, 2, ...
+// so one pass over the directory replaces a search for each storage (a file may hold one per row).
+// Numbers beyond 4 per member are left to ZipArchive::find, so the vector stays small.
+std::vector<const ZipMember*> numbered_records(const ZipArchive& archive, std::string_view stem) {
+  std::vector<const ZipMember*> records;
+  const std::uint64_t limit = 4 * static_cast<std::uint64_t>(archive.members().size()) + 4096;
+  for (const auto& member : archive.members()) {
+    const std::string_view name = member.name;
+    if (!name.starts_with(stem)) continue;
+    const auto number = pickle::canonical_decimal(name.substr(stem.size()), limit);
+    if (!number) continue;
+    if (*number >= records.size()) records.resize(*number + 1, nullptr);
+    records[*number] = &member;
+  }
+  return records;
+}
+
+std::string_view as_text(const Storage& storage) {
+  return {reinterpret_cast<const char*>(storage.bytes.data()), storage.bytes.size()};
+}
+
+void check_version(const ZipArchive& archive, const std::string& prefix) {
+  const ZipMember* member = archive.find(prefix + "version");
+  if (!member) member = archive.find(prefix + ".data/version");
+  if (!member) throw Error(archive.path(), "", "torch archive has no version record");
+  const Storage bytes = archive.read(*member);
+  std::string_view text = as_text(bytes);
+  while (!text.empty() && (text.back() == '\n' || text.back() == '\r' || text.back() == ' '))
+    text.remove_suffix(1);
+  std::uint64_t version = 0;
+  bool valid = !text.empty() && text.size() <= 4;
+  for (char c : text) {
+    if (c < '0' || c > '9')
+      valid = false;
+    else
+      version = version * 10 + static_cast<std::uint64_t>(c - '0');
+  }
+  if (!valid || version < 1 || version > kMaxFormatVersion)
+    throw Error(archive.path(), "member " + member->name,
+                "unsupported torch archive version '" + std::string(text.substr(0, 16)) + "'");
+}
+
+bool read_big_endian(const ZipArchive& archive, const std::string& prefix) {
+  const ZipMember* member = archive.find(prefix + "byteorder");
+  if (!member) return false;  // written since torch 1.x; older archives are little-endian
+  const Storage bytes = archive.read(*member);
+  const std::string_view text = as_text(bytes);
+  if (text == "little") return false;
+  if (text == "big") return true;
+  throw Error(
+      archive.path(), "member " + member->name,
+      "byte order must be 'little' or 'big', not '" + std::string(text.substr(0, 16)) + "'");
+}
+
+}  // namespace
+
+// torch writes data.pkl as the archive's first record, so its pickle can run while another thread
+// reads the rest of the directory: a record per storage, which for a dataset saved as a list of
+// rows is one or two per row. The early result is used only if the parsed archive names that same
+// record its data.pkl; errors come in the same order as without the thread (the archive's first).
+Value read_pt_zip(const std::shared_ptr<const MappedFile>& file, const ReadOptions& read_options) {
+  PickleOptions options;
+  options.file = file->path();
+  options.name = "data.pkl";
+  std::optional<ZipMember> first;
+  if (read_options.threads != 1) first = ZipArchive::first_member(*file);
+  const bool early = first && first->name.ends_with("data.pkl") && first->method == 0 &&
+                     (first->flags & 1) == 0;  // stored and not encrypted: readable as it lies
+  std::future<ZipArchive> parsing;
+  std::optional<PickleResult> early_result;
+  std::exception_ptr early_error;
+  if (early) {
+    parsing = std::async(std::launch::async, [file] { return ZipArchive(file); });
+    try {
+      early_result =
+          unpickle(file->bytes().subspan(first->data_offset, first->compressed_size), options);
+    } catch (...) {
+      early_error = std::current_exception();
+    }
+  }
+  const ZipArchive archive = early ? parsing.get() : ZipArchive(file);
+  const std::string prefix = find_prefix(archive);
+  check_version(archive, prefix);
+  const bool big_endian = read_big_endian(archive, prefix);
+  const ZipMember& pickle_member = *archive.find(prefix + "data.pkl");
+  const bool early_is_pickle =
+      early && pickle_member.local_header_offset == first->local_header_offset;
+  if (early_is_pickle && early_error) std::rethrow_exception(early_error);
+  PickleResult result = early_is_pickle ? std::move(*early_result)
+                                        : unpickle(archive.read(pickle_member).bytes, options);
+
+  std::string name = prefix + "data/";
+  const std::size_t name_stem = name.size();
+  const auto numbered = numbered_records(archive, name);
+  for (auto& storage : result.storages) {
+    const auto number = pickle::canonical_decimal(storage.key, numbered.size());
+    const ZipMember* member = number ? numbered[*number] : nullptr;
+    name.resize(name_stem);
+    name += storage.key;
+    if (member == nullptr) member = archive.find(name);
+    if (!member)
+      throw Error(file->path(), "member " + name,
+                  "record for storage '" + storage.key + "' named in data.pkl is missing");
+    Storage bytes = archive.read(*member);
+    if (bytes.bytes.size() != storage.nbytes)
+      throw Error(file->path(), "member " + name,
+                  "holds " + std::to_string(bytes.bytes.size()) + " bytes but data.pkl declares " +
+                      std::to_string(storage.numel) + " " + std::string(dtype_name(storage.dtype)) +
+                      " elements (" + std::to_string(storage.nbytes) + " bytes)");
+    *storage.storage = std::move(bytes);
+  }
+  if (big_endian)
+    for (const auto& tensor : result.storage_tensors)
+      tensor->big_endian = dtype_size(tensor->dtype) > 1;
+  check_storage_tensors(result, file->path());
+  return std::move(result.value);
+}
+
+void check_storage_tensors(const PickleResult& result, const std::string& path) {
+  for (const auto& tensor : result.storage_tensors) tensor->check_bounds(path);
+}
+
+}  // namespace detail
+
+Value read_pt(const std::string& path) {
+  return read_pt(path, ReadOptions{});
+}
+
+Value read_pt(const std::string& path, const ReadOptions& options) {
+  auto file = detail::MappedFile::open(path);
+  const auto bytes = file->bytes();
+  const bool zip_magic = bytes.size() >= 4 && std::memcmp(bytes.data(), "PK\x03\x04", 4) == 0;
+  if (zip_magic) return detail::read_pt_zip(file, options);
+  // Legacy files open with the magic-number pickle: PROTO, then the number as LONG1.
+  if (bytes.size() >= 2 && bytes[0] == std::byte{0x80}) return detail::read_pt_legacy(file);
+  throw Error(path, "",
+              "not a torch.save file: neither a zip archive nor a legacy pickle (" +
+                  std::to_string(bytes.size()) + " bytes)");
+}
+
+}  // namespace gpucache

@@ -1,0 +1,21 @@
+// The two torch.save layouts; read_pt picks one by the file's first bytes.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "pt/pickle.hpp"
+#include "gpucache/common/mapped_file.hpp"
+#include "gpucache/readers.hpp"
+#include "gpucache/value.hpp"
+
+namespace gpucache::detail {
+
+// torch >= 1.6: a zip archive with <prefix>/data.pkl and <prefix>/data/<key> records.
+Value read_pt_zip(const std::shared_ptr<const MappedFile>& file, const ReadOptions& options);
+// torch < 1.6: five pickles followed by the raw storages.
+Value read_pt_legacy(const std::shared_ptr<const MappedFile>& file);
+// Once every storage is filled: bounds-checks each tensor against its storage.
+void check_storage_tensors(const PickleResult& result, const std::string& path);
+
+}  // namespace gpucache::detail

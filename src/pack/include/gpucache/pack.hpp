@@ -1,0 +1,66 @@
+// `gpucache pack`: reads raw inputs, maps them to columns, converts and pads them, and writes a
+// dataset directory of hash-checked shards plus manifest.json (src/shard/SPEC.md).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "gpucache/dtype.hpp"
+#include "gpucache/schema.hpp"
+#include "gpucache/validate.hpp"
+
+namespace gpucache {
+
+struct PackOptions {
+  std::vector<std::string> inputs;  // .pt/.pth, .safetensors, .npy, .npz, .jsonl, mixed freely
+  // How inputs map to columns (docs/cli.md): detected from the layout unless given.
+  std::optional<SourceKind> kind;
+  std::vector<FieldSpec> fields;
+  std::string output_dir;
+  // Storage type of float (embedding) columns: f32, f16 or bf16. Unset keeps f32/f16/bf16 inputs
+  // as they are and stores f64 inputs as f32.
+  std::optional<DType> dtype;
+  std::uint64_t shard_size = 1ull << 30;  // bytes per shard, at most (one row always fits)
+  std::optional<std::uint64_t> shard_rows;
+  std::uint64_t pad_to = 16;  // row pitch: a multiple of this many elements (and of 16 bytes)
+  int zstd_level = 0;         // 0: uncompressed (mmap zero-copy); 1-22: per-chunk zstd
+  bool force = false;         // replace a dataset already in output_dir
+  // Finish an interrupted pack (killed, power loss): keeps the shards it completed, which must
+  // verify, and writes the rest. Inputs and options must be the same; the result is identical.
+  bool resume = false;
+  unsigned threads = 0;  // 0: every core
+  bool show_progress = false;
+  // Row checks, sampling and shuffling (docs/validation.md); validation.device picks the backend.
+  // Its output_dtype and threads are taken from the fields above.
+  ValidationOptions validation;
+  std::string rejects_path;  // when set, one JSON line per dropped row
+};
+
+struct PackedShard {
+  std::string file;
+  std::uint64_t rows = 0;
+  std::uint64_t bytes = 0;
+};
+
+struct PackResult {
+  std::string output_dir;
+  std::uint64_t input_rows = 0;
+  std::uint64_t rows = 0;
+  std::uint64_t bytes = 0;
+  std::uint64_t resumed_shards = 0;  // shards kept from an interrupted run (--resume)
+  std::vector<PackedShard> shards;
+  ReasonCounts dropped{};  // indexed by DropReason; [kept] unused
+  std::uint64_t sampled_out = 0;
+  std::uint64_t overflowed_values = 0;       // clamped to the largest finite value
+  std::uint64_t flushed_to_zero_values = 0;  // nonzero values too small for the storage type
+  std::string device;                        // the validation backend that ran
+
+  std::string to_json() const;
+  std::string to_text() const;
+};
+
+PackResult pack(const PackOptions& options);
+
+}  // namespace gpucache

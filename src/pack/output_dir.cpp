@@ -1,0 +1,123 @@
+#include "output_dir.hpp"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "gpucache/shard/manifest.hpp"
+#include "gpucache/common/atomic_file.hpp"
+#include "gpucache/error.hpp"
+
+namespace gpucache::detail {
+namespace fs = std::filesystem;
+
+namespace {
+
+void remove_matching(const std::string& dir, bool (*predicate)(std::string_view) noexcept) {
+  std::error_code error;
+  // Only files: gpucache writes nothing else, and a directory of the same name is not ours.
+  for (const auto& entry : fs::directory_iterator(dir, error))
+    if (!entry.is_directory(error) && predicate(entry.path().filename().string()))
+      fs::remove(entry.path(), error);
+  if (error) throw Error(dir, "", "cannot clean the output directory: " + error.message());
+}
+
+bool is_temporary_dataset_file(std::string_view name) noexcept {
+  return shard::is_temporary_name(name) && shard::is_dataset_file(name);
+}
+
+}  // namespace
+
+OutputDir::OutputDir(std::string dir, OutputMode mode) : dir_(std::move(dir)), mode_(mode) {
+  std::error_code error;
+  if (fs::exists(dir_, error) && !fs::is_directory(dir_, error))
+    throw Error(dir_, "", "exists and is not a directory");
+  fs::create_directories(dir_, error);
+  if (error) throw Error(dir_, "", "cannot create the output directory: " + error.message());
+  lock_fd_ = ::open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (lock_fd_ < 0)
+    throw Error(dir_, "", std::string("cannot open the output directory: ") + std::strerror(errno));
+  try {
+    if (::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0)
+      throw Error(dir_, "", "another gpucache pack is writing to this directory");
+    // Only finished files count: temporaries alone are what a run killed while writing its plan
+    // leaves, with nothing to resume, and a fresh run clears them.
+    bool has_dataset = false;
+    for (const auto& entry : fs::directory_iterator(dir_, error)) {
+      const std::string name = entry.path().filename().string();
+      has_dataset |= shard::is_dataset_file(name) && !shard::is_temporary_name(name);
+    }
+    if (mode_ == OutputMode::fresh && has_dataset) {
+      const bool unfinished = fs::exists(fs::path(dir_) / shard::kPackStateName, error) &&
+                              !fs::exists(fs::path(dir_) / shard::kManifestName, error);
+      throw Error(
+          dir_, "",
+          unfinished
+              ? "holds an unfinished pack; pass --resume to finish it or --force to start over"
+              : "already holds a gpucache dataset; pass --force to replace it");
+    }
+    if (mode_ == OutputMode::fresh) remove_matching(dir_, is_temporary_dataset_file);
+    if (mode_ == OutputMode::replace) {
+      fs::remove(fs::path(dir_) / shard::kManifestName, error);
+      remove_matching(dir_, shard::is_dataset_file);
+    }
+    if (mode_ == OutputMode::resume) {
+      if (fs::exists(fs::path(dir_) / shard::kManifestName, error))
+        throw Error(dir_, "", "the dataset is already finished: nothing to resume");
+      remove_matching(dir_, is_temporary_dataset_file);
+    }
+  } catch (...) {
+    ::close(lock_fd_);
+    throw;
+  }
+}
+
+OutputDir::~OutputDir() {
+  if (!finished_) {
+    // A failed fresh or replacing run leaves nothing; a failed resume keeps its complete shards
+    // and plan so it can be resumed again.
+    try {
+      remove_matching(dir_,
+                      mode_ == OutputMode::resume ? is_temporary_dataset_file : shard::is_dataset_file);
+    } catch (...) {
+    }
+  }
+  if (lock_fd_ >= 0) ::close(lock_fd_);
+}
+
+std::string OutputDir::file(const std::string& name) const {
+  return (fs::path(dir_) / name).string();
+}
+
+void OutputDir::record_plan(const std::string& plan_text) {
+  const std::string path = file(shard::kPackStateName);
+  if (mode_ != OutputMode::resume) {
+    write_file_atomic(path, plan_text);
+    return;
+  }
+  std::ifstream stream(path, std::ios::binary);
+  if (!stream)
+    throw Error(dir_, "", "has no pack-state.json: there is no interrupted pack here to resume");
+  std::ostringstream stored;
+  stored << stream.rdbuf();
+  if (stored.str() != plan_text)
+    throw Error(path, "",
+                "the inputs or options differ from the interrupted pack; rerun it with the same "
+                "inputs and options, or use --force to start over");
+}
+
+void OutputDir::finish(const std::string& manifest_text) {
+  write_file_atomic(file(shard::kManifestName), manifest_text);
+  std::error_code error;
+  fs::remove(file(shard::kPackStateName), error);
+  sync_directory(dir_);
+  finished_ = true;
+}
+
+}  // namespace gpucache::detail

@@ -1,0 +1,290 @@
+#include "gpucache/pack.hpp"
+
+#include <algorithm>
+#include <filesystem>
+#include <future>
+#include <nlohmann/json.hpp>
+
+#include "gpucache/shard/manifest.hpp"
+#include "gpucache/shard_io/shard_reader.hpp"
+#include "gpucache/shard_io/shard_writer.hpp"
+#include "gpucache/error.hpp"
+#include "gpucache/progress.hpp"
+#include "input_hashes.hpp"
+#include "output_dir.hpp"
+#include "pack_fill.hpp"
+#include "pack_plan.hpp"
+#include "pack_validate.hpp"
+
+namespace gpucache {
+namespace {
+
+namespace fs = std::filesystem;
+using Json = nlohmann::ordered_json;
+using detail::PackInputs;
+using detail::ShardPlan;
+
+void check_options(const PackOptions& options) {
+  if (options.inputs.empty()) throw UsageError("pack needs at least one input file");
+  if (options.output_dir.empty()) throw UsageError("pack needs an output directory (-o DIR)");
+  if (options.dtype && *options.dtype != DType::f32 && *options.dtype != DType::f16 &&
+      *options.dtype != DType::bf16)
+    throw UsageError("--dtype must be f32, f16 or bf16");
+  if (options.pad_to == 0 || options.pad_to > 4096)
+    throw UsageError("--pad-to must be between 1 and 4096");
+  if (options.shard_rows && *options.shard_rows == 0)
+    throw UsageError("--shard-rows must be at least 1");
+  if (options.shard_size == 0) throw UsageError("--shard-size must be positive");
+  if (options.zstd_level < 0 || options.zstd_level > 22)
+    throw UsageError("zstd level must be between 1 and 22");
+  if (options.inputs.size() > 65535)
+    throw UsageError("at most 65535 inputs can be packed into one dataset");
+  if (options.resume && options.force) throw UsageError("--resume and --force cannot be combined");
+}
+
+std::uint64_t source_file_size(const std::string& path) {
+  std::error_code error;
+  const auto size = fs::file_size(path, error);
+  return error ? 0 : static_cast<std::uint64_t>(size);
+}
+
+Json validation_json(const ValidationOptions& rules) {
+  auto optional = [](const auto& value) { return value ? Json(*value) : Json(nullptr); };
+  return {{"norm_min", rules.norm_min},
+          {"norm_max", rules.norm_max},
+          {"dedup", rules.dedup},
+          {"pair_cos_min", optional(rules.pair_cos_min)},
+          {"pair_cos_max", optional(rules.pair_cos_max)},
+          {"on_overflow", overflow_policy_name(rules.on_overflow)},
+          {"normalize", rules.normalize},
+          {"max_rows_per_source", optional(rules.max_rows_per_source)},
+          {"sample", optional(rules.sample_fraction)},
+          {"shuffle", rules.shuffle},
+          {"seed", rules.seed}};
+}
+
+// Everything that shapes the bytes. The device is deliberately absent: CPU and CUDA write
+// identical datasets.
+Json options_json(const PackOptions& options) {
+  Json json;
+  json["dtype"] = options.dtype ? std::string(dtype_name(*options.dtype)) : "keep";
+  json["pad_to"] = options.pad_to;
+  json["shard_size"] = options.shard_size;
+  json["shard_rows"] = options.shard_rows ? Json(*options.shard_rows) : Json(nullptr);
+  json["compress"] =
+      options.zstd_level == 0 ? "none" : "zstd:" + std::to_string(options.zstd_level);
+  json["chunk_size"] = shard::kDefaultChunkSize;
+  json["validation"] = validation_json(options.validation);
+  return json;
+}
+
+// A shard left by an interrupted run is kept only if it is complete, intact and exactly the
+// planned one; anything else is rewritten.
+struct DatasetIdentity {
+  std::uint32_t shard_count = 0;
+  std::uint64_t rows = 0;
+  std::uint64_t id = 0;
+};
+
+std::optional<shard::WrittenShard> reuse_shard(const std::string& path, const ShardPlan& plan,
+                                               std::size_t index, const DatasetIdentity& identity,
+                                               unsigned threads) {
+  std::error_code error;
+  if (!fs::exists(path, error)) return std::nullopt;
+  try {
+    shard::ShardReader reader(path, true, threads);
+    const auto& header = reader.layout().header;
+    if (header.row_count != plan.rows || header.first_row != plan.first ||
+        header.shard_index != index || !header.has_dataset_fields() ||
+        header.shard_count != identity.shard_count || header.dataset_rows != identity.rows ||
+        header.dataset_id != identity.id)
+      return std::nullopt;
+    return shard::WrittenShard{path, plan.rows, header.file_size, header.header_hash};
+  } catch (const Error&) {
+    return std::nullopt;
+  }
+}
+
+std::vector<std::unique_ptr<RowConverter>> make_converters(
+    const std::vector<shard::ColumnSpec>& specs, const std::vector<std::size_t>& embedding,
+    const ValidationOptions& rules, unsigned threads) {
+  std::vector<std::unique_ptr<RowConverter>> converters(specs.size());
+  for (std::size_t c : embedding) {
+    ConversionOptions conversion = conversion_options(rules, specs[c].padded_dim);
+    conversion.output_dtype = specs[c].dtype;
+    conversion.threads = threads;
+    converters[c] = std::make_unique<RowConverter>(conversion);
+  }
+  return converters;
+}
+
+std::vector<shard::ManifestColumn> manifest_columns(const std::vector<shard::ColumnSpec>& specs) {
+  std::vector<shard::ManifestColumn> columns;
+  for (const auto& spec : specs) {
+    const bool text = spec.kind == shard::ColumnKind::text;
+    shard::ManifestColumn column{spec.name,
+                                 spec.kind,
+                                 text ? DType::u8 : spec.dtype,
+                                 text ? std::uint8_t{1} : spec.rank,
+                                 text ? 1 : spec.dim,
+                                 text ? 1 : spec.padded_dim,
+                                 0};
+    column.row_pitch_bytes = column.padded_dim * dtype_size(column.dtype);
+    columns.push_back(column);
+  }
+  return columns;
+}
+
+}  // namespace
+
+PackResult pack(const PackOptions& options) {
+  check_options(options);
+  detail::InputHashes input_hashes(options.inputs, options.threads != 1);
+  std::vector<detail::Source> sources;
+  std::vector<SourceMapping> mappings;
+  for (const auto& input : options.inputs) {
+    sources.push_back(detail::open_source(input, {options.kind, options.fields, options.threads}));
+    mappings.push_back(*sources.back().mapping);
+  }
+  check_compatible(mappings);
+  mappings.clear();  // copies: the sources keep what they point into
+  PackInputs inputs(std::move(sources));
+  const auto specs = detail::output_columns(inputs.first(), options);
+
+  detail::OutputDir output(options.output_dir, options.resume  ? detail::OutputMode::resume
+                                               : options.force ? detail::OutputMode::replace
+                                                               : detail::OutputMode::fresh);
+  shard::Manifest manifest;
+  manifest.tool_version = GPUCACHE_VERSION;
+  manifest.options = options_json(options);
+  std::uint64_t input_bytes = 0;
+  for (const auto& source : inputs.sources()) input_bytes += source_file_size(source.path);
+
+  // Pass 1: validation decides which rows are kept and in what order.
+  Progress progress(options.show_progress, "pack", 2 * input_bytes);
+  const auto outcome = detail::validate_inputs(inputs, specs, options, progress);
+  manifest.inputs = input_hashes.get();
+  const std::span<const std::uint64_t> rows = outcome.result.rows;
+  manifest.rows = rows.size();
+  const auto plans = detail::plan_shards(specs, inputs, rows, options);
+  if (plans.size() > UINT32_MAX)
+    throw UsageError("the options make " + std::to_string(plans.size()) +
+                     " shards; a dataset holds at most 4294967295: raise --shard-size or " +
+                     "--shard-rows");
+  const std::string plan_text = detail::plan_text(manifest, plans);
+  output.record_plan(plan_text);
+  // Every shard carries the plan's hash, so readers without the manifest can tell whether shards
+  // belong together (SPEC.md, header dataset fields).
+  DatasetIdentity identity;
+  identity.shard_count = static_cast<std::uint32_t>(plans.size());
+  identity.rows = rows.size();
+  identity.id = shard::xxh3_64(std::as_bytes(std::span(plan_text)));
+
+  // Pass 2: fill, convert and write each shard.
+  auto converters = make_converters(
+      specs, outcome.columns, detail::effective_validation_options(options, specs, outcome.columns),
+      options.threads);
+  PackResult result;
+  result.output_dir = options.output_dir;
+  result.input_rows = inputs.total_rows();
+  result.rows = rows.size();
+  result.device = outcome.device_description;
+  std::future<void> freeing_inputs;
+  for (std::size_t s = 0; s < plans.size(); ++s) {
+    const ShardPlan& plan = plans[s];
+    const std::string file = shard::shard_file_name(static_cast<std::uint32_t>(s));
+    std::optional<shard::WrittenShard> written;
+    if (options.resume) {
+      written = reuse_shard(output.file(file), plan, s, identity, options.threads);
+      if (written) ++result.resumed_shards;
+    }
+    if (!written) {
+      const auto shard_rows = rows.subspan(plan.first, plan.rows);
+      std::vector<std::uint64_t> text_bytes(specs.size(), 0);
+      for (std::size_t c = 0; c < specs.size(); ++c)
+        if (specs[c].kind == shard::ColumnKind::text)
+          for (std::uint64_t row : shard_rows) text_bytes[c] += inputs.text(c, row).size();
+      // Uncompressed shards are filled straight into their (temporary) file's page cache.
+      shard::ShardBuilder builder =
+          options.zstd_level == 0
+              ? shard::ShardBuilder(specs, plan.rows, text_bytes, output.file(file))
+              : shard::ShardBuilder(specs, plan.rows, text_bytes);
+      const auto counts = detail::fill_shard(builder, specs, inputs, shard_rows, converters,
+                                             options.threads, progress);
+      result.overflowed_values += counts.overflowed;
+      result.flushed_to_zero_values += counts.flushed_to_zero;
+      if (s + 1 == plans.size() && options.threads != 1)
+        // No row is read after the last fill: the parsed inputs are freed while it is written.
+        freeing_inputs = std::async(
+            std::launch::async, [released = inputs.release_rows()]() mutable { released.clear(); });
+      shard::WriteOptions write_options;
+      write_options.first_row = plan.first;
+      write_options.shard_index = static_cast<std::uint32_t>(s);
+      write_options.shard_count = identity.shard_count;
+      write_options.dataset_rows = identity.rows;
+      write_options.dataset_id = identity.id;
+      write_options.zstd_level = options.zstd_level;
+      write_options.threads = options.threads;
+      written = builder.write(output.file(file), write_options);
+    }
+    manifest.shards.push_back({file, plan.rows, plan.first, written->bytes, written->header_hash});
+    result.shards.push_back({file, plan.rows, written->bytes});
+    result.bytes += written->bytes;
+  }
+  progress.finish();
+
+  manifest.columns = manifest_columns(specs);
+  detail::add_validation_sections(manifest, outcome, inputs);
+  for (std::size_t r = 1; r < kDropReasonCount; ++r) result.dropped[r] = outcome.result.reasons[r];
+  result.sampled_out = outcome.result.sampled_out;
+  if (!options.rejects_path.empty()) detail::write_rejects(options.rejects_path, outcome, inputs);
+  output.finish(shard::manifest_to_text(manifest));
+  if (freeing_inputs.valid()) freeing_inputs.get();
+  return result;
+}
+
+std::string PackResult::to_json() const {
+  Json json;
+  json["ok"] = true;
+  json["output"] = output_dir;
+  json["input_rows"] = input_rows;
+  json["rows"] = rows;
+  json["bytes"] = bytes;
+  json["device"] = device.empty() ? "none (no embedding columns)" : device;
+  Json reasons;
+  for (std::size_t r = 1; r < kDropReasonCount; ++r)
+    reasons[std::string(drop_reason_name(static_cast<DropReason>(r)))] = dropped[r];
+  json["dropped"] = reasons;
+  json["sampled_out"] = sampled_out;
+  json["conversion"] = {{"overflowed_values", overflowed_values},
+                        {"flushed_to_zero_values", flushed_to_zero_values}};
+  json["resumed_shards"] = resumed_shards;
+  json["shards"] = Json::array();
+  for (const auto& shard : shards)
+    json["shards"].push_back({{"file", shard.file}, {"rows", shard.rows}, {"bytes", shard.bytes}});
+  return json.dump(2);
+}
+
+std::string PackResult::to_text() const {
+  std::uint64_t dropped_total = 0;
+  std::string reasons;
+  for (std::size_t r = 1; r < kDropReasonCount; ++r) {
+    dropped_total += dropped[r];
+    if (dropped[r])
+      reasons += (reasons.empty() ? "" : ", ") + std::to_string(dropped[r]) + " " +
+                 std::string(drop_reason_name(static_cast<DropReason>(r)));
+  }
+  std::string text = "packed " + std::to_string(rows) + " of " + std::to_string(input_rows) +
+                     " rows into " + std::to_string(shards.size()) + " shard" +
+                     (shards.size() == 1 ? "" : "s") + " (" + std::to_string(bytes) +
+                     " bytes) in " + output_dir;
+  if (dropped_total) text += "\ndropped " + std::to_string(dropped_total) + " rows: " + reasons;
+  if (sampled_out) text += "\nsampled out " + std::to_string(sampled_out) + " rows";
+  if (!device.empty()) text += "\nvalidation " + device;
+  if (resumed_shards)
+    text +=
+        "\nresumed: " + std::to_string(resumed_shards) + " shards kept from the interrupted run";
+  return text;
+}
+
+}  // namespace gpucache

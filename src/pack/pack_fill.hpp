@@ -1,0 +1,24 @@
+// Pass 2 of pack: fills one shard's columns from the kept rows, in output order. Embedding
+// columns are gathered as f32 and converted (CPU or CUDA) straight into the padded shard rows.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "gpucache/shard_io/shard_writer.hpp"
+#include "gpucache/progress.hpp"
+#include "gpucache/validate.hpp"
+#include "pack_inputs.hpp"
+
+namespace gpucache::detail {
+
+// converters[c] converts embedding column c; null for columns copied as they are.
+ConversionCounts fill_shard(shard::ShardBuilder& builder,
+                            const std::vector<shard::ColumnSpec>& specs, const PackInputs& inputs,
+                            std::span<const std::uint64_t> rows,
+                            std::vector<std::unique_ptr<RowConverter>>& converters,
+                            unsigned threads, Progress& progress);
+
+}  // namespace gpucache::detail

@@ -1,0 +1,129 @@
+#include "pack_plan.hpp"
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+#include <numeric>
+
+#include "gpucache/error.hpp"
+
+namespace gpucache::detail {
+
+using shard::ColumnKind;
+using shard::ColumnSpec;
+
+namespace {
+
+// --dtype applies to embedding columns; other columns keep their type.
+DType output_dtype(const SourceColumn& column, const PackOptions& options) {
+  if (!is_embedding_column(column)) return column.dtype;
+  if (options.dtype) return *options.dtype;
+  return column.dtype == DType::f64 ? DType::f32 : column.dtype;
+}
+
+}  // namespace
+
+std::vector<ColumnSpec> output_columns(const Source& source, const PackOptions& options) {
+  std::vector<ColumnSpec> specs;
+  for (const auto& column : source.columns) {
+    ColumnSpec spec;
+    spec.name = column.name;
+    spec.kind = column.kind;
+    if (column.kind == ColumnKind::tensor) {
+      spec.dtype = output_dtype(column, options);
+      spec.rank = column.rank;
+      spec.dim = column.dim;
+      spec.padded_dim =
+          column.rank == 2 ? shard::padded_dim_for(column.dim, spec.dtype, options.pad_to) : 1;
+    }
+    specs.push_back(spec);
+  }
+  // Provenance of every row: which input, and which row of it.
+  specs.push_back({"source", ColumnKind::tensor, DType::u16, 1, 1, 1});
+  specs.push_back({"source_row", ColumnKind::tensor, DType::u64, 1, 1, 1});
+  return specs;
+}
+
+std::uint64_t aligned_rows_quantum(const std::vector<ColumnSpec>& specs) {
+  std::uint64_t quantum = 1;
+  for (const auto& spec : specs) {
+    if (spec.kind == ColumnKind::text) continue;  // its offsets are per shard and never joined
+    const std::uint64_t pitch = spec.padded_dim * dtype_size(spec.dtype);
+    quantum = std::lcm(quantum, shard::kAlignment / std::gcd(pitch, shard::kAlignment));
+  }
+  return quantum;
+}
+
+std::vector<ShardPlan> plan_shards(const std::vector<ColumnSpec>& specs, const PackInputs& inputs,
+                                   std::span<const std::uint64_t> rows,
+                                   const PackOptions& options) {
+  std::uint64_t fixed_row_bytes = 0;
+  std::vector<std::size_t> text_columns;
+  for (std::size_t i = 0; i < specs.size(); ++i) {
+    if (specs[i].kind == ColumnKind::text) {
+      fixed_row_bytes += 8;
+      text_columns.push_back(i);
+    } else {
+      fixed_row_bytes += specs[i].padded_dim * dtype_size(specs[i].dtype);
+    }
+  }
+  // Alignment padding per column region and the tables cost a few pages per shard.
+  const std::uint64_t overhead = (specs.size() * 2 + 2) * shard::kAlignment;
+  const std::uint64_t budget = options.shard_size > overhead ? options.shard_size - overhead : 0;
+  const std::uint64_t max_rows = options.shard_rows.value_or(UINT64_MAX);
+  // Unless --shard-rows fixes the count, shards are cut at multiples of the aligned-rows quantum
+  // when the size budget allows one, so that every tensor column's region in a full shard is a
+  // whole number of pages and a reader can map shard after shard into one contiguous view.
+  const std::uint64_t quantum = options.shard_rows ? 1 : aligned_rows_quantum(specs);
+  auto round_to_quantum = [quantum](std::uint64_t rows) {
+    return rows >= quantum ? rows / quantum * quantum : rows;
+  };
+  std::vector<ShardPlan> plans;
+  if (text_columns.empty()) {
+    // Fixed-size rows: every shard but the last holds the same number of rows.
+    const std::uint64_t per_shard = round_to_quantum(std::clamp<std::uint64_t>(
+        budget / std::max<std::uint64_t>(fixed_row_bytes, 1), 1, max_rows));
+    for (std::uint64_t first = 0; first < rows.size(); first += per_shard)
+      plans.push_back({first, std::min<std::uint64_t>(per_shard, rows.size() - first)});
+    return plans;
+  }
+  auto row_bytes = [&](std::uint64_t row) {
+    std::uint64_t bytes = fixed_row_bytes;
+    for (std::size_t i : text_columns) bytes += inputs.text(i, rows[row]).size();
+    return bytes;
+  };
+  ShardPlan current;
+  std::uint64_t current_bytes = 0;
+  for (std::uint64_t row = 0; row < rows.size(); ++row) {
+    const std::uint64_t bytes = row_bytes(row);
+    if (current.rows > 0 && (current.rows == max_rows || current_bytes + bytes > budget)) {
+      // Cut at the last multiple of the quantum; the rows after it open the next shard.
+      const std::uint64_t kept = round_to_quantum(current.rows);
+      plans.push_back({current.first, kept});
+      current = {current.first + kept, 0};
+      current_bytes = 0;
+      for (std::uint64_t carried = current.first; carried < row; ++carried) {
+        ++current.rows;
+        current_bytes += row_bytes(carried);
+      }
+    }
+    ++current.rows;
+    current_bytes += bytes;
+  }
+  if (current.rows > 0) plans.push_back(current);
+  return plans;
+}
+
+std::string plan_text(const shard::Manifest& manifest, const std::vector<ShardPlan>& plans) {
+  nlohmann::ordered_json json;
+  json["tool_version"] = manifest.tool_version;
+  json["inputs"] = nlohmann::ordered_json::array();
+  for (const auto& input : manifest.inputs)
+    json["inputs"].push_back(
+        {{"path", input.path}, {"bytes", input.bytes}, {"xxh3", shard::hex64(input.xxh3)}});
+  json["options"] = manifest.options;
+  json["shards"] = nlohmann::ordered_json::array();
+  for (const auto& plan : plans) json["shards"].push_back({plan.first, plan.rows});
+  return json.dump(2) + "\n";
+}
+
+}  // namespace gpucache::detail

@@ -1,0 +1,204 @@
+// The runtime reader: opens a packed dataset (src/shard/SPEC.md) and hands its columns to
+// training code, either as zero-copy views into the memory-mapped shards or uploaded to a GPU in
+// one allocation. Built as its own small library (libgpucache_runtime) that depends only on the
+// C++ standard library, POSIX and xxHash; the CUDA runtime is loaded with dlopen on first use, so
+// the same build works on machines without a GPU. It parses no JSON: manifest.json is left to the
+// caller (the Python layer reads it).
+//
+// Every function reports failure by throwing gpucache::Error naming the file, where in it and why.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "gpucache/dtype.hpp"
+#include "gpucache/error.hpp"
+
+#define GPUCACHE_RUNTIME_API __attribute__((visibility("default")))
+
+namespace gpucache::runtime {
+
+namespace detail {
+struct DatasetState;
+struct HostState;
+struct DeviceState;
+}  // namespace detail
+
+enum class ColumnKind : std::uint8_t { tensor = 0, text = 1 };
+
+struct Column {
+  std::string name;
+  ColumnKind kind = ColumnKind::tensor;
+  DType dtype = DType::f32;
+  std::uint8_t rank = 2;              // 1: one value per row, 2: a vector per row
+  std::uint64_t dim = 1;              // logical elements per row
+  std::uint64_t padded_dim = 1;       // stored elements per row (zero padding after dim)
+  std::uint64_t row_pitch_bytes = 1;  // padded_dim × dtype size
+};
+
+struct ShardInfo {
+  std::string path;
+  std::uint32_t shard_index = 0;
+  std::uint64_t first_row = 0;  // as written in the shard header
+  std::uint64_t rows = 0;
+  std::uint64_t file_size = 0;
+  std::uint64_t header_hash = 0;  // manifest.json records this value for every shard
+};
+
+// One shard's part of a host column: `rows` consecutive rows starting at row `first_row` of the
+// selection, `row_pitch_bytes` apart. For text columns `data` points at the shard's u64 offsets
+// (rows + 1 of them, relative to `text_bytes`).
+struct HostPiece {
+  const std::byte* data = nullptr;
+  std::uint64_t rows = 0;
+  std::uint64_t first_row = 0;
+  std::uint32_t shard_index = 0;
+  const std::byte* text_bytes = nullptr;
+};
+
+// An address range of one shard's memory map, so callers (and tests) can check that a view
+// really points into the mapping.
+struct MappedRange {
+  const std::byte* data = nullptr;
+  std::size_t size = 0;
+  std::string path;
+};
+
+struct HostOptions {
+  bool verify = true;    // hash every chunk the selection touches before returning
+  unsigned threads = 0;  // hashing threads; 0 = min(hardware threads, 8)
+};
+
+// Host data: zero-copy views into the memory-mapped shards. Copies of HostData share the mappings,
+// which stay alive while any copy (or any owner() token) does.
+class GPUCACHE_RUNTIME_API HostData {
+ public:
+  std::uint64_t rows() const noexcept;
+  const std::vector<Column>& columns() const noexcept;
+  const Column& column(std::string_view name) const;
+  // One piece per shard the selection touches, in row order.
+  std::span<const HostPiece> pieces(std::string_view column) const;
+  // A tensor column's selected rows as one contiguous [rows, padded_dim] array, without a copy:
+  // the shard's view when the rows lie in one shard; across shards, their parts mapped side by
+  // side when they meet on page boundaries (what gpucache pack writes unless --shard-rows says
+  // otherwise). nullptr when they could not be joined (then use pieces()), or for text columns.
+  const std::byte* joined(std::string_view column) const;
+  // Row `row` of the selection of a text column, as UTF-8 bytes pointing into the mapping.
+  std::string_view text(std::string_view column, std::uint64_t row) const;
+  std::vector<MappedRange> mapped_ranges() const;
+  // A token that keeps every mapping alive; hand it to whatever wraps the views (DLPack owners).
+  std::shared_ptr<const void> owner() const noexcept;
+
+ private:
+  friend class Dataset;
+  std::shared_ptr<const detail::HostState> state_;
+};
+
+enum class Placement : std::uint8_t {
+  device = 0,       // one cudaMalloc on the GPU
+  host_pinned = 1,  // one pinned, device-mapped host allocation that kernels read over PCIe
+};
+
+enum class ReadMode : std::uint8_t {
+  automatic = 0,      // register the mapping as pinned memory; fall back to pread when that fails
+  register_mmap = 1,  // only the registered-mapping path; failure to register is an error
+  pread = 2,          // only parallel pread into a pinned staging ring (network file systems)
+};
+
+struct DeviceOptions {
+  Placement placement = Placement::device;
+  ReadMode read_mode = ReadMode::automatic;
+  bool verify = true;
+  unsigned threads = 0;                     // 0 = min(hardware threads, 8)
+  std::size_t staging_bytes = 16ull << 20;  // per staging buffer (raised to the chunk size)
+};
+
+struct DeviceColumn {
+  Column column;
+  void* data = nullptr;      // device-accessible pointer to [rows, padded_dim]
+  std::uint64_t offset = 0;  // byte offset in the allocation (a multiple of 4096)
+  std::uint64_t bytes = 0;   // rows × row_pitch_bytes
+};
+
+struct LoadStats {
+  std::uint64_t bytes_copied = 0;
+  std::uint64_t bytes_verified = 0;
+  std::uint32_t shards_registered = 0;  // uploaded straight from the registered mapping
+  std::uint32_t shards_staged = 0;      // read with pread through the staging ring
+  double seconds = 0;
+};
+
+// Tensor columns of a selection in one allocation laid out column by column: column c's rows from
+// every shard are contiguous, so it is one [rows, padded_dim] tensor. The allocation is freed (or
+// the pinned host memory released) when the last copy of DeviceData and the last owner() token die.
+class GPUCACHE_RUNTIME_API DeviceData {
+ public:
+  int device() const noexcept;
+  Placement placement() const noexcept;
+  std::uint64_t rows() const noexcept;
+  std::uint64_t bytes() const noexcept;  // size of the allocation
+  const std::vector<DeviceColumn>& columns() const noexcept;
+  const DeviceColumn& column(std::string_view name) const;
+  const LoadStats& stats() const noexcept;
+  std::shared_ptr<const void> owner() const noexcept;
+
+ private:
+  friend class Dataset;
+  std::shared_ptr<const detail::DeviceState> state_;
+};
+
+// A dataset and a selection of its columns and rows. Opening reads and checks every shard's header
+// and tables (a few KiB each); the data of a shard is only mapped and read by to_host/to_device,
+// and only when the selection needs rows from it. Selections return new, cheap Dataset values.
+class GPUCACHE_RUNTIME_API Dataset {
+ public:
+  // `path` is a dataset directory (all shard-*.gcs files, which must form one consistent,
+  // gap-free set, plus manifest.json) or a single .gcs shard. Compressed shards are refused.
+  static Dataset open(const std::string& path);
+
+  const std::string& path() const noexcept;
+  std::uint64_t total_rows() const noexcept;  // rows in the whole dataset
+  std::uint64_t row_begin() const noexcept;   // the selection is rows [row_begin, row_end)
+  std::uint64_t row_end() const noexcept;
+  std::uint64_t rows() const noexcept { return row_end() - row_begin(); }
+  const std::vector<Column>& all_columns() const noexcept;
+  const std::vector<Column>& columns() const noexcept;  // the selected ones
+  const std::vector<ShardInfo>& shards() const noexcept;
+  // Indices into shards() of the shards the selection needs.
+  std::vector<std::size_t> needed_shards() const;
+
+  // Keeps only the named columns, in the order given. Unknown or repeated names are errors.
+  Dataset select_columns(const std::vector<std::string>& names) const;
+  // Rows [begin, end) of the current selection (relative to it).
+  Dataset select_rows(std::uint64_t begin, std::uint64_t end) const;
+  // Rank `rank` of `world_size` gets rows [rank × n, (rank + 1) × n) of the current selection with
+  // n = rows() / world_size: every rank gets the same count and the last rows() % world_size rows
+  // are dropped, so DDP ranks step in lockstep.
+  Dataset for_rank(std::uint32_t rank, std::uint32_t world_size) const;
+
+  HostData to_host(const HostOptions& options = {}) const;
+  // Uploads the selected tensor columns (text columns stay on the host; use to_host for them).
+  // Checks free device memory first: "needs X GiB, Y GiB free on cuda:N".
+  DeviceData to_device(int device, const DeviceOptions& options = {}) const;
+
+ private:
+  explicit Dataset(std::shared_ptr<const detail::DatasetState> state) : state_(std::move(state)) {}
+  std::shared_ptr<const detail::DatasetState> state_;
+};
+
+// True when the CUDA runtime library can be loaded and reports at least one device.
+GPUCACHE_RUNTIME_API bool cuda_available() noexcept;
+// Which libcudart was loaded ("" when none): libcudart.so.13, .12 or the GPUCACHE_CUDART override.
+GPUCACHE_RUNTIME_API std::string cuda_library() noexcept;
+GPUCACHE_RUNTIME_API std::string_view column_kind_name(ColumnKind kind) noexcept;
+// The dtype's spelling in manifest.json ("f32", "bf16", "bool", ...) and its size in bytes; the
+// runtime exports these so its users need nothing else from gpucache.
+GPUCACHE_RUNTIME_API std::string_view dtype_text(DType dtype) noexcept;
+GPUCACHE_RUNTIME_API std::size_t dtype_bytes(DType dtype) noexcept;
+
+}  // namespace gpucache::runtime

@@ -1,0 +1,426 @@
+// Layout detection. Every rule looks only at types, shapes and key names, never at tensor data.
+// Rules are tried at the shallowest level first; a level where two candidates fit is an error
+// (with flags to pick one), not a guess.
+#include "schema_detect.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <functional>
+#include <optional>
+
+#include "gpucache/error.hpp"
+#include "schema_dtypes.hpp"
+#include "schema_path.hpp"
+#include "value_summary.hpp"
+
+namespace gpucache::detail {
+namespace {
+
+constexpr int kMaxDepth = 8;  // deeper trees are not datasets; also bounds cyclic pickles
+
+// The standard columns and the key names each is recognised under (compared lower-cased).
+enum Slot { question, answer, question_embedding, answer_embedding, text, embedding, slot_count };
+
+struct SlotInfo {
+  std::string_view column;
+  bool is_vector;
+  std::vector<std::string_view> aliases;
+};
+
+const std::array<SlotInfo, slot_count>& slot_table() {
+  static const std::array<SlotInfo, slot_count> table{{
+      {"question",
+       false,
+       {"question", "questions", "q", "query", "queries", "prompt", "prompts", "instruction",
+        "instructions"}},
+      {"answer",
+       false,
+       {"answer", "answers", "a", "response", "responses", "completion", "completions"}},
+      {"question_embedding",
+       true,
+       {"question_embedding", "question_embeddings", "question_emb", "question_embs",
+        "question_vector", "question_vectors", "q_embedding", "q_embeddings", "q_emb", "q_embs",
+        "query_embedding", "query_embeddings", "prompt_embedding", "prompt_embeddings"}},
+      {"answer_embedding",
+       true,
+       {"answer_embedding", "answer_embeddings", "answer_emb", "answer_embs", "answer_vector",
+        "answer_vectors", "a_embedding", "a_embeddings", "a_emb", "a_embs", "response_embedding",
+        "response_embeddings", "completion_embedding", "completion_embeddings"}},
+      {"text",
+       false,
+       {"text", "texts", "sentence", "sentences", "document", "documents", "doc", "docs", "passage",
+        "passages", "string", "strings", "content", "contents", "key", "keys"}},
+      {"embedding",
+       true,
+       {"embedding", "embeddings", "emb", "embs", "vector", "vectors", "vecs", "data"}},
+  }};
+  return table;
+}
+
+std::string lower(std::string_view text) {
+  std::string out(text);
+  for (auto& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+bool float_tensor(const Tensor* tensor) {
+  return tensor && widens_to_f32(tensor->dtype);
+}
+
+// [N, D], or [N, 1, ..., D]: one vector per row.
+bool matrix_like(const Value& value) {
+  const Tensor* tensor = value.as_tensor();
+  if (!float_tensor(tensor) || tensor->shape.size() < 2) return false;
+  for (std::size_t i = 1; i + 1 < tensor->shape.size(); ++i)
+    if (tensor->shape[i] != 1) return false;
+  return true;
+}
+
+// One row's vector: [D] or [1, D] float tensor, or a list of numbers.
+bool vector_value(const Value& value) {
+  if (const Tensor* tensor = value.as_tensor()) {
+    if (!float_tensor(tensor) || tensor->shape.empty()) return false;
+    for (std::size_t i = 0; i + 1 < tensor->shape.size(); ++i)
+      if (tensor->shape[i] != 1) return false;
+    return true;
+  }
+  const List* list = value.as_list();
+  if (!list || list->items.empty()) return false;
+  return std::all_of(list->items.begin(), list->items.end(),
+                     [](const Value& item) { return item.as_float() || item.as_int(); });
+}
+
+bool vector_list(const Value& value) {
+  const List* list = value.as_list();
+  return list && !list->items.empty() &&
+         std::all_of(list->items.begin(), list->items.end(), vector_value);
+}
+
+bool vector_rows(const Value& value) {
+  return matrix_like(value) || vector_list(value);
+}
+
+bool text_list(const Value& value) {
+  const List* list = value.as_list();
+  return list && !list->items.empty() &&
+         std::all_of(list->items.begin(), list->items.end(),
+                     [](const Value& item) { return item.as_string() != nullptr; });
+}
+
+std::uint64_t row_count(const Value& value) {
+  if (const Tensor* tensor = value.as_tensor())
+    return tensor->shape.empty() ? 0 : static_cast<std::uint64_t>(tensor->shape.front());
+  if (const List* list = value.as_list()) return list->items.size();
+  return 0;
+}
+
+std::string describe_keys(const Dict& dict) {
+  std::string text;
+  std::size_t shown = 0;
+  for (const auto& [key, value] : dict.items) {
+    if (shown == 10) {
+      text += ", ... (" + std::to_string(dict.items.size()) + " keys)";
+      break;
+    }
+    text += (shown++ ? ", " : "") + key + " (" + value_signature(value, 1, 2) + ")";
+  }
+  return text;
+}
+
+struct Candidate {
+  std::string path;
+  std::string description;
+};
+
+std::string candidate_list(const std::vector<Candidate>& candidates) {
+  std::string text;
+  for (const auto& candidate : candidates)
+    text += (text.empty() ? "" : ", ") + candidate.path + " (" + candidate.description + ")";
+  return text;
+}
+
+// Flags for each way the candidates could be read, as full command-line fragments.
+std::string suggestions(const std::vector<Candidate>& vectors,
+                        const std::vector<Candidate>& texts) {
+  if (vectors.empty()) return " No float tensor or list of numbers was found to use as embeddings.";
+  std::string text = " To choose, pass e.g.:";
+  const std::size_t shown = std::min<std::size_t>(vectors.size(), 3);
+  for (std::size_t i = 0; i < shown; ++i) {
+    std::vector<FieldSpec> fields{{"embedding", vectors[i].path}};
+    if (!texts.empty()) fields.push_back({"text", texts.front().path});
+    text += "\n  " + format_flags(SourceKind::embeddings, fields);
+  }
+  if (vectors.size() >= 2) {
+    std::vector<FieldSpec> fields{{"question_embedding", vectors[0].path},
+                                  {"answer_embedding", vectors[1].path}};
+    if (texts.size() >= 2) {
+      fields.push_back({"question", texts[0].path});
+      fields.push_back({"answer", texts[1].path});
+    }
+    text += "\n  " + format_flags(SourceKind::dialogue, fields) +
+            "   (if they are questions and answers)";
+  }
+  if (!texts.empty()) {
+    text += "\n  " + format_flags(SourceKind::llm_cache,
+                                  {{"text", texts.front().path}, {"embedding", vectors[0].path}});
+  }
+  return text;
+}
+
+class Detector {
+ public:
+  explicit Detector(const std::string& origin) : origin_(origin) {}
+
+  std::optional<DetectedLayout> node(const Value& value, const KeyPath& prefix, int depth) {
+    if (depth > kMaxDepth) return std::nullopt;
+    if (matrix_like(value))
+      return DetectedLayout{SourceKind::embeddings,
+                            {{"embedding", format_path(prefix)}},
+                            "a " + tensor_text(*value.as_tensor())};
+    if (const List* list = value.as_list()) {
+      if (list->items.empty()) return std::nullopt;
+      if (std::all_of(list->items.begin(), list->items.end(),
+                      [](const Value& item) { return item.as_dict() != nullptr; }))
+        return rows_of_dicts(*list, prefix);
+      if (vector_list(value))
+        return DetectedLayout{SourceKind::embeddings,
+                              {{"embedding", format_path(prefix)}},
+                              "a list of " + std::to_string(list->items.size()) + " vectors (" +
+                                  value_signature(list->items.front()) + ")"};
+      return std::nullopt;
+    }
+    if (const Dict* dict = value.as_dict()) return dict_layout(*dict, prefix, depth);
+    return std::nullopt;
+  }
+
+ private:
+  using Slots = std::array<std::vector<std::string>, slot_count>;
+
+  Slots find_slots(const Dict& dict, const std::function<bool(const Value&)>& fits_text,
+                   const std::function<bool(const Value&)>& fits_vector, const KeyPath& key_prefix,
+                   const std::string& where) const {
+    Slots slots;
+    const auto& table = slot_table();
+    for (const auto& [key, value] : dict.items) {
+      const std::string name = lower(key);
+      for (int slot = 0; slot < slot_count; ++slot) {
+        const auto& info = table[slot];
+        if (std::find(info.aliases.begin(), info.aliases.end(), name) == info.aliases.end())
+          continue;
+        if (info.is_vector ? fits_vector(value) : fits_text(value)) slots[slot].push_back(key);
+      }
+    }
+    for (int slot = 0; slot < slot_count; ++slot) {
+      if (slots[slot].size() < 2) continue;
+      std::string keys, flags;
+      for (const auto& key : slots[slot]) {
+        keys += (keys.empty() ? "" : ", ") + key;
+        const std::string path = format_path(with_key(key_prefix, key));
+        flags += "\n  " + format_field_flag({std::string(table[slot].column), path});
+      }
+      throw Error(origin_, "layout",
+                  where + " has " + std::to_string(slots[slot].size()) +
+                      " keys that could be the " + std::string(table[slot].column) + " column (" +
+                      keys + "); pick one:" + flags);
+    }
+    return slots;
+  }
+
+  // Columns named by recognised keys. `path_of` turns a key into its column path;
+  // `per_row_vectors` says whether the embedding holds one vector per row (an LLM cache when
+  // texts come with them) rather than one [N, D] matrix.
+  static std::optional<DetectedLayout> from_slots(
+      const Slots& slots, const std::function<std::string(const std::string&)>& path_of,
+      bool per_row_vectors, std::string description) {
+    auto field = [&](Slot slot) {
+      return FieldSpec{std::string(slot_table()[slot].column), path_of(slots[slot].front())};
+    };
+    if (!slots[question_embedding].empty() && !slots[answer_embedding].empty()) {
+      DetectedLayout layout{SourceKind::dialogue,
+                            {field(question_embedding), field(answer_embedding)},
+                            std::move(description)};
+      if (!slots[question].empty()) layout.fields.push_back(field(question));
+      if (!slots[answer].empty()) layout.fields.push_back(field(answer));
+      return layout;
+    }
+    if (!slots[embedding].empty()) {
+      const bool with_text = !slots[text].empty();
+      DetectedLayout layout{
+          with_text && per_row_vectors ? SourceKind::llm_cache : SourceKind::embeddings,
+          {},
+          std::move(description)};
+      if (with_text) layout.fields.push_back(field(text));
+      layout.fields.push_back(field(embedding));
+      return layout;
+    }
+    return std::nullopt;
+  }
+
+  std::optional<DetectedLayout> rows_of_dicts(const List& list, const KeyPath& prefix) {
+    const Dict& first = *list.items.front().as_dict();
+    const KeyPath rows = with_wildcard(prefix);
+    auto path_of = [&](const std::string& key) { return format_path(with_key(rows, key)); };
+    const std::string description = "a list of " + std::to_string(list.items.size()) +
+                                    " dicts with keys " + describe_keys(first);
+    const auto is_text = [](const Value& value) { return value.as_string() != nullptr; };
+    const Slots slots = find_slots(first, is_text, vector_value, rows,
+                                   "the dicts in '" + format_path(prefix) + "'");
+    if (auto layout = from_slots(slots, path_of, true, description)) return layout;
+
+    // Unknown key names: one vector (and at most one string) per row is still unambiguous.
+    std::vector<std::string> vectors, texts;
+    for (const auto& [key, value] : first.items) {
+      if (vector_value(value)) vectors.push_back(key);
+      if (value.as_string()) texts.push_back(key);
+    }
+    if (vectors.size() == 1) {
+      DetectedLayout layout{
+          texts.size() == 1 ? SourceKind::llm_cache : SourceKind::embeddings, {}, description};
+      if (texts.size() == 1) layout.fields.push_back({"text", path_of(texts.front())});
+      layout.fields.push_back({"embedding", path_of(vectors.front())});
+      return layout;
+    }
+    if (vectors.size() >= 2) {
+      std::vector<Candidate> vector_candidates, text_candidates;
+      for (const auto& key : vectors)
+        vector_candidates.push_back({path_of(key), value_signature(*first.find(key))});
+      for (const auto& key : texts) text_candidates.push_back({path_of(key), "str"});
+      throw Error(origin_, "layout",
+                  "found " + description + "; " + std::to_string(vectors.size()) +
+                      " of those keys hold vectors, under names that do not say which column each "
+                      "is." +
+                      suggestions(vector_candidates, text_candidates));
+    }
+    return std::nullopt;
+  }
+
+  std::optional<DetectedLayout> dict_layout(const Dict& dict, const KeyPath& prefix, int depth) {
+    if (dict.items.empty()) return std::nullopt;
+    auto path_of = [&](const std::string& key) { return format_path(with_key(prefix, key)); };
+    const std::string here = prefix.empty() ? "the root" : "'" + format_path(prefix) + "'";
+    const std::string description =
+        (prefix.empty() ? "a dict" : "a dict at " + here) + " with keys " + describe_keys(dict);
+
+    // Parallel columns under recognised names.
+    const Slots slots = find_slots(dict, text_list, vector_rows, prefix, here);
+    if (!slots[embedding].empty() ||
+        (!slots[question_embedding].empty() && !slots[answer_embedding].empty())) {
+      const bool per_row =
+          !slots[embedding].empty() && !dict.find(slots[embedding].front())->as_tensor();
+      return from_slots(slots, path_of, per_row, description);
+    }
+
+    // text -> vector: an LLM cache keyed by the text that produced each embedding.
+    if (std::all_of(dict.items.begin(), dict.items.end(),
+                    [](const auto& item) { return vector_value(item.second); })) {
+      return DetectedLayout{SourceKind::llm_cache,
+                            {{"text", format_path(with_keys(prefix))},
+                             {"embedding", format_path(with_wildcard(prefix))}},
+                            "a dict of " + std::to_string(dict.items.size()) +
+                                " str -> vector entries (" +
+                                value_signature(dict.items.front().second) + ")"};
+    }
+
+    // Any single block of vectors, under any key.
+    std::vector<std::string> blocks, texts;
+    for (const auto& [key, value] : dict.items) {
+      if (vector_rows(value)) blocks.push_back(key);
+      if (text_list(value)) texts.push_back(key);
+    }
+    if (blocks.size() == 1) {
+      const Value& block = *dict.find(blocks.front());
+      std::optional<std::string> text_key;
+      if (!slots[text].empty()) {
+        text_key = slots[text].front();
+      } else if (texts.size() == 1 && row_count(*dict.find(texts.front())) == row_count(block)) {
+        text_key = texts.front();
+      }
+      DetectedLayout layout{
+          text_key && block.as_list() ? SourceKind::llm_cache : SourceKind::embeddings,
+          {},
+          description};
+      if (text_key) layout.fields.push_back({"text", path_of(*text_key)});
+      layout.fields.push_back({"embedding", path_of(blocks.front())});
+      return layout;
+    }
+    if (blocks.size() > 1) {
+      std::vector<Candidate> vector_candidates, text_candidates;
+      for (const auto& key : blocks)
+        vector_candidates.push_back({path_of(key), value_signature(*dict.find(key))});
+      for (const auto& key : texts)
+        text_candidates.push_back({path_of(key), value_signature(*dict.find(key))});
+      throw Error(origin_, "layout",
+                  here + " holds " + std::to_string(blocks.size()) +
+                      " blocks of vectors that could be the embeddings: " +
+                      candidate_list(vector_candidates) + "." +
+                      suggestions(vector_candidates, text_candidates));
+    }
+
+    // Nothing at this level: one (and only one) child may hold the dataset.
+    std::vector<std::pair<std::string, DetectedLayout>> found;
+    for (const auto& [key, value] : dict.items) {
+      if (!value.as_dict() && !value.as_list()) continue;
+      if (auto layout = node(value, with_key(prefix, key), depth + 1))
+        found.emplace_back(key, std::move(*layout));
+    }
+    if (found.size() == 1) return std::move(found.front().second);
+    if (found.size() > 1) {
+      std::string text =
+          here + " holds " + std::to_string(found.size()) + " candidate datasets; pick one:";
+      for (const auto& [key, layout] : found)
+        text +=
+            "\n  " + format_flags(layout.kind, layout.fields) + "   (" + layout.description + ")";
+      throw Error(origin_, "layout", text);
+    }
+    return std::nullopt;
+  }
+
+  const std::string& origin_;
+};
+
+// Every path that could be a column, for the "nothing recognised" message.
+void collect(const Value& value, const KeyPath& path, int depth, std::vector<Candidate>& vectors,
+             std::vector<Candidate>& texts) {
+  if (depth > kMaxDepth || vectors.size() + texts.size() > 20) return;
+  if (vector_rows(value)) {
+    vectors.push_back({format_path(path), value_signature(value)});
+    return;
+  }
+  if (text_list(value)) {
+    texts.push_back({format_path(path), value_signature(value)});
+    return;
+  }
+  if (const Dict* dict = value.as_dict()) {
+    for (const auto& [key, item] : dict->items)
+      collect(item, with_key(path, key), depth + 1, vectors, texts);
+    return;
+  }
+  const List* list = value.as_list();
+  if (!list || list->items.empty()) return;
+  if (const Dict* first = list->items.front().as_dict()) {
+    const KeyPath rows = with_wildcard(path);
+    for (const auto& [key, item] : first->items) {
+      if (vector_value(item))
+        vectors.push_back({format_path(with_key(rows, key)), value_signature(item)});
+      if (item.as_string()) texts.push_back({format_path(with_key(rows, key)), "str"});
+    }
+  }
+}
+
+}  // namespace
+
+DetectedLayout detect_layout(const Value& root, const std::string& origin) {
+  if (auto layout = Detector(origin).node(root, {}, 0)) return std::move(*layout);
+  std::vector<Candidate> vectors, texts;
+  collect(root, {}, 0, vectors, texts);
+  std::string found = "found " + value_signature(root, 2, 3);
+  if (!vectors.empty() || !texts.empty())
+    found += "; columns it could hold: " + candidate_list(vectors) +
+             (vectors.empty() || texts.empty() ? "" : ", ") + candidate_list(texts);
+  throw Error(origin, "layout",
+              "no known layout (dialogue, embeddings or llm-cache): " + found + "." +
+                  suggestions(vectors, texts));
+}
+
+}  // namespace gpucache::detail

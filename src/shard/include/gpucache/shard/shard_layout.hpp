@@ -1,0 +1,125 @@
+// The binary layout of a gpucache shard (src/shard/SPEC.md): constants, the decoded header,
+// column and chunk tables, and the structural checks every reader runs before trusting an offset.
+// Depends only on the C++ standard library and xxHash, so the runtime reader can use it alone.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "gpucache/dtype.hpp"
+
+namespace gpucache::shard {
+
+inline constexpr std::array<std::uint8_t, 8> kMagic{0x89, 'G', 'P', 'C', '\r', '\n', 0x1A, '\n'};
+inline constexpr std::array<std::uint8_t, 8> kFooterMagic{0x89, 'G', 'P', 'C', 'E', 'N', 'D', '\n'};
+inline constexpr std::uint16_t kVersionMajor = 1;
+// 1.1 added the dataset fields (shard_count, dataset_rows, dataset_id) to the header.
+inline constexpr std::uint16_t kVersionMinor = 1;
+inline constexpr std::uint64_t kHeaderSize = 256;
+inline constexpr std::uint64_t kColumnEntrySize = 128;
+inline constexpr std::uint64_t kChunkEntrySize = 24;
+inline constexpr std::uint64_t kFooterSize = 32;
+inline constexpr std::uint64_t kAlignment = 4096;
+inline constexpr std::uint64_t kDefaultChunkSize = 4ull << 20;
+inline constexpr std::uint64_t kMaxColumnNameBytes = 63;
+inline constexpr std::uint64_t kFlagCompressed = 1;
+
+enum class ColumnKind : std::uint8_t { tensor = 0, text = 1 };
+enum class Codec : std::uint32_t { raw = 0, zstd = 1 };
+
+struct Header {
+  std::uint16_t version_major = kVersionMajor;
+  std::uint16_t version_minor = kVersionMinor;
+  std::uint64_t flags = 0;
+  std::uint64_t row_count = 0;
+  std::uint64_t first_row = 0;
+  std::uint32_t shard_index = 0;
+  std::uint32_t column_count = 0;
+  std::uint64_t column_table_offset = kHeaderSize;
+  std::uint64_t data_offset = 0;
+  std::uint64_t data_size = 0;
+  std::uint64_t stored_data_size = 0;
+  std::uint64_t chunk_size = kDefaultChunkSize;
+  std::uint64_t chunk_count = 0;
+  std::uint64_t chunk_table_offset = 0;
+  std::uint64_t file_size = 0;
+  std::uint32_t alignment = kAlignment;
+  std::uint64_t columns_hash = 0;
+  std::uint64_t chunks_hash = 0;
+  // The dataset this shard belongs to (version 1.1; zero in 1.0 shards): a reader without the
+  // manifest can still tell a missing shard or a shard from another dataset.
+  std::uint32_t shard_count = 0;
+  std::uint64_t dataset_rows = 0;
+  std::uint64_t dataset_id = 0;
+  std::uint64_t header_hash = 0;
+
+  bool compressed() const noexcept { return (flags & kFlagCompressed) != 0; }
+  bool has_dataset_fields() const noexcept { return version_minor >= 1; }
+};
+
+struct ColumnEntry {
+  std::string name;
+  ColumnKind kind = ColumnKind::tensor;
+  DType dtype = DType::f32;
+  std::uint8_t rank = 2;
+  std::uint64_t dim = 0;
+  std::uint64_t padded_dim = 0;
+  std::uint64_t row_pitch_bytes = 0;
+  std::uint64_t data_offset = 0;
+  std::uint64_t data_size = 0;
+  std::uint64_t aux_offset = 0;
+  std::uint64_t aux_size = 0;
+};
+
+struct ChunkEntry {
+  std::uint64_t hash = 0;
+  std::uint64_t stored_offset = 0;
+  std::uint32_t stored_size = 0;
+  Codec codec = Codec::raw;
+};
+
+struct Footer {
+  std::uint64_t file_size = 0;
+  std::uint64_t header_hash = 0;
+  std::uint64_t footer_hash = 0;
+};
+
+// Everything in a shard except the data region.
+struct Layout {
+  Header header;
+  std::vector<ColumnEntry> columns;
+  std::vector<ChunkEntry> chunks;
+};
+
+std::uint64_t align_up(std::uint64_t value, std::uint64_t alignment) noexcept;
+// padded_dim for a rank-2 column: the smallest multiple of pad_to whose byte size is a multiple
+// of 16. Throws gpucache::Error for pad_to == 0 or an overflowing result.
+std::uint64_t padded_dim_for(std::uint64_t dim, DType dtype, std::uint64_t pad_to);
+std::uint64_t xxh3_64(std::span<const std::byte> bytes) noexcept;
+// Logical size of chunk `index`.
+std::uint64_t chunk_logical_size(const Header& header, std::uint64_t index) noexcept;
+
+// Serialisation. encode_* fill the hash fields they own (header_hash, footer_hash) themselves.
+std::array<std::byte, kHeaderSize> encode_header(const Header& header);
+std::array<std::byte, kColumnEntrySize> encode_column(const ColumnEntry& column);
+std::array<std::byte, kChunkEntrySize> encode_chunk(const ChunkEntry& chunk);
+std::array<std::byte, kFooterSize> encode_footer(const Footer& footer);
+std::vector<std::byte> encode_column_table(const std::vector<ColumnEntry>& columns);
+std::vector<std::byte> encode_chunk_table(const std::vector<ChunkEntry>& chunks);
+
+// Decodes the header from the first 256 bytes and checks magic, versions, sizes and header_hash.
+// Throws gpucache::Error(path, "header byte N" / "header", cause).
+Header decode_header(std::span<const std::byte> file, const std::string& path);
+// Decodes one 128-byte column table entry and checks the rules that need no other context (name,
+// reserved bytes, kind, dtype code). `index` names the entry in errors.
+ColumnEntry decode_column(const std::byte* entry, std::uint32_t index, const std::string& path);
+// Decodes and checks the whole layout of a mapped or fully read shard: header, both tables and
+// their hashes, the footer, the file size, zero gaps, and every structural rule of SPEC.md
+// "Verification" items 1-5. Chunk data hashes are not checked here.
+Layout decode_layout(std::span<const std::byte> file, const std::string& path);
+
+}  // namespace gpucache::shard

@@ -1,0 +1,226 @@
+#include "gpucache/shard/manifest.hpp"
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "gpucache/error.hpp"
+
+namespace gpucache::shard {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+std::uint64_t hash_without_self(Json json) {
+  json.erase("manifest_hash");
+  const std::string compact = json.dump();
+  return xxh3_64(std::as_bytes(std::span(compact.data(), compact.size())));
+}
+
+std::uint64_t parse_hex64(const Json& value, const std::string& path, const std::string& key) {
+  if (!value.is_string() || value.get<std::string>().size() != 16)
+    throw Error(path, key, "is not a 16-digit hex hash");
+  std::uint64_t result = 0;
+  for (char c : value.get<std::string>()) {
+    int digit;
+    if (c >= '0' && c <= '9')
+      digit = c - '0';
+    else if (c >= 'a' && c <= 'f')
+      digit = c - 'a' + 10;
+    else
+      throw Error(path, key, "is not a 16-digit hex hash");
+    result = result << 4 | static_cast<std::uint64_t>(digit);
+  }
+  return result;
+}
+
+// Every accessor below checks the JSON type first: nlohmann's own conversions throw their own
+// exception types for a wrong type, and turn an out-of-range float into an integer with undefined
+// behaviour, so untrusted manifests never reach them unchecked.
+const Json& member(const Json& object, const char* key, const std::string& path,
+                   const std::string& where) {
+  if (!object.is_object()) throw Error(path, where, "is not a JSON object");
+  const auto it = object.find(key);
+  if (it == object.end()) throw Error(path, where, std::string("missing key '") + key + "'");
+  return *it;
+}
+
+std::string join(const std::string& where, const char* key) {
+  return where.empty() ? std::string(key) : where + "." + key;
+}
+
+std::uint64_t unsigned_value(const Json& value, const std::string& path, const std::string& where,
+                             std::uint64_t max = UINT64_MAX) {
+  if (!value.is_number_unsigned() || value.get<std::uint64_t>() > max)
+    throw Error(
+        path, where,
+        "is not an integer from 0 to " + std::to_string(max) + " (it is " + value.dump() + ")");
+  return value.get<std::uint64_t>();
+}
+
+std::uint64_t unsigned_field(const Json& object, const char* key, const std::string& path,
+                             const std::string& where, std::uint64_t max = UINT64_MAX) {
+  return unsigned_value(member(object, key, path, where), path, join(where, key), max);
+}
+
+std::string string_field(const Json& object, const char* key, const std::string& path,
+                         const std::string& where) {
+  const Json& value = member(object, key, path, where);
+  if (!value.is_string()) throw Error(path, join(where, key), "is not a string");
+  return value.get<std::string>();
+}
+
+const Json& array_field(const Json& object, const char* key, const std::string& path,
+                        const std::string& where) {
+  const Json& value = member(object, key, path, where);
+  if (!value.is_array()) throw Error(path, join(where, key), "is not a JSON array");
+  return value;
+}
+
+}  // namespace
+
+std::string hex64(std::uint64_t value) {
+  char text[17];
+  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(value));
+  return text;
+}
+
+std::string_view column_kind_name(ColumnKind kind) noexcept {
+  return kind == ColumnKind::text ? "text" : "tensor";
+}
+
+std::string manifest_to_text(const Manifest& manifest) {
+  Json json;
+  json["format"] = kManifestFormat;
+  json["format_version"] = kVersionMajor;
+  json["tool"] = {{"name", "gpucache"}, {"version", manifest.tool_version}};
+  json["rows"] = manifest.rows;
+  json["columns"] = Json::array();
+  for (const auto& column : manifest.columns) {
+    Json shape = Json::array({manifest.rows});
+    if (column.rank == 2) shape.push_back(column.dim);
+    json["columns"].push_back({{"name", column.name},
+                               {"kind", column_kind_name(column.kind)},
+                               {"dtype", dtype_name(column.dtype)},
+                               {"rank", column.rank},
+                               {"shape", shape},
+                               {"padded_dim", column.padded_dim},
+                               {"row_pitch_bytes", column.row_pitch_bytes}});
+  }
+  json["shards"] = Json::array();
+  for (const auto& shard : manifest.shards)
+    json["shards"].push_back({{"file", shard.file},
+                              {"rows", shard.rows},
+                              {"first_row", shard.first_row},
+                              {"bytes", shard.bytes},
+                              {"header_hash", hex64(shard.header_hash)}});
+  json["inputs"] = Json::array();
+  for (const auto& input : manifest.inputs)
+    json["inputs"].push_back(
+        {{"path", input.path}, {"bytes", input.bytes}, {"xxh3", hex64(input.xxh3)}});
+  json["options"] = manifest.options;
+  for (const auto& [key, value] : manifest.sections.items()) json[key] = value;
+  json["manifest_hash"] = hex64(hash_without_self(json));
+  return json.dump(2) + "\n";
+}
+
+Manifest parse_manifest(const std::string& text, const std::string& path, bool& hash_ok) {
+  Json json;
+  try {
+    json = Json::parse(text);
+  } catch (const nlohmann::json::parse_error& error) {
+    throw Error(path, "byte " + std::to_string(error.byte), "manifest is not valid JSON");
+  } catch (const nlohmann::json::exception& error) {
+    // out_of_range 406: a number too large for a double, e.g. 1e400.
+    throw Error(path, "", std::string("manifest is not valid JSON: ") + error.what());
+  }
+  if (!json.is_object()) throw Error(path, "", "manifest is not a JSON object");
+  const auto format = json.find("format");
+  if (format == json.end() || !format->is_string() || *format != kManifestFormat)
+    throw Error(path, "format", "not a gpucache dataset manifest");
+  const auto version = unsigned_field(json, "format_version", path, "");
+  if (version != kVersionMajor)
+    throw Error(path, "format_version",
+                "dataset format version " + std::to_string(version) + " is not supported");
+  const auto stored_hash = json.find("manifest_hash");
+  hash_ok = stored_hash != json.end() && stored_hash->is_string() &&
+            stored_hash->get<std::string>() == hex64(hash_without_self(json));
+
+  Manifest manifest;
+  if (const auto tool = json.find("tool"); tool != json.end() && tool->is_object())
+    if (const auto version_text = tool->find("version");
+        version_text != tool->end() && version_text->is_string())
+      manifest.tool_version = version_text->get<std::string>();
+  manifest.rows = unsigned_field(json, "rows", path, "");
+  const Json& columns = array_field(json, "columns", path, "");
+  for (std::size_t i = 0; i < columns.size(); ++i) {
+    const std::string where = "columns[" + std::to_string(i) + "]";
+    const Json& entry = columns[i];
+    ManifestColumn column;
+    column.name = string_field(entry, "name", path, where);
+    const std::string kind = string_field(entry, "kind", path, where);
+    if (kind != "tensor" && kind != "text")
+      throw Error(path, where + ".kind", "is neither 'tensor' nor 'text'");
+    column.kind = kind == "text" ? ColumnKind::text : ColumnKind::tensor;
+    const auto dtype = parse_dtype(string_field(entry, "dtype", path, where));
+    if (!dtype) throw Error(path, where + ".dtype", "unknown dtype");
+    column.dtype = *dtype;
+    column.rank = static_cast<std::uint8_t>(unsigned_field(entry, "rank", path, where, 255));
+    const Json& shape = array_field(entry, "shape", path, where);
+    std::vector<std::uint64_t> extents;
+    for (std::size_t d = 0; d < shape.size(); ++d)
+      extents.push_back(
+          unsigned_value(shape[d], path, where + ".shape[" + std::to_string(d) + "]"));
+    // The writer's shape is [rows] for rank 1 and [rows, dim] for rank 2.
+    if (extents.size() != (column.rank == 2 ? 2u : 1u) || extents[0] != manifest.rows)
+      throw Error(path, where + ".shape", "does not match the rows and the rank");
+    column.dim = extents.size() == 2 ? extents[1] : 1;
+    column.padded_dim = unsigned_field(entry, "padded_dim", path, where);
+    column.row_pitch_bytes = unsigned_field(entry, "row_pitch_bytes", path, where);
+    manifest.columns.push_back(std::move(column));
+  }
+  const Json& shards = array_field(json, "shards", path, "");
+  for (std::size_t i = 0; i < shards.size(); ++i) {
+    const std::string where = "shards[" + std::to_string(i) + "]";
+    ManifestShard shard;
+    shard.file = string_field(shards[i], "file", path, where);
+    if (shard.file.empty() || shard.file.find('/') != std::string::npos || shard.file[0] == '.')
+      throw Error(path, where + ".file",
+                  "shard file name '" + shard.file + "' is not a plain name");
+    shard.rows = unsigned_field(shards[i], "rows", path, where);
+    shard.first_row = unsigned_field(shards[i], "first_row", path, where);
+    shard.bytes = unsigned_field(shards[i], "bytes", path, where);
+    shard.header_hash =
+        parse_hex64(member(shards[i], "header_hash", path, where), path, where + ".header_hash");
+    manifest.shards.push_back(std::move(shard));
+  }
+  if (json.contains("inputs")) {
+    const Json& inputs = array_field(json, "inputs", path, "");
+    for (std::size_t i = 0; i < inputs.size(); ++i) {
+      const std::string where = "inputs[" + std::to_string(i) + "]";
+      ManifestInput input;
+      input.path = string_field(inputs[i], "path", path, where);
+      input.bytes = unsigned_field(inputs[i], "bytes", path, where);
+      input.xxh3 = parse_hex64(member(inputs[i], "xxh3", path, where), path, where + ".xxh3");
+      manifest.inputs.push_back(std::move(input));
+    }
+  }
+  if (json.contains("options")) manifest.options = json["options"];
+  static const char* core_keys[] = {"format", "format_version", "tool",
+                                    "rows",   "columns",        "shards",
+                                    "inputs", "options",        "manifest_hash"};
+  for (const auto& [key, value] : json.items())
+    if (std::find(std::begin(core_keys), std::end(core_keys), key) == std::end(core_keys))
+      manifest.sections[key] = value;
+  return manifest;
+}
+
+Manifest read_manifest(const std::string& path, bool& hash_ok) {
+  std::ifstream stream(path, std::ios::binary);
+  if (!stream) throw Error(path, "", "cannot open the manifest");
+  std::ostringstream text;
+  text << stream.rdbuf();
+  return parse_manifest(text.str(), path, hash_ok);
+}
+
+}  // namespace gpucache::shard

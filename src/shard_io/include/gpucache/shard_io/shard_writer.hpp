@@ -1,0 +1,128 @@
+// Builds one shard: the caller fills the logical data image (zeroed, so all padding is already
+// zero), then write() hashes and optionally compresses the chunks in parallel and writes the file
+// atomically (temporary name, fsync, rename).
+//
+// Built for an uncompressed shard at a known path, the image is a shared mapping of the shard's
+// preallocated temporary file, so filling it fills the page cache directly: no anonymous buffer to
+// zero and no copy by write(). Where the file system cannot preallocate, it falls back to an
+// anonymous buffer.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "gpucache/shard/shard_layout.hpp"
+#include "gpucache/shard_io/streamed_chunk_hashes.hpp"
+
+namespace gpucache::detail {
+class AtomicFile;
+}
+
+namespace gpucache::shard {
+
+struct ColumnSpec {
+  std::string name;
+  ColumnKind kind = ColumnKind::tensor;
+  DType dtype = DType::f32;
+  std::uint8_t rank = 2;
+  std::uint64_t dim = 1;
+  std::uint64_t padded_dim = 1;
+};
+
+struct WriteOptions {
+  std::uint64_t first_row = 0;
+  std::uint32_t shard_index = 0;
+  // The dataset the shard belongs to (SPEC.md, header bytes 136-159).
+  std::uint32_t shard_count = 1;
+  std::uint64_t dataset_rows = 0;
+  std::uint64_t dataset_id = 0;
+  std::uint64_t chunk_size = kDefaultChunkSize;
+  int zstd_level = 0;  // 0: uncompressed
+  unsigned threads = 0;
+};
+
+struct WrittenShard {
+  std::string path;
+  std::uint64_t rows = 0;
+  std::uint64_t bytes = 0;
+  std::uint64_t header_hash = 0;
+};
+
+class ShardBuilder {
+ public:
+  // text_bytes[i] is the total UTF-8 size of text column i (ignored for tensor columns).
+  ShardBuilder(const std::vector<ColumnSpec>& columns, std::uint64_t rows,
+               const std::vector<std::uint64_t>& text_bytes);
+  // The image backed by `path`'s temporary file: write() must then be given the same path and no
+  // compression.
+  ShardBuilder(const std::vector<ColumnSpec>& columns, std::uint64_t rows,
+               const std::vector<std::uint64_t>& text_bytes, const std::string& path);
+  ~ShardBuilder();
+  ShardBuilder(const ShardBuilder&) = delete;
+  ShardBuilder& operator=(const ShardBuilder&) = delete;
+
+  std::uint64_t rows() const noexcept { return rows_; }
+  const std::vector<ColumnEntry>& columns() const noexcept { return columns_; }
+  // A tensor column's rows × row_pitch_bytes region.
+  std::span<std::byte> tensor_data(std::size_t column) noexcept;
+  // Copies `bytes` into a tensor column's region at `offset` (relative to the region). For a
+  // file-backed image this is one pwrite into the page cache: whole pages written so never need
+  // zeroing first, which filling the shared mapping would (a page fault per page, then a memset
+  // of a fresh page-cache page). Use it for bulk data produced in a staging buffer. The stored
+  // bytes are hashed as they pass (write() then need not read them back), so they are final: never
+  // change them afterwards through tensor_data(). store() and hash_stored() feed one running hash:
+  // never call them from two threads at once.
+  void store(std::size_t column, std::uint64_t offset, std::span<const std::byte> bytes);
+  // store() in two halves that may run on two threads at once. copy_from_file writes bytes that
+  // are also bytes [source_offset, + bytes.size()) of the file open as `source` (a mapped input):
+  // a file-backed image copies them file to file inside the kernel (copy_file_range, as cp does)
+  // instead of from memory. It neither hashes them (hash_stored() must be given the same bytes)
+  // nor starts their writeback (start_writeback()).
+  void copy_from_file(std::size_t column, std::uint64_t offset, std::span<const std::byte> bytes,
+                      int source, std::uint64_t source_offset);
+  // copy_from_file may run on one thread while hash_stored runs on another.
+  void hash_stored(std::size_t column, std::uint64_t offset, std::span<const std::byte> bytes);
+  // store() for rows that lie apart in memory (a tensor each), stored back to back from `offset`,
+  // `row_bytes` each, in two halves that may run on two threads at once: write_rows writes them
+  // from where they lie (vectored writes into the page cache, no gathering copy first) and starts
+  // their writeback; hash_rows hashes them, like hash_stored.
+  void write_rows(std::size_t column, std::uint64_t offset, std::span<const std::byte* const> rows,
+                  std::uint64_t row_bytes);
+  void hash_rows(std::size_t column, std::uint64_t offset, std::span<const std::byte* const> rows,
+                 std::uint64_t row_bytes);
+  // Starts sending a stored range to disk (copy_from_file leaves that to the caller, so another
+  // thread can do it): write()'s fsync then finds little left to wait for.
+  void start_writeback(std::size_t column, std::uint64_t offset, std::uint64_t size) const noexcept;
+  // A text column's rows + 1 offsets and its UTF-8 bytes.
+  std::span<std::uint64_t> text_offsets(std::size_t column) noexcept;
+  std::span<char> text_bytes(std::size_t column) noexcept;
+
+  WrittenShard write(const std::string& path, const WriteOptions& options) const;
+  bool file_backed() const noexcept { return backing_ != nullptr; }
+
+ private:
+  void map_anonymous();
+  bool map_file(const std::string& path);
+  std::span<std::byte> region(std::uint64_t absolute_offset, std::uint64_t size) const noexcept;
+  std::vector<ColumnEntry> columns_;
+  std::uint64_t rows_ = 0;
+  std::uint64_t data_offset_ = 0;
+  std::uint64_t data_size_ = 0;
+  std::byte* image_ = nullptr;  // anonymous or shared file mapping: zero-filled by the kernel
+  std::unique_ptr<detail::AtomicFile> backing_;  // the temporary file behind a file-backed image
+  // Hashes of the default-size chunks that stores filled.
+  std::unique_ptr<StreamedChunkHashes> streamed_;
+  const ColumnEntry& stored_column(std::size_t column, std::uint64_t offset,
+                                   std::uint64_t size) const;
+  // Writes bytes at an absolute offset: into the temporary file, or into the anonymous image.
+  void put(std::uint64_t absolute_offset, std::span<const std::byte> bytes);
+};
+
+// Bytes a shard of `rows` rows with these columns and text sizes takes on disk, uncompressed.
+std::uint64_t estimate_shard_bytes(const std::vector<ColumnSpec>& columns, std::uint64_t rows,
+                                   const std::vector<std::uint64_t>& text_bytes);
+
+}  // namespace gpucache::shard

@@ -1,0 +1,228 @@
+#include "gpucache/inspect.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "gpucache/shard/manifest.hpp"
+#include "gpucache/error.hpp"
+#include "gpucache/progress.hpp"
+
+namespace gpucache {
+namespace {
+
+namespace fs = std::filesystem;
+using Json = nlohmann::ordered_json;
+using shard::ColumnKind;
+
+// Reads the header and column table of a shard with two small reads, not a whole mapping.
+shard::Layout read_tables(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw Error(path, "", "cannot open");
+  std::vector<std::byte> prefix(shard::kHeaderSize);
+  auto read_at = [&](std::vector<std::byte>& out, std::uint64_t offset) {
+    const auto done = ::pread(fd, out.data(), out.size(), static_cast<off_t>(offset));
+    if (done != static_cast<ssize_t>(out.size())) {
+      ::close(fd);
+      throw Error(path, "header", "file is too short for a shard header (truncated?)");
+    }
+  };
+  read_at(prefix, 0);
+  prefix.resize(shard::kHeaderSize + shard::kFooterSize);  // decode_header wants room for a footer
+  shard::Layout layout;
+  try {
+    layout.header = shard::decode_header(prefix, path);
+  } catch (...) {
+    ::close(fd);
+    throw;
+  }
+  if (layout.header.column_count > 4096) {
+    ::close(fd);
+    throw Error(path, "header byte 44", "implausible column count");
+  }
+  std::vector<std::byte> table(layout.header.column_count * shard::kColumnEntrySize);
+  read_at(table, shard::kHeaderSize);
+  ::close(fd);
+  if (shard::xxh3_64(table) != layout.header.columns_hash)
+    throw Error(path, "column table", "column table hash mismatch: the table is corrupt");
+  for (std::uint32_t i = 0; i < layout.header.column_count; ++i)
+    layout.columns.push_back(
+        shard::decode_column(table.data() + i * shard::kColumnEntrySize, i, path));
+  return layout;
+}
+
+Json column_json(const std::string& name, ColumnKind kind, DType dtype, std::uint8_t rank,
+                 std::uint64_t rows, std::uint64_t dim, std::uint64_t padded_dim,
+                 std::uint64_t pitch) {
+  Json shape = Json::array({rows});
+  if (rank == 2) shape.push_back(dim);
+  return {{"name", name},
+          {"kind", shard::column_kind_name(kind)},
+          {"dtype", kind == ColumnKind::text ? "str" : dtype_name(dtype)},
+          {"shape", shape},
+          {"padded_dim", padded_dim},
+          {"row_pitch_bytes", pitch}};
+}
+
+// Whether gpucache.load(device="cpu") maps each tensor column across shards as one zero-copy
+// array: every shard but the last must end each tensor column on a page boundary (SPEC.md, "Rows
+// per shard").
+bool shards_join_on_pages(const shard::Manifest& manifest) {
+  for (std::size_t s = 0; s + 1 < manifest.shards.size(); ++s)
+    for (const auto& column : manifest.columns)
+      if (column.kind == ColumnKind::tensor &&
+          manifest.shards[s].rows * column.row_pitch_bytes % shard::kAlignment != 0)
+        return false;
+  return true;
+}
+
+std::string render_text(const Json& json) {
+  std::string text = json.value("path", "") + ": " +
+                     std::to_string(json["rows"].get<std::uint64_t>()) + " rows in " +
+                     std::to_string(json["shards"].size()) + " shard" +
+                     (json["shards"].size() == 1 ? "" : "s") + "\n\ncolumns:\n";
+  for (const auto& column : json["columns"]) {
+    std::string shape;
+    for (const auto& extent : column["shape"])
+      shape += (shape.empty() ? "" : ", ") + std::to_string(extent.get<std::uint64_t>());
+    const bool text_column = column["kind"] == "text";
+    std::string detail =
+        text_column
+            ? "UTF-8 text"
+            : "pitch " + std::to_string(column["row_pitch_bytes"].get<std::uint64_t>()) + " bytes";
+    if (column.contains("offset"))
+      detail += " at offset " + std::to_string(column["offset"].get<std::uint64_t>());
+    char line[256];
+    std::snprintf(line, sizeof line, "  %-20s %-6s [%s]  %s\n",
+                  column["name"].get<std::string>().c_str(),
+                  column["dtype"].get<std::string>().c_str(), shape.c_str(), detail.c_str());
+    text += line;
+  }
+  if (json.contains("cpu_zero_copy"))
+    text += json["cpu_zero_copy"].get<bool>()
+                ? "\ncpu load: one zero-copy tensor per column (shards end on page boundaries)\n"
+                : "\ncpu load: columns spanning shards are joined with a copy (shards do not end "
+                  "on page boundaries; repack without --shard-rows to avoid it)\n";
+  const auto& bytes = json["bytes"];
+  text += "\nbytes: logical " + format_bytes(bytes["logical"].get<double>(), 2) + ", padded " +
+          format_bytes(bytes["padded"].get<double>(), 2) + ", on disk " +
+          format_bytes(bytes["on_disk"].get<double>(), 2) + "\n";
+  if (json.contains("provenance")) {
+    const auto& provenance = json["provenance"];
+    text += "\nmade by gpucache " + provenance.value("tool_version", std::string("?")) + " from:\n";
+    for (const auto& input : provenance["inputs"])
+      text += "  " + input["path"].get<std::string>() + " (" +
+              format_bytes(input["bytes"].get<double>(), 2) + ", xxh3 " +
+              input["xxh3"].get<std::string>() + ")\n";
+    text += "options: " + provenance["options"].dump() + "\n";
+  }
+  if (json.contains("dropped")) {
+    std::string reasons;
+    std::uint64_t total = 0;
+    for (const auto& [reason, count] : json["dropped"].items()) {
+      total += count.get<std::uint64_t>();
+      if (count.get<std::uint64_t>() > 0)
+        reasons += (reasons.empty() ? "" : ", ") + std::to_string(count.get<std::uint64_t>()) +
+                   " " + reason;
+    }
+    text += "\nvalidation: " + std::to_string(json.value("rows_checked", std::uint64_t{0})) +
+            " rows checked, " + std::to_string(total) + " dropped" +
+            (reasons.empty() ? "" : " (" + reasons + ")") + "\n";
+  }
+  if (json.contains("norm_stats")) {
+    for (const auto& [column, stats] : json["norm_stats"].items()) {
+      char line[160];
+      std::snprintf(line, sizeof line, "  %s norms: min %.4g, mean %.4g, max %.4g\n",
+                    column.c_str(), stats["min"].get<double>(), stats["mean"].get<double>(),
+                    stats["max"].get<double>());
+      text += line;
+    }
+  }
+  return text;
+}
+
+}  // namespace
+
+InspectReport inspect(const std::string& path) {
+  std::error_code error;
+  if (!fs::exists(path, error)) throw Error(path, "", "does not exist");
+  Json json;
+  json["path"] = path;
+  std::uint64_t logical = 0, padded = 0, on_disk = 0;
+  if (fs::is_directory(path, error)) {
+    bool hash_ok = false;
+    const auto manifest =
+        shard::read_manifest((fs::path(path) / shard::kManifestName).string(), hash_ok);
+    json["rows"] = manifest.rows;
+    json["shards"] = Json::array();
+    std::vector<std::uint64_t> text_bytes(manifest.columns.size(), 0);
+    for (const auto& listed : manifest.shards) {
+      json["shards"].push_back(
+          {{"file", listed.file}, {"rows", listed.rows}, {"bytes", listed.bytes}});
+      on_disk += listed.bytes;
+      bool has_text = false;
+      for (const auto& column : manifest.columns) has_text |= column.kind == ColumnKind::text;
+      if (!has_text) continue;
+      const auto layout = read_tables((fs::path(path) / listed.file).string());
+      for (std::size_t c = 0; c < layout.columns.size() && c < text_bytes.size(); ++c)
+        text_bytes[c] += layout.columns[c].aux_size;
+    }
+    json["columns"] = Json::array();
+    for (std::size_t c = 0; c < manifest.columns.size(); ++c) {
+      const auto& column = manifest.columns[c];
+      json["columns"].push_back(column_json(column.name, column.kind, column.dtype, column.rank,
+                                            manifest.rows, column.dim, column.padded_dim,
+                                            column.row_pitch_bytes));
+      if (column.kind == ColumnKind::text) {
+        logical += text_bytes[c];
+        padded += text_bytes[c] + (manifest.rows + manifest.shards.size()) * 8;
+      } else {
+        logical += manifest.rows * column.dim * dtype_size(column.dtype);
+        padded += manifest.rows * column.row_pitch_bytes;
+      }
+    }
+    Json inputs = Json::array();
+    for (const auto& input : manifest.inputs)
+      inputs.push_back(
+          {{"path", input.path}, {"bytes", input.bytes}, {"xxh3", shard::hex64(input.xxh3)}});
+    json["bytes"] = {{"logical", logical}, {"padded", padded}, {"on_disk", on_disk}};
+    json["provenance"] = {
+        {"tool_version", manifest.tool_version}, {"inputs", inputs}, {"options", manifest.options}};
+    json["cpu_zero_copy"] = shards_join_on_pages(manifest);
+    for (const auto& [key, value] : manifest.sections.items()) json[key] = value;
+    if (!hash_ok) json["warning"] = "manifest_hash does not match: run gpucache verify";
+  } else {
+    const auto layout = read_tables(path);
+    const auto rows = layout.header.row_count;
+    json["rows"] = rows;
+    on_disk = fs::file_size(path, error);
+    json["shards"] = Json::array(
+        {{{"file", fs::path(path).filename().string()}, {"rows", rows}, {"bytes", on_disk}}});
+    json["columns"] = Json::array();
+    for (const auto& column : layout.columns) {
+      Json entry = column_json(column.name, column.kind, column.dtype, column.rank, rows,
+                               column.dim, column.padded_dim, column.row_pitch_bytes);
+      entry["offset"] = column.data_offset;
+      if (column.kind == ColumnKind::text) {
+        entry["text_offset"] = column.aux_offset;
+        entry["text_bytes"] = column.aux_size;
+        logical += column.aux_size;
+        padded += column.aux_size + column.data_size;
+      } else {
+        logical += rows * column.dim * dtype_size(column.dtype);
+        padded += column.data_size;
+      }
+      json["columns"].push_back(entry);
+    }
+    json["bytes"] = {{"logical", logical}, {"padded", padded}, {"on_disk", on_disk}};
+    json["shard"] = {{"index", layout.header.shard_index},
+                     {"first_row", layout.header.first_row},
+                     {"compressed", layout.header.compressed()},
+                     {"header_hash", shard::hex64(layout.header.header_hash)}};
+  }
+  return {json.dump(2), render_text(json)};
+}
+
+}  // namespace gpucache

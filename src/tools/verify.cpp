@@ -1,0 +1,356 @@
+#include "gpucache/verify.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "gpucache/shard/manifest.hpp"
+#include "gpucache/shard_io/shard_reader.hpp"
+#include "gpucache/common/mapped_file.hpp"
+#include "gpucache/common/parallel.hpp"
+#include "gpucache/error.hpp"
+#include "gpucache/progress.hpp"
+#include "verify_deep.hpp"
+
+namespace gpucache {
+namespace {
+
+namespace fs = std::filesystem;
+using shard::ColumnKind;
+
+struct OpenShard {
+  std::string name;  // as reported
+  std::shared_ptr<const detail::MappedFile> file;
+  shard::Layout layout;
+};
+
+Problem problem(std::string file, std::string location, std::string cause) {
+  return {std::move(file), std::move(location), std::move(cause), std::nullopt, std::nullopt};
+}
+
+std::string range_text(std::uint64_t begin, std::uint64_t end) {
+  return "bytes " + std::to_string(begin) + "-" + std::to_string(end);
+}
+
+// Names the columns, rows and padding that logical bytes [begin, end] of a shard belong to.
+std::string describe_logical_range(const shard::Layout& layout, std::uint64_t begin,
+                                   std::uint64_t end) {
+  std::string parts;
+  auto add = [&](const std::string& part) { parts += (parts.empty() ? "" : ", ") + part; };
+  for (const auto& column : layout.columns) {
+    auto overlap = [&](std::uint64_t region_begin, std::uint64_t region_size, const char* what) {
+      if (region_size == 0) return;
+      const std::uint64_t region_end = region_begin + region_size - 1;
+      if (end < region_begin || begin > region_end) return;
+      const std::uint64_t first = std::max(begin, region_begin) - region_begin;
+      const std::uint64_t last = std::min(end, region_end) - region_begin;
+      if (column.kind == ColumnKind::tensor) {
+        add("column '" + column.name + "' rows " + std::to_string(first / column.row_pitch_bytes) +
+            "-" + std::to_string(last / column.row_pitch_bytes));
+      } else {
+        add("column '" + column.name + "' " + what);
+      }
+    };
+    overlap(column.data_offset, column.data_size, "offsets");
+    if (column.kind == ColumnKind::text) overlap(column.aux_offset, column.aux_size, "text bytes");
+  }
+  return parts.empty() ? "alignment padding" : parts;
+}
+
+// For a raw chunk that failed its hash, finds a non-zero byte where the format requires zeros:
+// row padding or the gaps between column regions.
+std::optional<std::uint64_t> find_nonzero_padding(const OpenShard& shard, std::uint64_t begin,
+                                                  std::uint64_t end, std::string& where) {
+  const auto bytes = shard.file->bytes();
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> used;  // [begin, end) of column bytes
+  for (const auto& column : shard.layout.columns) {
+    if (column.kind == ColumnKind::text) {
+      used.emplace_back(column.data_offset, column.data_offset + column.data_size);
+      used.emplace_back(column.aux_offset, column.aux_offset + column.aux_size);
+      continue;
+    }
+    used.emplace_back(column.data_offset, column.data_offset + column.data_size);
+    const std::uint64_t itemsize = dtype_size(column.dtype);
+    if (column.padded_dim == column.dim) continue;
+    const std::uint64_t row_first =
+        begin > column.data_offset ? (begin - column.data_offset) / column.row_pitch_bytes : 0;
+    for (std::uint64_t row = row_first; row < shard.layout.header.row_count; ++row) {
+      const std::uint64_t pad_begin =
+          column.data_offset + row * column.row_pitch_bytes + column.dim * itemsize;
+      const std::uint64_t pad_end = column.data_offset + (row + 1) * column.row_pitch_bytes;
+      if (pad_begin > end) break;
+      for (std::uint64_t at = std::max(pad_begin, begin); at < std::min(pad_end, end + 1); ++at)
+        if (bytes[at] != std::byte{0}) {
+          where = "column '" + column.name + "' row " + std::to_string(row) + " padding";
+          return at;
+        }
+    }
+  }
+  std::sort(used.begin(), used.end());
+  std::uint64_t cursor = shard.layout.header.data_offset;
+  used.emplace_back(shard.layout.header.data_offset + shard.layout.header.data_size, 0);
+  for (const auto& [region_begin, region_end] : used) {
+    for (std::uint64_t at = std::max(cursor, begin); at < std::min(region_begin, end + 1); ++at)
+      if (bytes[at] != std::byte{0}) {
+        where = "alignment padding between columns";
+        return at;
+      }
+    cursor = std::max(cursor, region_end);
+  }
+  return std::nullopt;
+}
+
+void check_text_offsets(const OpenShard& shard, std::vector<Problem>& problems) {
+  if (shard.layout.header.compressed()) return;  // checked by readers after decompression
+  for (const auto& column : shard.layout.columns) {
+    if (column.kind != ColumnKind::text) continue;
+    const std::byte* offsets = shard.file->data() + column.data_offset;
+    std::uint64_t previous = 0;
+    for (std::uint64_t row = 0; row <= shard.layout.header.row_count; ++row) {
+      std::uint64_t value;
+      std::memcpy(&value, offsets + row * 8, 8);
+      if ((row == 0 && value != 0) || value < previous || value > column.aux_size ||
+          (row == shard.layout.header.row_count && value != column.aux_size)) {
+        const std::uint64_t at = column.data_offset + row * 8;
+        Problem found =
+            problem(shard.name, "column '" + column.name + "' row " + std::to_string(row),
+                    "text offsets are not monotonic or do not end at the text size");
+        found.byte_begin = at;
+        found.byte_end = at + 7;
+        problems.push_back(found);
+        break;
+      }
+      previous = value;
+    }
+  }
+}
+
+// Structural checks of one shard; returns it opened when the layout is sound.
+std::optional<OpenShard> open_shard(const fs::path& path, const std::string& name,
+                                    std::vector<Problem>& problems) {
+  OpenShard shard;
+  shard.name = name;
+  try {
+    shard.file = detail::MappedFile::open(path.string());
+    shard.layout = shard::decode_layout(shard.file->bytes(), name);
+  } catch (const Error& error) {
+    problems.push_back(problem(name, error.location(), error.cause()));
+    return std::nullopt;
+  }
+  return shard;
+}
+
+void compare_with_manifest(const OpenShard& shard, const shard::Manifest& manifest,
+                           std::size_t index, std::vector<Problem>& problems) {
+  const auto& expected = manifest.shards[index];
+  const auto& header = shard.layout.header;
+  if (header.header_hash != expected.header_hash)
+    problems.push_back(problem(
+        shard.name, "header",
+        "header hash " + shard::hex64(header.header_hash) + " differs from the manifest's " +
+            shard::hex64(expected.header_hash) + " (shard replaced or swapped?)"));
+  if (header.row_count != expected.rows || header.first_row != expected.first_row ||
+      header.shard_index != index)
+    problems.push_back(
+        problem(shard.name, "header",
+                "rows, first row or shard index differ from the manifest (shard swapped?)"));
+  if (header.has_dataset_fields() &&
+      (header.shard_count != manifest.shards.size() || header.dataset_rows != manifest.rows))
+    problems.push_back(
+        problem(shard.name, "header byte 136",
+                "the header's dataset shard count or rows differ from the manifest"));
+  bool columns_match = shard.layout.columns.size() == manifest.columns.size();
+  for (std::size_t c = 0; columns_match && c < manifest.columns.size(); ++c) {
+    const auto& have = shard.layout.columns[c];
+    const auto& want = manifest.columns[c];
+    columns_match = have.name == want.name && have.kind == want.kind && have.dtype == want.dtype &&
+                    have.rank == want.rank && have.dim == want.dim &&
+                    have.padded_dim == want.padded_dim &&
+                    have.row_pitch_bytes == want.row_pitch_bytes;
+  }
+  if (!columns_match)
+    problems.push_back(problem(shard.name, "column table", "columns differ from the manifest"));
+}
+
+}  // namespace
+
+VerifyReport verify(const std::string& path, const VerifyOptions& options) {
+  VerifyReport report;
+  report.path = path;
+  std::error_code error;
+  if (!fs::exists(path, error)) throw Error(path, "", "does not exist");
+  std::vector<OpenShard> shards;
+  auto& problems = report.problems;
+  std::optional<shard::Manifest> deep_manifest;  // kept for the --deep pass
+
+  if (!fs::is_directory(path, error)) {
+    if (auto shard = open_shard(path, fs::path(path).filename().string(), problems))
+      shards.push_back(std::move(*shard));
+  } else {
+    const fs::path dir(path);
+    std::optional<shard::Manifest> manifest;
+    const fs::path manifest_path = dir / shard::kManifestName;
+    if (!fs::exists(manifest_path, error)) {
+      problems.push_back(problem(
+          shard::kManifestName, "",
+          "missing: the dataset is incomplete (interrupted pack?) or not a gpucache dataset"));
+    } else {
+      try {
+        bool hash_ok = false;
+        manifest = shard::read_manifest(manifest_path.string(), hash_ok);
+        if (!hash_ok)
+          problems.push_back(problem(
+              shard::kManifestName, "manifest_hash",
+              "does not match the manifest's content: manifest.json was edited or corrupted"));
+      } catch (const Error& failure) {
+        problems.push_back(problem(shard::kManifestName, failure.location(), failure.cause()));
+      } catch (const std::exception& failure) {
+        problems.push_back(
+            problem(shard::kManifestName, "", std::string("malformed: ") + failure.what()));
+      }
+    }
+    std::vector<std::string> on_disk;
+    for (const auto& entry : fs::directory_iterator(dir, error)) {
+      const std::string name = entry.path().filename().string();
+      if (shard::is_temporary_name(name) && shard::is_dataset_file(name))
+        problems.push_back(problem(name, "", "leftover temporary file from an interrupted pack"));
+      else if (shard::shard_file_index(name))
+        on_disk.push_back(name);
+    }
+    std::sort(on_disk.begin(), on_disk.end());
+    if (manifest) {
+      deep_manifest = manifest;
+      std::uint64_t expected_first = 0;
+      for (std::size_t i = 0; i < manifest->shards.size(); ++i) {
+        const auto& listed = manifest->shards[i];
+        if (listed.first_row != expected_first)
+          problems.push_back(problem(shard::kManifestName, "shards[" + std::to_string(i) + "]",
+                                     "first_row does not follow the previous shard"));
+        expected_first = listed.first_row + listed.rows;
+        const fs::path shard_path = dir / listed.file;
+        if (!fs::exists(shard_path, error)) {
+          problems.push_back(
+              problem(listed.file, "", "missing: listed in the manifest but not on disk"));
+          continue;
+        }
+        const auto size = fs::file_size(shard_path, error);
+        if (size != listed.bytes)
+          problems.push_back(problem(listed.file, "",
+                                     "is " + std::to_string(size) +
+                                         " bytes but the manifest says " +
+                                         std::to_string(listed.bytes) +
+                                         (size < listed.bytes ? " (truncated)" : " (extended)")));
+        if (auto shard = open_shard(shard_path, listed.file, problems)) {
+          compare_with_manifest(*shard, *manifest, i, problems);
+          shards.push_back(std::move(*shard));
+        }
+      }
+      if (expected_first != manifest->rows)
+        problems.push_back(
+            problem(shard::kManifestName, "rows", "total rows do not match the shards listed"));
+      for (const auto& name : on_disk) {
+        const bool listed = std::any_of(manifest->shards.begin(), manifest->shards.end(),
+                                        [&](const auto& shard) { return shard.file == name; });
+        if (!listed)
+          problems.push_back(problem(name, "", "extra shard: not listed in the manifest"));
+      }
+    } else {
+      for (const auto& name : on_disk)
+        if (auto shard = open_shard(dir / name, name, problems))
+          shards.push_back(std::move(*shard));
+    }
+  }
+
+  // Chunk hashes of every shard, all in one parallel pass.
+  struct Task {
+    std::size_t shard;
+    std::uint64_t chunk;
+  };
+  std::vector<Task> tasks;
+  std::uint64_t total_bytes = 0;
+  for (std::size_t s = 0; s < shards.size(); ++s) {
+    for (std::uint64_t k = 0; k < shards[s].layout.header.chunk_count; ++k) tasks.push_back({s, k});
+    total_bytes += shards[s].layout.header.stored_data_size;
+    shards[s].file->advise_sequential();
+  }
+  std::vector<std::optional<std::string>> outcomes(tasks.size());
+  Progress progress(options.show_progress, "verify", total_bytes);
+  detail::parallel_for_each(tasks.size(), options.threads, [&](std::uint64_t t) {
+    const OpenShard& shard = shards[tasks[t].shard];
+    outcomes[t] = shard::check_chunk(shard.file->bytes(), shard.layout, tasks[t].chunk);
+    // Checked bytes need not stay resident: a dataset larger than memory verifies in bounded RSS.
+    const auto& checked = shard.layout.chunks[tasks[t].chunk];
+    shard.file->release(checked.stored_offset, checked.stored_size);
+    progress.advance(shard.layout.chunks[tasks[t].chunk].stored_size);
+  });
+  progress.finish();
+  for (std::size_t t = 0; t < tasks.size(); ++t) {
+    if (!outcomes[t]) continue;
+    const OpenShard& shard = shards[tasks[t].shard];
+    const auto& header = shard.layout.header;
+    const auto& chunk = shard.layout.chunks[tasks[t].chunk];
+    const std::uint64_t logical_begin = header.data_offset + tasks[t].chunk * header.chunk_size;
+    const std::uint64_t logical_end =
+        logical_begin + shard::chunk_logical_size(header, tasks[t].chunk) - 1;
+    Problem found = problem(
+        shard.name, describe_logical_range(shard.layout, logical_begin, logical_end), *outcomes[t]);
+    found.byte_begin = chunk.stored_offset;
+    found.byte_end = chunk.stored_offset + chunk.stored_size - 1;
+    if (chunk.codec == shard::Codec::raw) {
+      std::string where;
+      if (auto at = find_nonzero_padding(shard, logical_begin, logical_end, where)) {
+        found.location = where;
+        found.cause = "non-zero byte where the format requires zero padding (" + *outcomes[t] + ")";
+        found.byte_begin = found.byte_end = *at;
+      }
+    }
+    problems.push_back(found);
+  }
+  if (options.deep && problems.empty() && deep_manifest)
+    detail::check_recorded_rules(path, *deep_manifest, options, problems);
+  for (const auto& shard : shards) {
+    check_text_offsets(shard, problems);
+    report.chunks_checked += shard.layout.header.chunk_count;
+    report.bytes_checked += shard.file->size();
+  }
+  report.shards_checked = shards.size();
+  return report;
+}
+
+std::string VerifyReport::to_json() const {
+  nlohmann::ordered_json json;
+  json["ok"] = ok();
+  json["path"] = path;
+  json["shards_checked"] = shards_checked;
+  json["chunks_checked"] = chunks_checked;
+  json["bytes_checked"] = bytes_checked;
+  json["problems"] = nlohmann::ordered_json::array();
+  for (const auto& found : problems) {
+    nlohmann::ordered_json entry{
+        {"file", found.file}, {"location", found.location}, {"cause", found.cause}};
+    if (found.byte_begin) entry["byte_begin"] = *found.byte_begin;
+    if (found.byte_end) entry["byte_end"] = *found.byte_end;
+    json["problems"].push_back(entry);
+  }
+  return json.dump(2);
+}
+
+std::string VerifyReport::to_text() const {
+  if (ok())
+    return "ok: " + path + " is intact (" + std::to_string(shards_checked) + " shards, " +
+           std::to_string(chunks_checked) + " chunks, " + std::to_string(bytes_checked) +
+           " bytes checked)";
+  std::string text = "CORRUPT: " + path + ": " + std::to_string(problems.size()) + " problem" +
+                     (problems.size() == 1 ? "" : "s");
+  for (const auto& found : problems) {
+    text += "\n  " + found.file;
+    if (found.byte_begin)
+      text += " " + range_text(*found.byte_begin, found.byte_end.value_or(*found.byte_begin));
+    if (!found.location.empty()) text += " (" + found.location + ")";
+    text += ": " + found.cause;
+  }
+  return text;
+}
+
+}  // namespace gpucache

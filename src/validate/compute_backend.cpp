@@ -1,0 +1,79 @@
+#include "compute_backend.hpp"
+
+#include "gpucache/common/parallel.hpp"
+#include "kernels/validate_cpu.hpp"
+
+#ifdef GPUCACHE_HAVE_CUDA
+#include "kernels/convert.cuh"
+#include "kernels/cuda_staging.cuh"
+#include "kernels/row_order.cuh"
+#include "kernels/validate.cuh"
+#endif
+
+namespace gpucache::detail {
+
+#ifdef GPUCACHE_HAVE_CUDA
+struct ComputeBackend::Cuda {
+  CudaStagingPtr staging;
+};
+#else
+struct ComputeBackend::Cuda {};
+#endif
+
+ComputeBackend::ComputeBackend(Device requested, unsigned threads)
+    : threads_(resolve_thread_count(threads)) {
+  device_ = resolve_device(requested, &description_);
+}
+
+ComputeBackend::~ComputeBackend() = default;
+ComputeBackend::ComputeBackend(ComputeBackend&&) noexcept = default;
+ComputeBackend& ComputeBackend::operator=(ComputeBackend&&) noexcept = default;
+
+void ComputeBackend::check_rows(const CheckParams& params, const float* const* columns,
+                                std::uint64_t rows, RowRecord* out) {
+#ifdef GPUCACHE_HAVE_CUDA
+  if (device_ == Device::cuda) {
+    if (!cuda_) cuda_ = std::make_unique<Cuda>(Cuda{cuda_staging_create(threads_)});
+    cuda_check_rows(*cuda_->staging, params, columns, rows, out);
+    return;
+  }
+#endif
+  cpu_check_rows(params, columns, rows, out, threads_);
+}
+
+void ComputeBackend::check_row_pointers(const CheckParams& params, const float* const* const* rows,
+                                        std::uint64_t count, RowRecord* out) {
+  cpu_check_row_pointers(params, rows, count, out, threads_);
+}
+
+ConvertCounts ComputeBackend::convert_rows(const ConvertParams& params, const float* in,
+                                           std::uint64_t rows, std::byte* out) {
+#ifdef GPUCACHE_HAVE_CUDA
+  if (device_ == Device::cuda) {
+    if (!cuda_) cuda_ = std::make_unique<Cuda>(Cuda{cuda_staging_create(threads_)});
+    return cuda_convert_rows(*cuda_->staging, params, in, rows, out);
+  }
+#endif
+  return cpu_convert_rows(params, in, rows, out, threads_);
+}
+
+void ComputeBackend::sort_by_key(std::uint64_t* keys, std::uint64_t* values, std::uint64_t count) {
+#ifdef GPUCACHE_HAVE_CUDA
+  if (device_ == Device::cuda && cuda_sort_by_key(keys, values, count)) return;
+#endif
+  cpu_sort_by_key(keys, values, count, threads_);
+}
+
+std::uint64_t ComputeBackend::order_selected_rows(const std::uint8_t* selected, std::uint64_t count,
+                                                  bool by_key, std::uint64_t seed,
+                                                  std::uint64_t purpose, std::uint64_t* out) {
+#ifdef GPUCACHE_HAVE_CUDA
+  std::uint64_t written = 0;
+  if (device_ == Device::cuda &&
+      cuda_order_selected_rows(selected, count, by_key, seed, purpose, out, &written))
+    return written;
+#endif
+  return cpu_order_selected_rows(selected, count, by_key, seed, purpose, out, threads_);
+}
+
+}  // namespace gpucache::detail

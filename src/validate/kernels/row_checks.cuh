@@ -1,0 +1,313 @@
+// Per-row arithmetic shared by the CPU reference (validate_cpu.cpp) and the CUDA kernels
+// (validate.cu, convert.cu). Everything here is plain C++ when not compiled by nvcc, so both
+// backends run literally the same code for verdicts, hashing, keys and dtype rounding; the only
+// backend-specific part is how the 32 lanes are held (an array on the CPU, a warp on the GPU).
+// docs/validation.md defines the arithmetic; change both together.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#ifdef __CUDACC__
+#define GPUCACHE_HD __host__ __device__ __forceinline__
+#else
+#define GPUCACHE_HD inline
+#endif
+
+namespace gpucache::detail {
+
+// Lane count of the canonical reduction: lane l takes elements l, l+32, l+64, ... of a row.
+inline constexpr unsigned kLanes = 32;
+inline constexpr unsigned kMaxColumns = 2;
+
+// Mirrors gpucache::DropReason (checked by static_assert in src/validate/validate.cpp); kept as
+// integers because the public header is C++20 and the kernels compile as C++17.
+inline constexpr std::uint8_t kReasonKept = 0;
+inline constexpr std::uint8_t kReasonNanInf = 1;
+inline constexpr std::uint8_t kReasonNormLow = 2;
+inline constexpr std::uint8_t kReasonNormHigh = 3;
+inline constexpr std::uint8_t kReasonZero = 4;
+inline constexpr std::uint8_t kReasonDuplicate = 5;
+inline constexpr std::uint8_t kReasonPairCos = 6;
+inline constexpr std::uint8_t kReasonOverflow = 7;
+
+enum class OutputType : std::uint8_t { f32 = 0, f16 = 1, bf16 = 2 };
+enum class OverflowMode : std::uint8_t { drop = 0, clamp = 1, error = 2 };
+
+// Everything a check kernel needs, passed by value to the kernel.
+struct CheckParams {
+  std::uint64_t dims[kMaxColumns] = {0, 0};
+  double norm_min = 0.1;
+  double norm_max = 100.0;
+  double cos_min = -INFINITY;
+  double cos_max = INFINITY;
+  std::uint32_t columns = 1;
+  std::uint8_t pair_cos = 0;  // cosine between column 0 and 1 is computed and checked
+  std::uint8_t dedup = 0;     // row hashes are computed
+  OutputType output = OutputType::f32;
+  std::uint8_t normalize = 0;
+};
+
+// Per-row outcome of the check pass. The layout is fixed (no implicit padding) so the CPU and
+// GPU results can be compared byte for byte.
+struct RowRecord {
+  double norm[kMaxColumns];         // canonical fp64 L2 norm; 0 for an absent column
+  double cosine;                    // q.a / (|q| |a|) when computed, else 0
+  std::uint64_t hash[kMaxColumns];  // row hash when dedup is on, else 0
+  std::uint8_t reason;              // kReason*; duplicate and overflow-drop are decided later
+  std::uint8_t column;              // first column that failed (0 when kept or pair_cos)
+  std::uint8_t would_overflow;      // bit c: kept so far, and converting column c overflows
+  std::uint8_t padding[5];
+};
+static_assert(sizeof(RowRecord) == 48, "RowRecord layout is shared with the GPU");
+
+// Lane-reduced summary of one column of one row.
+struct ColumnSummary {
+  double sum_squares;
+  float max_abs;
+  std::uint64_t hash;
+};
+
+GPUCACHE_HD std::uint32_t float_bits(float x) {
+#ifdef __CUDA_ARCH__
+  return __float_as_uint(x);
+#else
+  std::uint32_t bits;
+  std::memcpy(&bits, &x, sizeof bits);
+  return bits;
+#endif
+}
+
+GPUCACHE_HD float bits_float(std::uint32_t bits) {
+#ifdef __CUDA_ARCH__
+  return __uint_as_float(bits);
+#else
+  float x;
+  std::memcpy(&x, &bits, sizeof x);
+  return x;
+#endif
+}
+
+GPUCACHE_HD double quiet_nan_double() {
+#ifdef __CUDA_ARCH__
+  return __longlong_as_double(0x7ff8000000000000LL);
+#else
+  const std::uint64_t bits = 0x7ff8000000000000ULL;
+  double x;
+  std::memcpy(&x, &bits, sizeof x);
+  return x;
+#endif
+}
+
+// ---- hashing and keys -------------------------------------------------------------------------
+
+// splitmix64's finaliser: a full-avalanche bijection on 64 bits.
+GPUCACHE_HD std::uint64_t mix64(std::uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+// Row hash, lane part: h <- (h ^ bits) * odd. Each step is a bijection of h, so two rows that
+// differ in a single element never collide within a lane; collisions are byte-checked anyway.
+inline constexpr std::uint64_t kHashMultiplier = 0x9e3779b97f4a7c15ULL;
+GPUCACHE_HD std::uint64_t hash_lane_init(unsigned lane) {
+  return 0x243f6a8885a308d3ULL + lane * 0x13198a2e03707344ULL;
+}
+GPUCACHE_HD std::uint64_t hash_step(std::uint64_t h, std::uint32_t bits) {
+  return (h ^ bits) * kHashMultiplier;
+}
+// Combines lane l (low) with lane l+offset (high) in the reduction tree; asymmetric on purpose,
+// so that moving an element to another lane changes the hash.
+GPUCACHE_HD std::uint64_t hash_combine(std::uint64_t low, std::uint64_t high) {
+  return mix64(low ^ mix64(high + 0x9e3779b97f4a7c15ULL));
+}
+GPUCACHE_HD std::uint64_t hash_finish(std::uint64_t h, std::uint64_t dim) {
+  return mix64(h ^ dim);
+}
+
+// Keys for sampling and shuffling: counter-based, so any backend and any batch order gives the
+// same key for a (seed, purpose, row). The row is avalanched before the seed enters, so nearby
+// seeds give unrelated orders.
+inline constexpr std::uint64_t kPurposeSample = 0x73616d706c650001ULL;
+inline constexpr std::uint64_t kPurposeShuffle = 0x73687566666c0002ULL;
+GPUCACHE_HD std::uint64_t row_key(std::uint64_t seed, std::uint64_t purpose, std::uint64_t row) {
+  return mix64(mix64(row + 0x9e3779b97f4a7c15ULL) ^ mix64(seed ^ purpose));
+}
+
+// ---- canonical reduction on a lane array (the CPU side; the GPU uses warp shuffles) -----------
+
+// Pairwise tree over 32 lanes: lanes l and l+16, then l and l+8, ... the order of a
+// shuffle-down reduction. Addition is commutative in IEEE arithmetic, so only the tree matters.
+GPUCACHE_HD double tree_sum(double* lanes) {
+  for (unsigned offset = kLanes / 2; offset > 0; offset /= 2)
+    for (unsigned l = 0; l < offset; ++l) lanes[l] = lanes[l] + lanes[l + offset];
+  return lanes[0];
+}
+GPUCACHE_HD float tree_max(float* lanes) {
+  for (unsigned offset = kLanes / 2; offset > 0; offset /= 2)
+    for (unsigned l = 0; l < offset; ++l)
+      lanes[l] = lanes[l] < lanes[l + offset] ? lanes[l + offset] : lanes[l];
+  return lanes[0];
+}
+GPUCACHE_HD std::uint64_t tree_hash(std::uint64_t* lanes) {
+  for (unsigned offset = kLanes / 2; offset > 0; offset /= 2)
+    for (unsigned l = 0; l < offset; ++l) lanes[l] = hash_combine(lanes[l], lanes[l + offset]);
+  return lanes[0];
+}
+
+// ---- f32 -> f16 / bf16 rounding (round to nearest, ties to even) ------------------------------
+
+// Integer-only so both backends give the same bits whatever their intrinsics do.
+struct Converted {
+  std::uint16_t bits;
+  bool overflowed;  // finite input became infinite
+  bool flushed;     // nonzero input became (signed) zero
+};
+
+GPUCACHE_HD std::uint32_t shift_right_rne(std::uint32_t value, unsigned shift) {
+  const std::uint32_t kept = value >> shift;
+  const std::uint32_t remainder = value & ((1u << shift) - 1u);
+  const std::uint32_t half = 1u << (shift - 1u);
+  return kept + ((remainder > half || (remainder == half && (kept & 1u))) ? 1u : 0u);
+}
+
+GPUCACHE_HD Converted f32_to_f16(std::uint32_t x) {
+  const std::uint16_t sign = static_cast<std::uint16_t>((x >> 16) & 0x8000u);
+  const std::uint32_t magnitude = x & 0x7fffffffu;
+  if (magnitude > 0x7f800000u)  // NaN: stays a quiet NaN with the top payload bits
+    return {static_cast<std::uint16_t>(sign | 0x7e00u | ((magnitude >> 13) & 0x3ffu)), false,
+            false};
+  if (magnitude >= 0x477ff000u)  // >= 65520 rounds past 65504; includes infinity
+    return {static_cast<std::uint16_t>(sign | 0x7c00u), magnitude != 0x7f800000u, false};
+  if (magnitude >= 0x38800000u) {  // normal f16 (>= 2^-14): rebias the exponent, round 13 bits
+    const std::uint32_t rounded = magnitude + 0xfffu + ((magnitude >> 13) & 1u);
+    return {static_cast<std::uint16_t>(sign | ((rounded - 0x38000000u) >> 13)), false, false};
+  }
+  if (magnitude <= 0x33000000u)  // <= 2^-25: rounds to zero (the tie 2^-25 goes to even 0)
+    return {sign, false, magnitude != 0};
+  // f16 subnormal k * 2^-24 from f32 m * 2^(e-150): k = m >> (126 - e), 14 <= shift <= 24.
+  const std::uint32_t exponent = magnitude >> 23;
+  const std::uint32_t mantissa = (magnitude & 0x7fffffu) | 0x800000u;
+  return {static_cast<std::uint16_t>(sign | shift_right_rne(mantissa, 126u - exponent)), false,
+          false};
+}
+
+GPUCACHE_HD Converted f32_to_bf16(std::uint32_t x) {
+  const std::uint32_t magnitude = x & 0x7fffffffu;
+  if (magnitude > 0x7f800000u)  // NaN: keep sign and top payload bits, force quiet
+    return {static_cast<std::uint16_t>((x >> 16) | 0x0040u), false, false};
+  if (magnitude >= 0x7f7f8000u)  // rounds past the largest bf16; includes infinity
+    return {static_cast<std::uint16_t>(((x >> 16) & 0x8000u) | 0x7f80u), magnitude != 0x7f800000u,
+            false};
+  const std::uint32_t rounded = x + 0x7fffu + ((x >> 16) & 1u);
+  const auto bits = static_cast<std::uint16_t>(rounded >> 16);
+  return {bits, false, magnitude != 0 && (bits & 0x7fffu) == 0};
+}
+
+GPUCACHE_HD Converted convert_bits(std::uint32_t x, OutputType output) {
+  return output == OutputType::f16 ? f32_to_f16(x) : f32_to_bf16(x);
+}
+
+// Largest finite value of the output type, for on_overflow=clamp.
+GPUCACHE_HD std::uint16_t max_finite_bits(OutputType output) {
+  return output == OutputType::f16 ? 0x7bffu : 0x7f7fu;
+}
+
+// Element value after normalisation: one fp64 division by the canonical norm, one rounding to
+// f32. Rows whose norm is zero or not finite are left as they are (they never pass validation;
+// this keeps the standalone conversion free of NaN payload differences between backends).
+GPUCACHE_HD bool normalizable(double norm) {
+  return norm > 0.0 && norm < INFINITY;
+}
+GPUCACHE_HD float normalize_value(float x, double norm) {
+  return static_cast<float>(static_cast<double>(x) / norm);
+}
+
+// Parameters of the conversion pass (pass 2).
+struct ConvertParams {
+  std::uint64_t dim = 0;
+  std::uint64_t padded_dim = 0;  // row pitch in elements; pad elements are written as zero
+  OutputType output = OutputType::f32;
+  std::uint8_t normalize = 0;
+  OverflowMode on_overflow = OverflowMode::error;
+};
+
+inline constexpr std::uint64_t kNoRow = ~std::uint64_t{0};
+struct ConvertCounts {
+  std::uint64_t overflowed = 0;  // finite values that rounded to infinity (before clamping)
+  std::uint64_t flushed = 0;     // nonzero values that rounded to zero
+  std::uint64_t first_overflow_row = kNoRow;  // lowest row (of this call) with an overflow
+};
+
+// One element of pass 2 in a 16-bit output type; `overflowed`/`flushed` are incremented.
+GPUCACHE_HD std::uint16_t convert_element(float x, OutputType output, OverflowMode on_overflow,
+                                          std::uint32_t& overflowed, std::uint32_t& flushed) {
+  const Converted converted = convert_bits(float_bits(x), output);
+  overflowed += converted.overflowed;
+  flushed += converted.flushed;
+  if (converted.overflowed && on_overflow == OverflowMode::clamp)
+    return static_cast<std::uint16_t>((converted.bits & 0x8000u) | max_finite_bits(output));
+  return converted.bits;
+}
+
+// ---- verdict ----------------------------------------------------------------------------------
+
+GPUCACHE_HD double norm_of(double sum_squares) {
+  // A NaN's payload differs between backends; report one canonical NaN instead.
+  return sum_squares != sum_squares ? quiet_nan_double() : sqrt(sum_squares);
+}
+
+// First failing check in the documented order: nan_inf, zero, norm_low, norm_high (each over
+// all columns, column 0 first), then pair_cos. duplicate and overflow-drop are decided after the
+// whole dataset has been seen; would_overflow carries what the overflow check needs.
+GPUCACHE_HD RowRecord row_verdict(const CheckParams& params, const ColumnSummary* summaries,
+                                  double dot) {
+  // Loops run to the constant kMaxColumns so that nvcc unrolls them and keeps the record in
+  // registers.
+  RowRecord record{};
+  const unsigned columns = params.columns;
+  for (unsigned c = 0; c < kMaxColumns; ++c) {
+    if (c >= columns) continue;
+    record.norm[c] = norm_of(summaries[c].sum_squares);
+    record.hash[c] = params.dedup ? summaries[c].hash : 0;
+  }
+  std::uint8_t reason = kReasonKept, column = 0;
+  for (unsigned c = 0; c < kMaxColumns; ++c)
+    if (c < columns && reason == kReasonKept && !(summaries[c].sum_squares < INFINITY)) {
+      reason = kReasonNanInf;
+      column = static_cast<std::uint8_t>(c);
+    }
+  for (unsigned c = 0; c < kMaxColumns; ++c)
+    if (c < columns && reason == kReasonKept && summaries[c].sum_squares == 0.0) {
+      reason = kReasonZero;
+      column = static_cast<std::uint8_t>(c);
+    }
+  for (unsigned c = 0; c < kMaxColumns; ++c)
+    if (c < columns && reason == kReasonKept && record.norm[c] < params.norm_min) {
+      reason = kReasonNormLow;
+      column = static_cast<std::uint8_t>(c);
+    }
+  for (unsigned c = 0; c < kMaxColumns; ++c)
+    if (c < columns && reason == kReasonKept && record.norm[c] > params.norm_max) {
+      reason = kReasonNormHigh;
+      column = static_cast<std::uint8_t>(c);
+    }
+  if (params.pair_cos && reason == kReasonKept) {
+    record.cosine = dot / (record.norm[0] * record.norm[1]);
+    if (record.cosine < params.cos_min || record.cosine > params.cos_max) reason = kReasonPairCos;
+  }
+  record.reason = reason;
+  record.column = column;
+  if (reason == kReasonKept && params.output != OutputType::f32 && !params.normalize) {
+    // Rounding is monotonic, so the row overflows exactly when its largest magnitude does.
+    // Normalised values are at most 1 in magnitude and never overflow.
+    for (unsigned c = 0; c < kMaxColumns; ++c)
+      if (c < columns && convert_bits(float_bits(summaries[c].max_abs), params.output).overflowed)
+        record.would_overflow |= static_cast<std::uint8_t>(1u << c);
+  }
+  return record;
+}
+
+}  // namespace gpucache::detail

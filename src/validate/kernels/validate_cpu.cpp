@@ -1,0 +1,225 @@
+#include "kernels/validate_cpu.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <mutex>
+
+#include "gpucache/common/parallel.hpp"
+
+namespace gpucache::detail {
+namespace {
+
+// Below this many input floats per thread, starting a thread costs more than it saves.
+constexpr std::uint64_t kFloatsPerThread = 1 << 16;
+
+// The lanes live in fixed-size arrays and every statement of the block loop is independent per
+// lane, so the compiler vectorises across lanes without reassociating any sum.
+struct Lanes {
+  alignas(64) double sums[kLanes];
+  alignas(64) float maxes[kLanes];
+  alignas(64) std::uint64_t hashes[kLanes];
+};
+
+template <bool kHash>
+[[gnu::always_inline]] inline void accumulate(Lanes& lanes, const float* block, unsigned count) {
+  for (unsigned l = 0; l < count; ++l) {
+    const float x = block[l];
+    const double wide = x;
+    lanes.sums[l] += wide * wide;  // exact product: f32 x f32 fits in the fp64 mantissa
+    const float magnitude = std::fabs(x);
+    lanes.maxes[l] = lanes.maxes[l] < magnitude ? magnitude : lanes.maxes[l];
+    if constexpr (kHash) lanes.hashes[l] = hash_step(lanes.hashes[l], float_bits(x));
+  }
+}
+
+template <bool kHash>
+ColumnSummary summarize(const float* row, std::uint64_t dim) {
+  Lanes lanes;
+  for (unsigned l = 0; l < kLanes; ++l) {
+    lanes.sums[l] = 0.0;
+    lanes.maxes[l] = 0.0f;
+    lanes.hashes[l] = hash_lane_init(l);
+  }
+  const std::uint64_t full = dim - dim % kLanes;
+  for (std::uint64_t i = 0; i < full; i += kLanes) accumulate<kHash>(lanes, row + i, kLanes);
+  // Lanes past the tail keep their initial state, like idle lanes of a warp.
+  accumulate<kHash>(lanes, row + full, static_cast<unsigned>(dim - full));
+  ColumnSummary summary;
+  summary.sum_squares = tree_sum(lanes.sums);
+  summary.max_abs = tree_max(lanes.maxes);
+  summary.hash = kHash ? hash_finish(tree_hash(lanes.hashes), dim) : 0;
+  return summary;
+}
+
+double sum_squares(const float* row, std::uint64_t dim) {
+  alignas(64) double sums[kLanes] = {};
+  const std::uint64_t full = dim - dim % kLanes;
+  for (std::uint64_t i = 0; i < full; i += kLanes)
+    for (unsigned l = 0; l < kLanes; ++l) {
+      const double wide = row[i + l];
+      sums[l] += wide * wide;
+    }
+  for (unsigned l = 0; l < dim - full; ++l) {
+    const double wide = row[full + l];
+    sums[l] += wide * wide;
+  }
+  return tree_sum(sums);
+}
+
+// The common case, branch-free so it vectorises: every value of the row is finite and does not
+// overflow (f16: |x| < 65520; bf16: below the largest bf16 and not flushed to zero). For f16 the
+// normal, subnormal and flush-to-zero results are all computed and the right one selected; the
+// arithmetic is exactly that of the matching branch of f32_to_f16 / f32_to_bf16 in
+// row_checks.cuh, so the bits are the same. Values flushed to zero are added to `flushed`. A row
+// with any other value returns false and takes the general path.
+// Cloned for AVX2 (picked at load time by the CPU): the same integer arithmetic, 8 lanes wide.
+__attribute__((target_clones("avx2", "default"))) bool convert_row_common_range(
+    OutputType output, const float* in, std::uint16_t* out, std::uint64_t dim,
+    std::uint32_t& flushed) {
+  const auto* bits = reinterpret_cast<const std::uint32_t*>(in);
+  std::uint32_t outside = 0;
+  if (output == OutputType::f16) {
+    std::uint32_t flushed_here = 0;
+    for (std::uint64_t i = 0; i < dim; ++i) {
+      const std::uint32_t magnitude = bits[i] & 0x7fffffffu;
+      outside |= static_cast<std::uint32_t>(magnitude >= 0x477ff000u);
+      // Normal f16 (>= 2^-14): rebias the exponent, round 13 bits.
+      const std::uint32_t rounded = magnitude + 0xfffu + ((magnitude >> 13) & 1u);
+      const std::uint32_t normal = (rounded - 0x38000000u) >> 13;
+      // Subnormal f16: the mantissa shifted right by 126 - exponent (14..24 where it applies;
+      // clamped so the other lanes compute something harmless), rounded to nearest even.
+      const std::int32_t exponent = static_cast<std::int32_t>(magnitude >> 23);
+      const auto shift = static_cast<std::uint32_t>(std::clamp(126 - exponent, 1, 31));
+      const std::uint32_t mantissa = (magnitude & 0x7fffffu) | 0x800000u;
+      const std::uint32_t kept = mantissa >> shift;
+      const std::uint32_t remainder = mantissa & ((1u << shift) - 1u);
+      const std::uint32_t half = 1u << (shift - 1u);
+      const std::uint32_t subnormal =
+          kept + static_cast<std::uint32_t>(remainder > half || (remainder == half && (kept & 1u)));
+      const bool is_normal = magnitude >= 0x38800000u;
+      const bool is_zero = magnitude <= 0x33000000u;  // <= 2^-25 rounds to zero
+      flushed_here += static_cast<std::uint32_t>(is_zero && magnitude != 0);
+      const std::uint32_t value = is_normal ? normal : (is_zero ? 0u : subnormal);
+      out[i] = static_cast<std::uint16_t>(((bits[i] >> 16) & 0x8000u) | value);
+    }
+    flushed += flushed_here;
+  } else {
+    for (std::uint64_t i = 0; i < dim; ++i) {
+      const std::uint32_t magnitude = bits[i] & 0x7fffffffu;
+      const std::uint32_t rounded = (bits[i] + 0x7fffu + ((bits[i] >> 16) & 1u)) >> 16;
+      // Not NaN/inf/overflowing, and not a nonzero value that rounds to zero.
+      outside |= static_cast<std::uint32_t>(magnitude >= 0x7f7f8000u ||
+                                            (magnitude != 0 && (rounded & 0x7fffu) == 0));
+      out[i] = static_cast<std::uint16_t>(rounded);
+    }
+  }
+  return outside == 0;
+}
+
+// Converts one row; returns whether any value overflowed.
+bool convert_row(const ConvertParams& params, const float* in, std::byte* out,
+                 ConvertCounts& counts) {
+  double norm = 0.0;
+  const bool scale = params.normalize && normalizable(norm = norm_of(sum_squares(in, params.dim)));
+  const std::uint64_t dim = params.dim;
+  if (params.output == OutputType::f32) {
+    auto* values = reinterpret_cast<float*>(out);
+    if (scale)
+      for (std::uint64_t i = 0; i < dim; ++i) values[i] = normalize_value(in[i], norm);
+    else
+      std::memcpy(values, in, dim * sizeof(float));
+    std::memset(values + dim, 0, (params.padded_dim - dim) * sizeof(float));
+    return false;
+  }
+  auto* values = reinterpret_cast<std::uint16_t*>(out);
+  std::uint32_t overflowed = 0, flushed = 0;
+  std::uint32_t flushed_common = 0;
+  if (!scale && convert_row_common_range(params.output, in, values, dim, flushed_common)) {
+    std::memset(values + dim, 0, (params.padded_dim - dim) * sizeof(std::uint16_t));
+    counts.flushed += flushed_common;
+    return false;
+  }
+  for (std::uint64_t i = 0; i < dim; ++i) {
+    const float x = scale ? normalize_value(in[i], norm) : in[i];
+    values[i] = convert_element(x, params.output, params.on_overflow, overflowed, flushed);
+  }
+  std::memset(values + dim, 0, (params.padded_dim - dim) * sizeof(std::uint16_t));
+  counts.overflowed += overflowed;
+  counts.flushed += flushed;
+  return overflowed != 0;
+}
+
+}  // namespace
+
+ColumnSummary cpu_summarize(const float* row, std::uint64_t dim, bool with_hash) {
+  return with_hash ? summarize<true>(row, dim) : summarize<false>(row, dim);
+}
+
+double cpu_dot(const float* a, const float* b, std::uint64_t dim) {
+  alignas(64) double sums[kLanes] = {};
+  const std::uint64_t full = dim - dim % kLanes;
+  for (std::uint64_t i = 0; i < full; i += kLanes)
+    for (unsigned l = 0; l < kLanes; ++l)
+      sums[l] += static_cast<double>(a[i + l]) * static_cast<double>(b[i + l]);
+  for (unsigned l = 0; l < dim - full; ++l)
+    sums[l] += static_cast<double>(a[full + l]) * static_cast<double>(b[full + l]);
+  return tree_sum(sums);
+}
+
+namespace {
+
+// Pass 1 over `rows` rows, row(c, r) giving where row r of column c lies.
+template <typename RowOf>
+void check_rows_at(const CheckParams& params, std::uint64_t rows, RowRecord* out, unsigned threads,
+                   RowOf row) {
+  std::uint64_t row_floats = 0;
+  for (unsigned c = 0; c < params.columns; ++c) row_floats += params.dims[c];
+  const std::uint64_t grain = std::max<std::uint64_t>(1, kFloatsPerThread / row_floats);
+  parallel_for(rows, threads, grain, [&](std::uint64_t begin, std::uint64_t end) {
+    for (std::uint64_t r = begin; r < end; ++r) {
+      ColumnSummary summaries[kMaxColumns]{};
+      for (unsigned c = 0; c < params.columns; ++c)
+        summaries[c] = cpu_summarize(row(c, r), params.dims[c], params.dedup);
+      const double dot = params.pair_cos ? cpu_dot(row(0, r), row(1, r), params.dims[0]) : 0.0;
+      out[r] = row_verdict(params, summaries, dot);
+    }
+  });
+}
+
+}  // namespace
+
+void cpu_check_rows(const CheckParams& params, const float* const* columns, std::uint64_t rows,
+                    RowRecord* out, unsigned threads) {
+  check_rows_at(params, rows, out, threads,
+                [&](unsigned c, std::uint64_t r) { return columns[c] + r * params.dims[c]; });
+}
+
+void cpu_check_row_pointers(const CheckParams& params, const float* const* const* rows,
+                            std::uint64_t count, RowRecord* out, unsigned threads) {
+  check_rows_at(params, count, out, threads,
+                [&](unsigned c, std::uint64_t r) { return rows[c][r]; });
+}
+
+ConvertCounts cpu_convert_rows(const ConvertParams& params, const float* in, std::uint64_t rows,
+                               std::byte* out, unsigned threads) {
+  const std::size_t element_size = params.output == OutputType::f32 ? 4 : 2;
+  const std::uint64_t pitch = params.padded_dim * element_size;
+  const std::uint64_t grain = std::max<std::uint64_t>(1, kFloatsPerThread / params.padded_dim);
+  ConvertCounts total;
+  std::mutex total_mutex;
+  parallel_for(rows, threads, grain, [&](std::uint64_t begin, std::uint64_t end) {
+    ConvertCounts counts;
+    for (std::uint64_t r = begin; r < end; ++r)
+      if (convert_row(params, in + r * params.dim, out + r * pitch, counts) &&
+          counts.first_overflow_row == kNoRow)
+        counts.first_overflow_row = r;
+    std::lock_guard lock(total_mutex);
+    total.overflowed += counts.overflowed;
+    total.flushed += counts.flushed;
+    total.first_overflow_row = std::min(total.first_overflow_row, counts.first_overflow_row);
+  });
+  return total;
+}
+
+}  // namespace gpucache::detail
