@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "gpucache/common/hash.hpp"
+#include "gpucache/shard/manifest.hpp"
 #include "gpucache/shard/shard_layout.hpp"
 
 namespace gpucache::test {
@@ -107,14 +109,13 @@ inline std::vector<std::byte> build_shard(std::uint32_t shard_index, std::uint64
     ColumnEntry entry;
     entry.name = in.name;
     entry.kind = in.text ? ColumnKind::text : ColumnKind::tensor;
-    entry.dtype = in.dtype;
-    entry.rank = in.rank;
-    entry.dim = in.dim;
-    entry.padded_dim = in.rank == 2 ? padded_dim_for(in.dim, in.dtype, 16) : 1;
-    entry.row_pitch_bytes = entry.padded_dim * dtype_size(in.dtype);
+    entry.dtype = in.text ? DType::u8 : in.dtype;
+    if (!in.text && in.rank == 2) {
+      entry.row_shape = {in.dim};
+      entry.padded_dim = padded_dim_for(in.dim, in.dtype, 16);
+    }
     entry.data_offset = align_up(cursor, kAlignment);
     if (in.text) {
-      entry.row_pitch_bytes = 1;
       entry.data_size = (rows + 1) * 8;
       std::uint64_t total = 0;
       text_offsets[c].push_back(0);
@@ -126,7 +127,7 @@ inline std::vector<std::byte> build_shard(std::uint32_t shard_index, std::uint64
       entry.aux_size = total;
       cursor = entry.aux_offset + entry.aux_size;
     } else {
-      entry.data_size = rows * entry.row_pitch_bytes;
+      entry.data_size = rows * entry.row_pitch_bytes();
       cursor = entry.data_offset + entry.data_size;
     }
     layout.columns.push_back(entry);
@@ -153,7 +154,7 @@ inline std::vector<std::byte> build_shard(std::uint32_t shard_index, std::uint64
     } else {
       const std::uint64_t logical = in.dim * dtype_size(in.dtype);
       for (std::uint64_t r = 0; r < rows; ++r)
-        std::memcpy(out + r * entry.row_pitch_bytes, in.values.data() + (first_row + r) * logical,
+        std::memcpy(out + r * entry.row_pitch_bytes(), in.values.data() + (first_row + r) * logical,
                     logical);
     }
   }
@@ -161,13 +162,13 @@ inline std::vector<std::byte> build_shard(std::uint32_t shard_index, std::uint64
     ChunkEntry chunk;
     chunk.stored_offset = h.data_offset + k * h.chunk_size;
     chunk.stored_size = static_cast<std::uint32_t>(chunk_logical_size(h, k));
-    chunk.hash = xxh3_64({image + k * h.chunk_size, chunk.stored_size});
+    chunk.hash = gpucache::detail::xxh3_64({image + k * h.chunk_size, chunk.stored_size});
     layout.chunks.push_back(chunk);
   }
   const auto column_table = encode_column_table(layout.columns);
   const auto chunk_table = encode_chunk_table(layout.chunks);
-  h.columns_hash = xxh3_64(column_table);
-  h.chunks_hash = xxh3_64(chunk_table);
+  h.columns_hash = gpucache::detail::xxh3_64(column_table);
+  h.chunks_hash = gpucache::detail::xxh3_64(chunk_table);
   const auto header = encode_header(h);
   std::uint64_t header_hash = 0;
   std::memcpy(&header_hash, header.data() + 248, 8);
@@ -185,8 +186,24 @@ inline std::string shard_name(std::uint32_t index) {
   return name;
 }
 
-// Writes a dataset directory: one shard per entry of `shard_rows`, and a manifest.json (the
-// runtime only checks that it exists).
+// Writes manifest.json for the shards now in `dir` (shard-00000.gcs, ... as a pack lists them).
+inline void write_manifest(const std::filesystem::path& dir) {
+  shard::Manifest manifest;
+  manifest.tool_version = "test";
+  for (std::uint32_t k = 0; std::filesystem::exists(dir / shard_name(k)); ++k) {
+    const auto bytes = read_bytes((dir / shard_name(k)).string());
+    const auto layout = shard::decode_layout(bytes, shard_name(k));
+    if (k == 0)
+      for (const auto& column : layout.columns) manifest.columns.push_back(column);
+    manifest.shards.push_back({shard_name(k), layout.header.row_count, manifest.rows,
+                               static_cast<std::uint64_t>(bytes.size()), layout.header.header_hash});
+    manifest.rows += layout.header.row_count;
+  }
+  std::ofstream(dir / "manifest.json") << shard::manifest_to_text(manifest);
+}
+
+// Writes a dataset directory: one shard per entry of `shard_rows`, and a manifest.json that lists
+// them as gpucache pack would (the runtime checks the shards against it).
 inline void write_dataset(const std::filesystem::path& dir, const std::vector<TestColumn>& columns,
                           const std::vector<std::uint64_t>& shard_rows,
                           const ShardOptions& options = {}) {
@@ -202,7 +219,7 @@ inline void write_dataset(const std::filesystem::path& dir, const std::vector<Te
                 build_shard(k, first, shard_rows[k], columns, dataset_options));
     first += shard_rows[k];
   }
-  std::ofstream(dir / "manifest.json") << "{\"format\": \"gpucache-dataset\"}\n";
+  write_manifest(dir);
 }
 
 // A fresh directory under the system temp dir, removed when the object dies.

@@ -16,6 +16,7 @@
 #include <random>
 #include <regex>
 
+#include "gpucache/common/hash.hpp"
 #include "gpucache/shard/manifest.hpp"
 #include "gpucache/shard/shard_layout.hpp"
 #include "gpucache/npy.hpp"
@@ -78,12 +79,12 @@ std::vector<Region> regions_of(const std::vector<char>& file) {
       if (column.data_offset > cursor) alignment.intervals.emplace_back(cursor, column.data_offset);
       Region values{"column '" + column.name + "' values", "column '" + column.name + "'", {}};
       Region padding{"column '" + column.name + "' row padding", "padding", {}};
-      const std::uint64_t value_bytes = column.dim * dtype_size(column.dtype);
+      const std::uint64_t value_bytes = column.dim() * dtype_size(column.dtype);
       for (std::uint64_t row = 0; row < h.row_count; ++row) {
-        const std::uint64_t begin = column.data_offset + row * column.row_pitch_bytes;
+        const std::uint64_t begin = column.data_offset + row * column.row_pitch_bytes();
         values.intervals.emplace_back(begin, begin + value_bytes);
-        if (column.row_pitch_bytes > value_bytes)
-          padding.intervals.emplace_back(begin + value_bytes, begin + column.row_pitch_bytes);
+        if (column.row_pitch_bytes() > value_bytes)
+          padding.intervals.emplace_back(begin + value_bytes, begin + column.row_pitch_bytes());
       }
       regions.push_back(values);
       if (!padding.intervals.empty()) regions.push_back(padding);
@@ -236,7 +237,7 @@ void edit_manifest_rehashed(const std::string& dataset,
   json.erase("manifest_hash");
   const std::string compact = json.dump();
   json["manifest_hash"] =
-      shard::hex64(shard::xxh3_64(std::as_bytes(std::span(compact.data(), compact.size()))));
+      detail::hex64(detail::xxh3_64(std::as_bytes(std::span(compact.data(), compact.size()))));
   const std::string text = json.dump(2) + "\n";
   test_support::write_bytes(dataset + "/manifest.json", {text.begin(), text.end()});
 }

@@ -34,7 +34,7 @@ void check_equals_host(const DeviceData& device, const HostData& host) {
     std::vector<std::byte> expected;
     for (const HostPiece& piece : host.pieces(column.column.name))
       expected.insert(expected.end(), piece.data,
-                      piece.data + piece.rows * column.column.row_pitch_bytes);
+                      piece.data + piece.rows * column.column.row_pitch_bytes());
     std::vector<std::byte> actual(expected.size());
     REQUIRE(copy_to_host(actual.data(), column.data, actual.size()) == 0);
     CHECK(actual == expected);

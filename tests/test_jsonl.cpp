@@ -115,14 +115,14 @@ TEST_CASE("the read files map to the expected dataset kinds") {
   const SourceMapping dialogue = map_source(read_jsonl(kData + "dialogue.jsonl"), "dialogue.jsonl");
   CHECK(dialogue.kind == SourceKind::dialogue);
   CHECK(dialogue.rows == 5);
-  CHECK(dialogue.find("question_embedding")->dim == 8);
-  CHECK(text_row(*dialogue.find("answer"), 4) == "answer 4: 8 \u2713");
+  CHECK(dialogue.find("question_embedding")->dim() == 8);
+  CHECK(read_text(*dialogue.find("answer"), 4) == "answer 4: 8 \u2713");
 
   const SourceMapping cache = map_source(read_jsonl(kData + "llm_cache.jsonl"), "llm_cache.jsonl");
   CHECK(cache.kind == SourceKind::llm_cache);
   CHECK(cache.rows == 4);
   std::vector<float> row(6);
-  read_rows(*cache.find("embedding"), 2, 1, DType::f32, std::as_writable_bytes(std::span(row)));
+  read_rows_as(*cache.find("embedding"), 2, 1, DType::f32, std::as_writable_bytes(std::span(row)));
   CHECK(row == std::vector<float>{1, 0, -1, 2, 0, 3});
 }
 

@@ -113,7 +113,7 @@ TEST_CASE(
     CHECK(column.padded_dim == 16);
     for (std::uint64_t r = 0; r < reader.rows(); ++r) {
       const float* row =
-          reinterpret_cast<const float*>(reader.tensor_data(0).data() + r * column.row_pitch_bytes);
+          reinterpret_cast<const float*>(reader.tensor_data(0).data() + r * column.row_pitch_bytes());
       seen.insert(seen.end(), row, row + 8);
       sources.push_back(reinterpret_cast<const std::uint16_t*>(reader.tensor_data(1).data())[r]);
       source_rows.push_back(
@@ -325,7 +325,7 @@ TEST_CASE("a .pt whose storages lie at odd offsets packs the same columns as an 
     const shard::ShardReader reader(options.output_dir + "/" + result.shards[0].file, true);
     std::vector<std::vector<std::byte>> tensors;
     for (std::size_t c = 0; c < reader.layout().columns.size(); ++c)
-      if (reader.layout().columns[c].kind == shard::ColumnKind::tensor) {
+      if (reader.layout().columns[c].kind == ColumnKind::tensor) {
         const auto bytes = reader.tensor_data(c);
         tensors.emplace_back(bytes.begin(), bytes.end());
       }

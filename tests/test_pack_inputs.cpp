@@ -39,25 +39,25 @@ void check_packed_equals_mapping(const std::string& input,
   const SourceMapping mapping = map_source(root, input, kind, fields);
   REQUIRE(result.rows == mapping.rows);
   shard::ShardReader reader(options.output_dir + "/shard-00000.gcs");
-  for (const ColumnSource& column : mapping.columns) {
+  for (const InputColumn& column : mapping.columns) {
     CAPTURE(column.name);
     const auto index = reader.find_column(column.name);
     REQUIRE(index.has_value());
     if (column.kind == ColumnKind::text) {
       for (std::uint64_t r = 0; r < mapping.rows; ++r)
-        CHECK(reader.text(*index, r) == text_row(column, r));
+        CHECK(reader.text(*index, r) == read_text(column, r));
       continue;
     }
     const auto& entry = reader.layout().columns[*index];
     CHECK(entry.dtype == (column.dtype == DType::f64 ? DType::f32 : column.dtype));
-    const std::uint64_t row_bytes = column.dim * dtype_size(entry.dtype);
+    const std::uint64_t row_bytes = column.row_elements() * dtype_size(entry.dtype);
     std::vector<std::byte> expected(mapping.rows * row_bytes);
-    read_rows(column, 0, mapping.rows, entry.dtype, expected);
+    read_rows_as(column, 0, mapping.rows, entry.dtype, expected);
     for (std::uint64_t r = 0; r < mapping.rows; ++r) {
-      CHECK(std::memcmp(reader.tensor_data(*index).data() + r * entry.row_pitch_bytes,
+      CHECK(std::memcmp(reader.tensor_data(*index).data() + r * entry.row_pitch_bytes(),
                         expected.data() + r * row_bytes, row_bytes) == 0);
-      for (std::uint64_t b = row_bytes; b < entry.row_pitch_bytes; ++b)
-        CHECK(reader.tensor_data(*index)[r * entry.row_pitch_bytes + b] == std::byte{0});
+      for (std::uint64_t b = row_bytes; b < entry.row_pitch_bytes(); ++b)
+        CHECK(reader.tensor_data(*index)[r * entry.row_pitch_bytes() + b] == std::byte{0});
     }
   }
 }
@@ -103,7 +103,7 @@ TEST_CASE(
     }
     CHECK(reader.text(text, r) == question["value"].get<std::string>());
     const float* row = reinterpret_cast<const float*>(
-        reader.tensor_data(q).data() + r * reader.layout().columns[q].row_pitch_bytes);
+        reader.tensor_data(q).data() + r * reader.layout().columns[q].row_pitch_bytes());
     for (std::size_t i = 0; i < embedding["values"].size(); ++i)
       CHECK(row[i] == embedding["values"][i].get<float>());
   }

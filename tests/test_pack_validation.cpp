@@ -102,7 +102,7 @@ TEST_CASE("planted bad rows are dropped exactly, with the right reason each") {
     CHECK(row == next++);
   }
   shard::ShardReader reader(options.output_dir + "/shard-00000.gcs");
-  const auto pitch = reader.layout().columns[0].row_pitch_bytes;
+  const auto pitch = reader.layout().columns[0].row_pitch_bytes();
   for (std::size_t i = 0; i < kept.size(); ++i)
     CHECK(std::memcmp(reader.tensor_data(0).data() + i * pitch, values.data() + kept[i] * kDim,
                       kDim * 4) == 0);

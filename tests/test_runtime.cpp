@@ -9,6 +9,7 @@
 #include <set>
 #include <sstream>
 
+#include "gpucache/common/hash.hpp"
 #include "gpucache/runtime.hpp"
 #include "runtime_test_shards.hpp"
 
@@ -32,8 +33,8 @@ std::vector<std::vector<float>> read_f32(const HostData& data, const std::string
   std::vector<std::vector<float>> rows;
   for (const HostPiece& piece : data.pieces(name))
     for (std::uint64_t r = 0; r < piece.rows; ++r) {
-      std::vector<float> row(column.dim);
-      std::memcpy(row.data(), piece.data + r * column.row_pitch_bytes, column.dim * 4);
+      std::vector<float> row(column.dim());
+      std::memcpy(row.data(), piece.data + r * column.row_pitch_bytes(), column.dim() * 4);
       rows.push_back(row);
     }
   return rows;
@@ -86,12 +87,12 @@ TEST_CASE("open lists columns, rows and shards in index order") {
   CHECK(emb.name == "emb");
   CHECK(emb.kind == ColumnKind::tensor);
   CHECK(emb.dtype == DType::f32);
-  CHECK(emb.dim == 3);
+  CHECK(emb.dim() == 3);
   CHECK(emb.padded_dim == 16);
-  CHECK(emb.row_pitch_bytes == 64);
-  CHECK(dataset.columns()[1].rank == 1);
+  CHECK(emb.row_pitch_bytes() == 64);
+  CHECK(dataset.columns()[1].rank() == 1);
   CHECK(dataset.columns()[2].kind == ColumnKind::text);
-  CHECK(dtype_text(emb.dtype) == "f32");
+  CHECK(dtype_name(emb.dtype) == "f32");
 }
 
 TEST_CASE("to_host returns zero-copy, 4096-aligned views whose values equal the inputs") {
@@ -124,8 +125,8 @@ TEST_CASE("to_host returns zero-copy, 4096-aligned views whose values equal the 
   // Row padding is zero.
   for (const HostPiece& piece : data.pieces("emb"))
     for (std::uint64_t r = 0; r < piece.rows; ++r)
-      for (std::uint64_t b = emb.dim * 4; b < emb.row_pitch_bytes; ++b)
-        CHECK(piece.data[r * emb.row_pitch_bytes + b] == std::byte{0});
+      for (std::uint64_t b = emb.dim() * 4; b < emb.row_pitch_bytes(); ++b)
+        CHECK(piece.data[r * emb.row_pitch_bytes() + b] == std::byte{0});
   std::uint64_t row = 0;
   for (const HostPiece& piece : data.pieces("label"))
     for (std::uint64_t r = 0; r < piece.rows; ++r, ++row) {
@@ -309,9 +310,8 @@ TEST_CASE("inconsistent or incomplete shard sets are refused") {
   wider[0] = test::f32_column("emb", kRows, 20);
   test::write_bytes((dir / "shard-00002.gcs").string(), test::build_shard(2, 12, 4, wider));
   const std::string message = open_error();
-  CHECK(message.find("shard-00002.gcs: column table entry 0: column 'emb' tensor f32 rank 2 dim "
-                     "20 padded 32 differs from 'emb' tensor f32 rank 2 dim 3 padded 16") !=
-        std::string::npos);
+  CHECK(message.find("shard-00002.gcs: column table entry 0: column 'emb' tensor f32 [20] padded "
+                     "to 32 differs from 'emb' tensor f32 [3] padded to 16") != std::string::npos);
 
   reset();
   test::write_bytes((dir / "shard-00002.gcs").string(),
@@ -386,10 +386,11 @@ TEST_CASE("shards of format 1.0, which carry no dataset fields, still open") {
     const auto encoded = shard::encode_header(header);
     std::memcpy(bytes.data(), encoded.data(), encoded.size());
     std::memcpy(bytes.data() + bytes.size() - 16, encoded.data() + 248, 8);  // footer copy
-    const auto footer_hash = shard::xxh3_64(std::span(bytes).last(32).first(24));
+    const auto footer_hash = gpucache::detail::xxh3_64(std::span(bytes).last(32).first(24));
     std::memcpy(bytes.data() + bytes.size() - 8, &footer_hash, 8);
     test::write_bytes(path, bytes);
   }
+  test::write_manifest(dir.path());
   const Dataset dataset = Dataset::open(dir.path().string());
   CHECK(dataset.total_rows() == kRows);
   CHECK(read_f32(dataset.to_host(), "emb")[13][2] == test::test_value(13, 2));
@@ -450,8 +451,8 @@ TEST_CASE("a tensor column across shards cut on page boundaries is one zero-copy
     for (std::uint64_t r = 0; r < data.rows(); ++r)
       for (std::uint64_t j = 0; j < emb.padded_dim; ++j) {
         float value = 0;
-        std::memcpy(&value, joined + r * emb.row_pitch_bytes + j * 4, 4);
-        CHECK(value == (j < emb.dim ? test::test_value(first_row + r, j) : 0.0f));
+        std::memcpy(&value, joined + r * emb.row_pitch_bytes() + j * 4, 4);
+        CHECK(value == (j < emb.dim() ? test::test_value(first_row + r, j) : 0.0f));
       }
     const std::byte* labels = data.joined("label");
     REQUIRE(labels != nullptr);
@@ -470,7 +471,7 @@ TEST_CASE("a tensor column across shards cut on page boundaries is one zero-copy
   bool listed = false;
   for (const MappedRange& range : whole.mapped_ranges())
     listed = listed || (range.data == whole.joined("emb") &&
-                        range.size == rows * whole.column("emb").row_pitch_bytes);
+                        range.size == rows * whole.column("emb").row_pitch_bytes());
   CHECK(listed);
 
   // A selection starting inside a page and ending inside the last shard.

@@ -42,11 +42,11 @@ void check_equals_host(const DeviceData& device, const HostData& host) {
   for (const DeviceColumn& column : device.columns()) {
     CAPTURE(column.column.name);
     CHECK(column.offset % 4096 == 0);
-    CHECK(column.bytes == device.rows() * column.column.row_pitch_bytes);
+    CHECK(column.bytes == device.rows() * column.column.row_pitch_bytes());
     std::vector<std::byte> expected;
     for (const HostPiece& piece : host.pieces(column.column.name))
       expected.insert(expected.end(), piece.data,
-                      piece.data + piece.rows * column.column.row_pitch_bytes);
+                      piece.data + piece.rows * column.column.row_pitch_bytes());
     REQUIRE(expected.size() == column.bytes);
     CHECK(std::memcmp(column.data, expected.data(), expected.size()) == 0);
   }
@@ -82,7 +82,7 @@ TEST_CASE("registered path: one allocation, one copy per shard and column, value
     CHECK(device.stats().shards_staged == 0);
     CHECK(device.stats().bytes_verified > 0);
     REQUIRE(device.columns().size() == 2);
-    CHECK(device.column("label").column.rank == 1);
+    CHECK(device.column("label").column.rank() == 1);
     CHECK(error_of([&] { device.column("caption"); }).find("not among the uploaded") !=
           std::string::npos);
     check_equals_host(device, dataset.to_host());

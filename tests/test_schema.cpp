@@ -15,11 +15,11 @@ using namespace gpucache::test;
 
 namespace {
 
-std::vector<float> read_f32(const ColumnSource& column, std::uint64_t first = 0,
+std::vector<float> read_f32(const InputColumn& column, std::uint64_t first = 0,
                             std::uint64_t count = std::numeric_limits<std::uint64_t>::max()) {
   if (count == std::numeric_limits<std::uint64_t>::max()) count = column.rows - first;
-  std::vector<float> out(count * column.dim);
-  read_rows(column, first, count, DType::f32, std::as_writable_bytes(std::span(out)));
+  std::vector<float> out(count * column.dim());
+  read_rows_as(column, first, count, DType::f32, std::as_writable_bytes(std::span(out)));
   return out;
 }
 
@@ -66,16 +66,16 @@ TEST_CASE("a list of dialogue dicts maps to four columns, read row by row") {
   CHECK(mapping.rows == 3);
   CHECK(column_names(mapping) ==
         std::vector<std::string>{"question_embedding", "answer_embedding", "question", "answer"});
-  const ColumnSource& question = *mapping.find("question_embedding");
-  CHECK(question.kind == ColumnKind::numeric);
-  CHECK(question.dim == 4);
+  const InputColumn& question = *mapping.find("question_embedding");
+  CHECK(question.kind == ColumnKind::tensor);
+  CHECK(question.dim() == 4);
   CHECK(question.path == "[*].question_embedding");
-  CHECK(question.row_tensors.size() == 3);
+  CHECK(question.row_pointers != nullptr);  // rows lie apart, a tensor each
   CHECK(read_f32(question, 1, 2) == std::vector<float>{100, 101, 102, 103, 200, 201, 202, 203});
   // [1, D] rows are accepted as [D].
   CHECK(read_f32(*mapping.find("answer_embedding"), 2, 1) ==
         std::vector<float>{250, 251, 252, 253});
-  CHECK(text_row(*mapping.find("answer"), 2) == "a2");
+  CHECK(read_text(*mapping.find("answer"), 2) == "a2");
   CHECK(mapping.fields == std::vector<FieldSpec>{{"question_embedding", "[*].question_embedding"},
                                                  {"answer_embedding", "[*].answer_embedding"},
                                                  {"question", "[*].question"},
@@ -95,9 +95,9 @@ TEST_CASE("a dict of parallel lists and tensors maps to dialogue, converting f16
   const SourceMapping mapping = map_source(root, "parallel.pt");
   CHECK(mapping.kind == SourceKind::dialogue);
   CHECK(mapping.rows == 2);
-  const ColumnSource& question = *mapping.find("question_embedding");
+  const InputColumn& question = *mapping.find("question_embedding");
   CHECK(question.dtype == DType::f16);
-  CHECK(question.matrix != nullptr);
+  CHECK(question.row_pointers == nullptr);  // one matrix holds every row
   const auto values = read_f32(question);
   CHECK(values[0] == 1.0f);
   CHECK(values[1] == -2.0f);
@@ -106,7 +106,7 @@ TEST_CASE("a dict of parallel lists and tensors maps to dialogue, converting f16
   CHECK(values[4] == std::ldexp(1.0f, -24));
   CHECK(std::signbit(values[5]));
   CHECK(read_f32(*mapping.find("answer_embedding")) == std::vector<float>{1, 2, 3, 4, 5, 6});
-  CHECK(text_row(*mapping.find("question"), 1) == "second?");
+  CHECK(read_text(*mapping.find("question"), 1) == "second?");
 }
 
 TEST_CASE("a dict text -> vector is an LLM cache keyed by its texts") {
@@ -116,7 +116,7 @@ TEST_CASE("a dict text -> vector is an LLM cache keyed by its texts") {
   CHECK(column_names(mapping) == std::vector<std::string>{"text", "embedding"});
   CHECK(mapping.find("text")->path == "@keys");
   CHECK(mapping.find("embedding")->path == "[*]");
-  CHECK(text_row(*mapping.find("text"), 1) == "world");
+  CHECK(read_text(*mapping.find("text"), 1) == "world");
   CHECK(read_f32(*mapping.find("embedding")) == std::vector<float>{1, 2, 3, 4});
 }
 
@@ -169,7 +169,7 @@ TEST_CASE("a dict holding one 2-D float tensor under any key, nested or not, is 
   CHECK(inner.find("embedding")->path == "payload.x");
   // The only text list of matching length comes along as the text column.
   CHECK(inner.find("text")->path == "payload.labels");
-  CHECK(text_row(*inner.find("text"), 2) == "c");
+  CHECK(read_text(*inner.find("text"), 2) == "c");
 }
 
 TEST_CASE("[N, 1, D] tensors and strided views are read row-major") {
@@ -182,7 +182,7 @@ TEST_CASE("[N, 1, D] tensors and strided views are read row-major") {
   CHECK(read_f32(*strided.find("embedding"), 1, 1) == std::vector<float>{1, 3, 5});
 
   const SourceMapping middle = map_source(dict({{"embeddings", f32_iota({2, 1, 3})}}), "m.pt");
-  CHECK(middle.find("embedding")->dim == 3);
+  CHECK(middle.find("embedding")->dim() == 3);
   CHECK(read_f32(*middle.find("embedding"), 1, 1) == std::vector<float>{3, 4, 5});
 }
 
@@ -233,14 +233,14 @@ TEST_CASE("rows of dicts with unknown vector keys: error with [*] flags, then --
         std::vector<std::string>{"question_embedding", "answer_embedding", "question", "label"});
   CHECK(read_f32(*mapping.find("answer_embedding"), 2, 1) == std::vector<float>{25, 26});
   // An extra integer column reads in its own dtype, and refuses f32.
-  const ColumnSource& label = *mapping.find("label");
+  const InputColumn& label = *mapping.find("label");
   CHECK(label.dtype == DType::i64);
-  CHECK(label.dim == 1);
+  CHECK(label.dim() == 1);
   std::vector<std::int64_t> labels(3);
-  read_rows(label, 0, 3, DType::i64, std::as_writable_bytes(std::span(labels)));
+  read_rows_as(label, 0, 3, DType::i64, std::as_writable_bytes(std::span(labels)));
   CHECK(labels == std::vector<std::int64_t>{0, 1, 2});
   std::vector<float> wrong(3);
-  CHECK_THROWS_WITH(read_rows(label, 0, 3, DType::f32, std::as_writable_bytes(std::span(wrong))),
+  CHECK_THROWS_WITH(read_rows_as(label, 0, 3, DType::f32, std::as_writable_bytes(std::span(wrong))),
                     doctest::Contains("cannot be read as f32: it holds i64, readable as itself"));
 }
 
@@ -251,17 +251,17 @@ TEST_CASE("field paths: keys, indexes, one wildcard, @keys, quoted keys") {
                            {"m", dict({{"p", f32({2}, {0, 0})}, {"q", f32({2}, {0, 0})}})},
                            {"t", f32_iota({2, 2})}});
   auto column = [&](const std::string& path) {
-    return std::make_shared<ColumnSource>(
+    return std::make_shared<InputColumn>(
         *map_source(root, "p.pt", SourceKind::embeddings, {{"embedding", "t"}, {"extra", path}})
              .find("extra"));
   };
   CHECK(read_f32(*map_source(root, "p.pt", std::nullopt, {{"embedding", "a.b[*].c"}})
                       .find("embedding")) == std::vector<float>{1, 2, 3, 4});
-  CHECK(text_row(*column("[\"odd.key\"]"), 1) == "y");
-  CHECK(text_row(*column("m.@keys"), 0) == "p");
+  CHECK(read_text(*column("[\"odd.key\"]"), 1) == "y");
+  CHECK(read_text(*column("m.@keys"), 0) == "p");
   CHECK(column("m[*]")->rows == 2);
   CHECK(column("a.b[1].c")->rows == 2);  // a 1-D tensor: one value per row
-  CHECK(column("a.b[1].c")->dim == 1);
+  CHECK(column("a.b[1].c")->dim() == 1);
 
   using detail::format_path;
   using detail::parse_path;
@@ -354,7 +354,7 @@ TEST_CASE("rows of Python numbers are gathered into an owned tensor") {
        dict({{"text", str("b")}, {"embedding", list({Value(std::int64_t{2}), Value(-1.0)})}})});
   const SourceMapping mapping = map_source(root, "py.pt");
   CHECK(mapping.kind == SourceKind::llm_cache);
-  const ColumnSource& embedding = *mapping.find("embedding");
+  const InputColumn& embedding = *mapping.find("embedding");
   CHECK(embedding.dtype == DType::f64);
   CHECK(read_f32(embedding) == std::vector<float>{0.5, 1.5, 2, -1});
 }
@@ -379,26 +379,26 @@ TEST_CASE("a cyclic tree (possible from a pickle) ends in an error, not a hang")
   cyclic->items.clear();  // break the cycle so the test does not leak
 }
 
-TEST_CASE("read_rows checks its arguments") {
+TEST_CASE("read_rows_as checks its arguments") {
   const SourceMapping mapping = map_source(f32_iota({3, 2}), "m.pt");
-  const ColumnSource& column = *mapping.find("embedding");
+  const InputColumn& column = *mapping.find("embedding");
   std::vector<float> out(4);
   auto bytes = std::as_writable_bytes(std::span(out));
-  CHECK_THROWS_WITH(read_rows(column, 2, 2, DType::f32, bytes), doctest::Contains("out of range"));
+  CHECK_THROWS_WITH(read_rows_as(column, 2, 2, DType::f32, bytes), doctest::Contains("out of range"));
   CHECK_THROWS_WITH(
-      read_rows(column, std::numeric_limits<std::uint64_t>::max(), 2, DType::f32, bytes),
+      read_rows_as(column, std::numeric_limits<std::uint64_t>::max(), 2, DType::f32, bytes),
       doctest::Contains("out of range"));
-  CHECK_THROWS_WITH(read_rows(column, 0, 1, DType::f32, bytes), doctest::Contains("need 8 bytes"));
-  CHECK_THROWS_WITH(read_rows(column, 0, 2, DType::f16, bytes.first(8)),
+  CHECK_THROWS_WITH(read_rows_as(column, 0, 1, DType::f32, bytes), doctest::Contains("need 8 bytes"));
+  CHECK_THROWS_WITH(read_rows_as(column, 0, 2, DType::f16, bytes.first(8)),
                     doctest::Contains("cannot be read as f16"));
-  CHECK_THROWS_WITH(text_row(column, 0), doctest::Contains("is a numeric column"));
-  read_rows(column, 1, 2, DType::f32, bytes);
+  CHECK_THROWS_WITH(read_text(column, 0), doctest::Contains("is a numeric column"));
+  read_rows_as(column, 1, 2, DType::f32, bytes);
   CHECK(out == std::vector<float>{2, 3, 4, 5});
 
   const SourceMapping texts = map_source(dict({{"a", f32({1}, {1})}}), "c.pt");
-  CHECK_THROWS_WITH(read_rows(*texts.find("text"), 0, 1, DType::f32, bytes),
+  CHECK_THROWS_WITH(read_rows_as(*texts.find("text"), 0, 1, DType::f32, bytes),
                     doctest::Contains("is a text column"));
-  CHECK_THROWS_WITH(text_row(*texts.find("text"), 1), doctest::Contains("row 1 is out of range"));
+  CHECK_THROWS_WITH(read_text(*texts.find("text"), 1), doctest::Contains("row 1 is out of range"));
 }
 
 TEST_CASE("big-endian and strided sources convert through the bounce buffer") {
@@ -425,12 +425,12 @@ TEST_CASE("big-endian and strided sources convert through the bounce buffer") {
   CHECK(read_f32(*map_source(swapped, "b.pt").find("embedding")) == std::vector<float>{1, -2});
 }
 
-TEST_CASE("read_rows converts into an output buffer at any alignment") {
+TEST_CASE("read_rows_as converts into an output buffer at any alignment") {
   const std::vector<std::uint16_t> halves{0x3c00, 0xc000, 0x3800, 0x4200};  // 1, -2, 0.5, 3
   const SourceMapping mapping = map_source(tensor(DType::f16, {2, 2}, bytes_of(halves)), "u.pt");
   std::vector<std::byte> buffer(4 * sizeof(float) + 1);
   const auto out = std::span(buffer).subspan(1);
-  read_rows(*mapping.find("embedding"), 0, 2, DType::f32, out);
+  read_rows_as(*mapping.find("embedding"), 0, 2, DType::f32, out);
   std::vector<float> values(4);
   std::memcpy(values.data(), out.data(), out.size());
   CHECK(values == std::vector<float>{1, -2, 0.5, 3});

@@ -9,6 +9,7 @@
 #include <random>
 #include <thread>
 
+#include "gpucache/common/hash.hpp"
 #include "gpucache/shard/shard_layout.hpp"
 #include "gpucache/shard_io/shard_reader.hpp"
 #include "gpucache/shard_io/shard_writer.hpp"
@@ -27,7 +28,7 @@ std::vector<DType> all_dtypes() {
 
 // A shard with one rank-2 column of every dtype plus a text column, filled with random bytes.
 struct Sample {
-  std::vector<ColumnSpec> specs;
+  std::vector<Column> specs;
   std::vector<std::vector<std::byte>> logical;  // per tensor column, rows × dim × size
   std::vector<std::string> texts;
 };
@@ -36,19 +37,15 @@ Sample make_sample(std::uint64_t rows, std::uint64_t dim, std::uint64_t pad_to) 
   Sample sample;
   std::mt19937 random(42);
   for (DType dtype : all_dtypes()) {
-    ColumnSpec spec{std::string("col_") + std::string(dtype_name(dtype)),
-                    ColumnKind::tensor,
-                    dtype,
-                    2,
-                    dim,
-                    padded_dim_for(dim, dtype, pad_to)};
+    Column spec{std::string("col_") + std::string(dtype_name(dtype)), ColumnKind::tensor, dtype,
+                {dim}, padded_dim_for(dim, dtype, pad_to)};
     sample.specs.push_back(spec);
     std::vector<std::byte> bytes(rows * dim * dtype_size(dtype));
     for (auto& b : bytes)
       b = static_cast<std::byte>(dtype == DType::boolean ? random() & 1 : random() & 0xff);
     sample.logical.push_back(std::move(bytes));
   }
-  sample.specs.push_back({"text", ColumnKind::text, DType::u8, 1, 1, 1});
+  sample.specs.push_back({"text", ColumnKind::text, DType::u8, {}, 1});
   for (std::uint64_t r = 0; r < rows; ++r)
     sample.texts.push_back(std::string(r % 7, static_cast<char>('a' + r % 26)) + "é");
   return sample;
@@ -68,10 +65,10 @@ std::string write_sample(const Sample& sample, std::uint64_t rows, const std::st
   CHECK(builder.file_backed() == (fill != Fill::anonymous));
   for (std::size_t c = 0; c + 1 < sample.specs.size(); ++c) {
     const auto& column = builder.columns()[c];
-    const std::uint64_t row_bytes = column.dim * dtype_size(column.dtype);
-    std::vector<std::byte> padded(rows * column.row_pitch_bytes);
+    const std::uint64_t row_bytes = column.dim() * dtype_size(column.dtype);
+    std::vector<std::byte> padded(rows * column.row_pitch_bytes());
     for (std::uint64_t r = 0; r < rows; ++r)
-      std::memcpy(padded.data() + r * column.row_pitch_bytes,
+      std::memcpy(padded.data() + r * column.row_pitch_bytes(),
                   sample.logical[c].data() + r * row_bytes, row_bytes);
     if (fill == Fill::file_copy) {
       // From a file holding the padded rows after a 100-byte prefix: copied file to file, and
@@ -90,7 +87,7 @@ std::string write_sample(const Sample& sample, std::uint64_t rows, const std::st
       builder.start_writeback(c, 0, padded.size());
     } else if (fill == Fill::file_backed_store && c % 2 == 0) {
       // In two pieces, the second at an offset inside the region.
-      const std::uint64_t half = rows / 2 * column.row_pitch_bytes;
+      const std::uint64_t half = rows / 2 * column.row_pitch_bytes();
       builder.store(c, 0, std::span(padded).first(half));
       builder.store(c, half, std::span(padded).subspan(half));
     } else {
@@ -116,13 +113,13 @@ void check_round_trip(const Sample& sample, std::uint64_t rows, const ShardReade
     const auto& column = reader.layout().columns[c];
     CAPTURE(column.name);
     CHECK(column.dtype == sample.specs[c].dtype);
-    const std::uint64_t row_bytes = column.dim * dtype_size(column.dtype);
+    const std::uint64_t row_bytes = column.dim() * dtype_size(column.dtype);
     const auto data = reader.tensor_data(c);
     for (std::uint64_t r = 0; r < rows; ++r) {
-      CHECK(std::memcmp(data.data() + r * column.row_pitch_bytes,
+      CHECK(std::memcmp(data.data() + r * column.row_pitch_bytes(),
                         sample.logical[c].data() + r * row_bytes, row_bytes) == 0);
-      for (std::uint64_t b = row_bytes; b < column.row_pitch_bytes; ++b)
-        CHECK(data[r * column.row_pitch_bytes + b] == std::byte{0});
+      for (std::uint64_t b = row_bytes; b < column.row_pitch_bytes(); ++b)
+        CHECK(data[r * column.row_pitch_bytes() + b] == std::byte{0});
     }
   }
   for (std::uint64_t r = 0; r < rows; ++r)
@@ -155,7 +152,7 @@ TEST_CASE("columns start on 4096-byte boundaries and rows are padded to 16 eleme
       continue;
     }
     CHECK(column.padded_dim % 16 == 0);
-    CHECK(column.row_pitch_bytes % 16 == 0);
+    CHECK(column.row_pitch_bytes() % 16 == 0);
   }
 }
 
@@ -182,8 +179,8 @@ TEST_CASE("chunk hashes are XXH3-64 of each fixed-size piece of the data region"
   for (std::uint64_t k = 0; k < layout.chunks.size(); ++k) {
     const auto piece =
         file.subspan(layout.header.data_offset + k * 8192, chunk_logical_size(layout.header, k));
-    CHECK(layout.chunks[k].hash == xxh3_64(piece));
-    CHECK_FALSE(check_chunk(file, layout, k).has_value());
+    CHECK(layout.chunks[k].hash == gpucache::detail::xxh3_64(piece));
+    CHECK(chunk_hash(file, layout, k, "shard") == layout.chunks[k].hash);
   }
 }
 
@@ -284,7 +281,7 @@ TEST_CASE("header dataset fields (format 1.1): written, checked, and absent from
   future_bytes[200] = std::byte{1};
   future_bytes[10] = std::byte{2};  // version_minor 2
   auto rehash = [](auto& bytes) {
-    const auto hash = xxh3_64(std::span(bytes).first(248));
+    const auto hash = gpucache::detail::xxh3_64(std::span(bytes).first(248));
     std::memcpy(bytes.data() + 248, &hash, 8);
   };
   rehash(future_bytes);
@@ -329,9 +326,9 @@ TEST_CASE("chunks hashed as they are stored match the bytes written") {
   // One f32 column of 3 default-size chunks and a bit: whole chunks are hashed by store(), the
   // rest by write(); the file must be the same as from an anonymous image filled in place.
   test_support::ScratchDir scratch;
-  const std::vector<ColumnSpec> specs = {
-      {"embedding", ColumnKind::tensor, DType::f32, 2, 1024, 1024},
-      {"id", ColumnKind::tensor, DType::u64, 1, 1, 1}};
+  const std::vector<Column> specs = {
+      {"embedding", ColumnKind::tensor, DType::f32, {1024}, 1024},
+      {"id", ColumnKind::tensor, DType::u64, {}, 1}};
   const std::uint64_t pitch = 4096, rows = 3 * kDefaultChunkSize / pitch + 77;
   std::vector<std::byte> embedding(rows * pitch), ids(rows * 8);
   std::mt19937 random(7);

@@ -3,6 +3,7 @@
 #include <random>
 #include <vector>
 
+#include "gpucache/common/hash.hpp"
 #include "gpucache/shard/shard_layout.hpp"
 #include "gpucache/shard_io/streamed_chunk_hashes.hpp"
 
@@ -21,7 +22,7 @@ std::vector<std::byte> random_bytes(std::size_t size, unsigned seed) {
 
 std::uint64_t chunk_hash(const std::vector<std::byte>& data, std::uint64_t k) {
   const std::uint64_t begin = k * kChunk;
-  return xxh3_64(std::span(data).subspan(begin, std::min(kChunk, data.size() - begin)));
+  return gpucache::detail::xxh3_64(std::span(data).subspan(begin, std::min(kChunk, data.size() - begin)));
 }
 
 }  // namespace

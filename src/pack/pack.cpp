@@ -5,6 +5,8 @@
 #include <future>
 #include <nlohmann/json.hpp>
 
+#include "gpucache/common/hash.hpp"
+#include "gpucache/shard/dataset_check.hpp"
 #include "gpucache/shard/manifest.hpp"
 #include "gpucache/shard_io/shard_reader.hpp"
 #include "gpucache/shard_io/shard_writer.hpp"
@@ -78,14 +80,14 @@ Json options_json(const PackOptions& options) {
   return json;
 }
 
-// A shard left by an interrupted run is kept only if it is complete, intact and exactly the
-// planned one; anything else is rewritten.
 struct DatasetIdentity {
   std::uint32_t shard_count = 0;
   std::uint64_t rows = 0;
   std::uint64_t id = 0;
 };
 
+// A shard left by an interrupted run is kept only if it is complete, intact and exactly the
+// planned one (the shard module's place rule); anything else is rewritten.
 std::optional<shard::WrittenShard> reuse_shard(const std::string& path, const ShardPlan& plan,
                                                std::size_t index, const DatasetIdentity& identity,
                                                unsigned threads) {
@@ -94,11 +96,14 @@ std::optional<shard::WrittenShard> reuse_shard(const std::string& path, const Sh
   try {
     shard::ShardReader reader(path, true, threads);
     const auto& header = reader.layout().header;
-    if (header.row_count != plan.rows || header.first_row != plan.first ||
-        header.shard_index != index || !header.has_dataset_fields() ||
-        header.shard_count != identity.shard_count || header.dataset_rows != identity.rows ||
-        header.dataset_id != identity.id)
-      return std::nullopt;
+    shard::ShardPlace planned;
+    planned.index = static_cast<std::uint32_t>(index);
+    planned.first_row = plan.first;
+    planned.rows = plan.rows;
+    planned.shard_count = identity.shard_count;
+    planned.dataset_rows = identity.rows;
+    planned.dataset_id = identity.id;
+    if (shard::place_mismatch(header, planned)) return std::nullopt;
     return shard::WrittenShard{path, plan.rows, header.file_size, header.header_hash};
   } catch (const Error&) {
     return std::nullopt;
@@ -106,7 +111,7 @@ std::optional<shard::WrittenShard> reuse_shard(const std::string& path, const Sh
 }
 
 std::vector<std::unique_ptr<RowConverter>> make_converters(
-    const std::vector<shard::ColumnSpec>& specs, const std::vector<std::size_t>& embedding,
+    const std::vector<Column>& specs, const std::vector<std::size_t>& embedding,
     const ValidationOptions& rules, unsigned threads) {
   std::vector<std::unique_ptr<RowConverter>> converters(specs.size());
   for (std::size_t c : embedding) {
@@ -116,23 +121,6 @@ std::vector<std::unique_ptr<RowConverter>> make_converters(
     converters[c] = std::make_unique<RowConverter>(conversion);
   }
   return converters;
-}
-
-std::vector<shard::ManifestColumn> manifest_columns(const std::vector<shard::ColumnSpec>& specs) {
-  std::vector<shard::ManifestColumn> columns;
-  for (const auto& spec : specs) {
-    const bool text = spec.kind == shard::ColumnKind::text;
-    shard::ManifestColumn column{spec.name,
-                                 spec.kind,
-                                 text ? DType::u8 : spec.dtype,
-                                 text ? std::uint8_t{1} : spec.rank,
-                                 text ? 1 : spec.dim,
-                                 text ? 1 : spec.padded_dim,
-                                 0};
-    column.row_pitch_bytes = column.padded_dim * dtype_size(column.dtype);
-    columns.push_back(column);
-  }
-  return columns;
 }
 
 }  // namespace
@@ -178,7 +166,7 @@ PackResult pack(const PackOptions& options) {
   DatasetIdentity identity;
   identity.shard_count = static_cast<std::uint32_t>(plans.size());
   identity.rows = rows.size();
-  identity.id = shard::xxh3_64(std::as_bytes(std::span(plan_text)));
+  identity.id = detail::xxh3_64(std::as_bytes(std::span(plan_text)));
 
   // Pass 2: fill, convert and write each shard.
   auto converters = make_converters(
@@ -202,7 +190,7 @@ PackResult pack(const PackOptions& options) {
       const auto shard_rows = rows.subspan(plan.first, plan.rows);
       std::vector<std::uint64_t> text_bytes(specs.size(), 0);
       for (std::size_t c = 0; c < specs.size(); ++c)
-        if (specs[c].kind == shard::ColumnKind::text)
+        if (specs[c].kind == ColumnKind::text)
           for (std::uint64_t row : shard_rows) text_bytes[c] += inputs.text(c, row).size();
       // Uncompressed shards are filled straight into their (temporary) file's page cache.
       shard::ShardBuilder builder =
@@ -233,7 +221,7 @@ PackResult pack(const PackOptions& options) {
   }
   progress.finish();
 
-  manifest.columns = manifest_columns(specs);
+  manifest.columns = specs;
   detail::add_validation_sections(manifest, outcome, inputs);
   for (std::size_t r = 1; r < kDropReasonCount; ++r) result.dropped[r] = outcome.result.reasons[r];
   result.sampled_out = outcome.result.sampled_out;

@@ -11,7 +11,6 @@
 namespace gpucache::detail {
 namespace {
 
-using shard::ColumnKind;
 
 struct Run {
   std::uint64_t offset;  // first output row of the run, relative to the rows span
@@ -42,7 +41,7 @@ std::uint64_t page_block_rows(std::uint64_t pitch, std::uint64_t target) {
 void fill_embedding(shard::ShardBuilder& builder, std::size_t column, std::uint64_t dim,
                     const PackInputs& inputs, std::span<const std::uint64_t> rows,
                     RowConverter& converter, unsigned threads, ConversionCounts& counts) {
-  const std::uint64_t pitch = builder.columns()[column].row_pitch_bytes;
+  const std::uint64_t pitch = builder.columns()[column].row_pitch_bytes();
   bool direct = true;
   inputs.for_each_run(rows, [&](std::uint64_t, std::uint64_t first, std::uint64_t count) {
     direct = direct && inputs.direct_f32(column, first, count) != nullptr;
@@ -117,11 +116,11 @@ void fill_embedding(shard::ShardBuilder& builder, std::size_t column, std::uint6
 void fill_raw(shard::ShardBuilder& builder, std::size_t column, const PackInputs& inputs,
               std::span<const std::uint64_t> rows, unsigned threads) {
   const auto& entry = builder.columns()[column];
-  const std::uint64_t row_bytes = entry.dim * dtype_size(entry.dtype);
+  const std::uint64_t row_bytes = entry.row_elements() * dtype_size(entry.dtype);
   std::byte* out = builder.tensor_data(column).data();
   const auto runs = runs_of(inputs, rows);
   parallel_for_each(runs.size(), threads, [&](std::uint64_t r) {
-    if (row_bytes == entry.row_pitch_bytes) {
+    if (row_bytes == entry.row_pitch_bytes()) {
       inputs.read_raw(column, runs[r].global_first, runs[r].count,
                       out + runs[r].offset * row_bytes);
       return;
@@ -130,7 +129,7 @@ void fill_raw(shard::ShardBuilder& builder, std::size_t column, const PackInputs
     packed.resize(runs[r].count * row_bytes);
     inputs.read_raw(column, runs[r].global_first, runs[r].count, packed.data());
     for (std::uint64_t i = 0; i < runs[r].count; ++i)
-      std::memcpy(out + (runs[r].offset + i) * entry.row_pitch_bytes, packed.data() + i * row_bytes,
+      std::memcpy(out + (runs[r].offset + i) * entry.row_pitch_bytes(), packed.data() + i * row_bytes,
                   row_bytes);
   });
 }
@@ -152,7 +151,7 @@ void fill_text(shard::ShardBuilder& builder, std::size_t column, const PackInput
 }  // namespace
 
 ConversionCounts fill_shard(shard::ShardBuilder& builder,
-                            const std::vector<shard::ColumnSpec>& specs, const PackInputs& inputs,
+                            const std::vector<Column>& specs, const PackInputs& inputs,
                             std::span<const std::uint64_t> rows,
                             std::vector<std::unique_ptr<RowConverter>>& converters,
                             unsigned threads, Progress& progress) {
@@ -162,7 +161,7 @@ ConversionCounts fill_shard(shard::ShardBuilder& builder,
     if (specs[c].kind == ColumnKind::text)
       fill_text(builder, c, inputs, rows);
     else if (converters[c])
-      fill_embedding(builder, c, specs[c].dim, inputs, rows, *converters[c], threads, counts);
+      fill_embedding(builder, c, specs[c].dim(), inputs, rows, *converters[c], threads, counts);
     else
       fill_raw(builder, c, inputs, rows, threads);
     progress.advance(builder.columns()[c].data_size + builder.columns()[c].aux_size);

@@ -16,7 +16,7 @@ namespace gpucache::detail {
 
 // converters[c] converts embedding column c; null for columns copied as they are.
 ConversionCounts fill_shard(shard::ShardBuilder& builder,
-                            const std::vector<shard::ColumnSpec>& specs, const PackInputs& inputs,
+                            const std::vector<Column>& specs, const PackInputs& inputs,
                             std::span<const std::uint64_t> rows,
                             std::vector<std::unique_ptr<RowConverter>>& converters,
                             unsigned threads, Progress& progress);

@@ -21,10 +21,11 @@ std::vector<Source> PackInputs::release_rows() {
     Source kept;
     kept.path = source.path;
     kept.rows = source.rows;
-    for (SourceColumn column : source.columns) {
+    for (InputColumn column : source.columns) {
       column.read_rows = nullptr;
       column.release_rows = nullptr;
       column.direct_rows = nullptr;
+      column.row_pointers = nullptr;
       column.text_row = nullptr;
       kept.columns.push_back(std::move(column));
     }
@@ -47,8 +48,8 @@ std::uint64_t PackInputs::rows_left_in_source(std::uint64_t global_row) const no
 void PackInputs::read_raw(std::size_t column, std::uint64_t global_first, std::uint64_t count,
                           std::byte* out) const {
   const InputRow at = locate(global_first);
-  const SourceColumn& source_column = sources_[at.source].columns[column];
-  const std::uint64_t bytes = count * source_column.dim * dtype_size(source_column.dtype);
+  const InputColumn& source_column = sources_[at.source].columns[column];
+  const std::uint64_t bytes = count * source_column.row_elements() * dtype_size(source_column.dtype);
   source_column.read_rows(at.row, count, {out, bytes});
   if (source_column.release_rows) source_column.release_rows(at.row, count);
 }
@@ -56,8 +57,8 @@ void PackInputs::read_raw(std::size_t column, std::uint64_t global_first, std::u
 void PackInputs::read_f32(std::size_t column, std::uint64_t global_first, std::uint64_t count,
                           float* out) const {
   const InputRow at = locate(global_first);
-  const SourceColumn& source_column = sources_[at.source].columns[column];
-  const std::uint64_t elements = count * source_column.dim;
+  const InputColumn& source_column = sources_[at.source].columns[column];
+  const std::uint64_t elements = count * source_column.row_elements();
   if (source_column.dtype == DType::f32) {
     read_raw(column, global_first, count, reinterpret_cast<std::byte*>(out));
     return;
@@ -71,7 +72,7 @@ void PackInputs::read_f32(std::size_t column, std::uint64_t global_first, std::u
 const float* PackInputs::direct_f32(std::size_t column, std::uint64_t global_first,
                                     std::uint64_t count) const {
   const InputRow at = locate(global_first);
-  const SourceColumn& source_column = sources_[at.source].columns[column];
+  const InputColumn& source_column = sources_[at.source].columns[column];
   if (source_column.dtype != DType::f32 || !source_column.direct_rows) return nullptr;
   const std::byte* rows = source_column.direct_rows(at.row, count);
   // The converter reads floats: the rows must be aligned for them.
@@ -87,14 +88,14 @@ DType PackInputs::dtype(std::size_t column, std::uint64_t global_row) const {
 bool PackInputs::row_pointers(std::size_t column, std::uint64_t global_first, std::uint64_t count,
                               const std::byte** out) const {
   const InputRow at = locate(global_first);
-  const SourceColumn& source_column = sources_[at.source].columns[column];
+  const InputColumn& source_column = sources_[at.source].columns[column];
   return source_column.row_pointers && source_column.row_pointers(at.row, count, out);
 }
 
 void PackInputs::release(std::size_t column, std::uint64_t global_first,
                          std::uint64_t count) const {
   const InputRow at = locate(global_first);
-  const SourceColumn& source_column = sources_[at.source].columns[column];
+  const InputColumn& source_column = sources_[at.source].columns[column];
   if (source_column.release_rows) source_column.release_rows(at.row, count);
 }
 
@@ -103,9 +104,8 @@ std::string_view PackInputs::text(std::size_t column, std::uint64_t global_row) 
   return sources_[at.source].columns[column].text_row(at.row);
 }
 
-bool is_embedding_column(const SourceColumn& column) noexcept {
-  return column.kind == shard::ColumnKind::tensor && column.rank == 2 &&
-         dtype_is_float(column.dtype);
+bool is_embedding_column(const Column& column) noexcept {
+  return column.kind == ColumnKind::tensor && dtype_is_float(column.dtype);
 }
 
 }  // namespace gpucache::detail

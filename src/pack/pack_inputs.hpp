@@ -72,7 +72,7 @@ class PackInputs {
   std::uint64_t total_ = 0;
 };
 
-// Float tensor columns of rank 2: the ones validation checks and conversion converts.
-bool is_embedding_column(const SourceColumn& column) noexcept;
+// Float tensor columns: the ones validation checks and conversion converts.
+bool is_embedding_column(const Column& column) noexcept;
 
 }  // namespace gpucache::detail

@@ -4,17 +4,16 @@
 #include <nlohmann/json.hpp>
 #include <numeric>
 
+#include "gpucache/common/hash.hpp"
 #include "gpucache/error.hpp"
 
 namespace gpucache::detail {
 
-using shard::ColumnKind;
-using shard::ColumnSpec;
 
 namespace {
 
 // --dtype applies to embedding columns; other columns keep their type.
-DType output_dtype(const SourceColumn& column, const PackOptions& options) {
+DType output_dtype(const InputColumn& column, const PackOptions& options) {
   if (!is_embedding_column(column)) return column.dtype;
   if (options.dtype) return *options.dtype;
   return column.dtype == DType::f64 ? DType::f32 : column.dtype;
@@ -22,38 +21,42 @@ DType output_dtype(const SourceColumn& column, const PackOptions& options) {
 
 }  // namespace
 
-std::vector<ColumnSpec> output_columns(const Source& source, const PackOptions& options) {
-  std::vector<ColumnSpec> specs;
+std::vector<Column> output_columns(const Source& source, const PackOptions& options) {
+  std::vector<Column> specs;
   for (const auto& column : source.columns) {
-    ColumnSpec spec;
+    Column spec;
     spec.name = column.name;
     spec.kind = column.kind;
     if (column.kind == ColumnKind::tensor) {
       spec.dtype = output_dtype(column, options);
-      spec.rank = column.rank;
-      spec.dim = column.dim;
-      spec.padded_dim =
-          column.rank == 2 ? shard::padded_dim_for(column.dim, spec.dtype, options.pad_to) : 1;
+      // Float columns are embeddings, vectors even of one value; other columns with one value a
+      // row are scalars. Vectors are padded to the tensor-core pitch.
+      if (dtype_is_float(column.dtype) || column.dim() != 1) {
+        spec.row_shape = {column.dim()};
+        spec.padded_dim = shard::padded_dim_for(column.dim(), spec.dtype, options.pad_to);
+      }
+    } else {
+      spec.dtype = DType::u8;
     }
     specs.push_back(spec);
   }
   // Provenance of every row: which input, and which row of it.
-  specs.push_back({"source", ColumnKind::tensor, DType::u16, 1, 1, 1});
-  specs.push_back({"source_row", ColumnKind::tensor, DType::u64, 1, 1, 1});
+  specs.push_back({"source", ColumnKind::tensor, DType::u16, {}, 1});
+  specs.push_back({"source_row", ColumnKind::tensor, DType::u64, {}, 1});
   return specs;
 }
 
-std::uint64_t aligned_rows_quantum(const std::vector<ColumnSpec>& specs) {
+std::uint64_t aligned_rows_quantum(const std::vector<Column>& specs) {
   std::uint64_t quantum = 1;
   for (const auto& spec : specs) {
     if (spec.kind == ColumnKind::text) continue;  // its offsets are per shard and never joined
-    const std::uint64_t pitch = spec.padded_dim * dtype_size(spec.dtype);
+    const std::uint64_t pitch = spec.row_pitch_bytes();
     quantum = std::lcm(quantum, shard::kAlignment / std::gcd(pitch, shard::kAlignment));
   }
   return quantum;
 }
 
-std::vector<ShardPlan> plan_shards(const std::vector<ColumnSpec>& specs, const PackInputs& inputs,
+std::vector<ShardPlan> plan_shards(const std::vector<Column>& specs, const PackInputs& inputs,
                                    std::span<const std::uint64_t> rows,
                                    const PackOptions& options) {
   std::uint64_t fixed_row_bytes = 0;
@@ -63,7 +66,7 @@ std::vector<ShardPlan> plan_shards(const std::vector<ColumnSpec>& specs, const P
       fixed_row_bytes += 8;
       text_columns.push_back(i);
     } else {
-      fixed_row_bytes += specs[i].padded_dim * dtype_size(specs[i].dtype);
+      fixed_row_bytes += specs[i].row_pitch_bytes();
     }
   }
   // Alignment padding per column region and the tables cost a few pages per shard.
@@ -119,7 +122,7 @@ std::string plan_text(const shard::Manifest& manifest, const std::vector<ShardPl
   json["inputs"] = nlohmann::ordered_json::array();
   for (const auto& input : manifest.inputs)
     json["inputs"].push_back(
-        {{"path", input.path}, {"bytes", input.bytes}, {"xxh3", shard::hex64(input.xxh3)}});
+        {{"path", input.path}, {"bytes", input.bytes}, {"xxh3", detail::hex64(input.xxh3)}});
   json["options"] = manifest.options;
   json["shards"] = nlohmann::ordered_json::array();
   for (const auto& plan : plans) json["shards"].push_back({plan.first, plan.rows});

@@ -15,7 +15,7 @@
 namespace gpucache::detail {
 
 // The input columns with their storage types and padding, then `source` and `source_row`.
-std::vector<shard::ColumnSpec> output_columns(const Source& source, const PackOptions& options);
+std::vector<Column> output_columns(const Source& source, const PackOptions& options);
 
 struct ShardPlan {
   std::uint64_t first = 0;  // first output row
@@ -24,12 +24,12 @@ struct ShardPlan {
 
 // The smallest row count whose bytes are a whole number of 4096-byte pages in every tensor
 // column (text columns do not count): lcm over columns of 4096 / gcd(row pitch, 4096).
-std::uint64_t aligned_rows_quantum(const std::vector<shard::ColumnSpec>& specs);
+std::uint64_t aligned_rows_quantum(const std::vector<Column>& specs);
 
 // Splits the output rows into shards within shard_size bytes and shard_rows rows; a shard always
 // takes at least one row. Without shard_rows, a shard that is cut early holds a multiple of
 // aligned_rows_quantum rows whenever the budget fits one (SPEC.md, "Rows per shard").
-std::vector<ShardPlan> plan_shards(const std::vector<shard::ColumnSpec>& specs,
+std::vector<ShardPlan> plan_shards(const std::vector<Column>& specs,
                                    const PackInputs& inputs, std::span<const std::uint64_t> rows,
                                    const PackOptions& options);
 

@@ -52,7 +52,7 @@ std::vector<std::size_t> embedding_columns(const Source& source) {
 }
 
 ValidationOptions effective_validation_options(const PackOptions& options,
-                                               const std::vector<shard::ColumnSpec>& specs,
+                                               const std::vector<Column>& specs,
                                                const std::vector<std::size_t>& columns) {
   ValidationOptions validation = options.validation;
   validation.threads = options.threads;
@@ -65,7 +65,7 @@ ValidationOptions effective_validation_options(const PackOptions& options,
 }
 
 ValidationOutcome validate_inputs(const PackInputs& inputs,
-                                  const std::vector<shard::ColumnSpec>& specs,
+                                  const std::vector<Column>& specs,
                                   const PackOptions& options, Progress& progress) {
   ValidationOutcome outcome;
   outcome.columns = embedding_columns(inputs.first());
@@ -80,7 +80,7 @@ ValidationOutcome validate_inputs(const PackInputs& inputs,
         "validation checks one embedding column or a question/answer pair, but the inputs have " +
         std::to_string(outcome.columns.size()) + "; select columns with --field");
   std::vector<std::uint64_t> dims;
-  for (std::size_t c : outcome.columns) dims.push_back(inputs.first().columns[c].dim);
+  for (std::size_t c : outcome.columns) dims.push_back(inputs.first().columns[c].dim());
   Validator validator(effective_validation_options(options, specs, outcome.columns), dims);
   outcome.device_description = validator.device_description();
 

@@ -24,12 +24,12 @@ struct ValidationOutcome {
 
 // The validation options pack uses: the user's, with the storage type of the embedding columns.
 ValidationOptions effective_validation_options(const PackOptions& options,
-                                               const std::vector<shard::ColumnSpec>& specs,
+                                               const std::vector<Column>& specs,
                                                const std::vector<std::size_t>& embedding_columns);
 std::vector<std::size_t> embedding_columns(const Source& source);
 
 ValidationOutcome validate_inputs(const PackInputs& inputs,
-                                  const std::vector<shard::ColumnSpec>& specs,
+                                  const std::vector<Column>& specs,
                                   const PackOptions& options, Progress& progress);
 
 // The validation results in the manifest: "validated_columns", "rows_checked", "dropped",

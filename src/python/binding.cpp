@@ -74,7 +74,7 @@ nb::ndarray<> make_array(const void* data, std::uint64_t rows, const Column& col
   });
   const std::size_t shape[2] = {static_cast<std::size_t>(rows),
                                 static_cast<std::size_t>(column.padded_dim)};
-  return nb::ndarray<>(const_cast<void*>(data), column.rank == 2 ? 2 : 1, shape, capsule, nullptr,
+  return nb::ndarray<>(const_cast<void*>(data), column.rank() == 2 ? 2 : 1, shape, capsule, nullptr,
                        wire_dtype(column.dtype, wire), device_type, device_id);
 }
 
@@ -82,11 +82,11 @@ nb::dict column_dict(const Column& column) {
   nb::dict out;
   out["name"] = column.name;
   out["kind"] = std::string(column_kind_name(column.kind));
-  out["dtype"] = std::string(dtype_text(column.dtype));
-  out["rank"] = column.rank;
-  out["dim"] = column.dim;
+  out["dtype"] = std::string(dtype_name(column.dtype));
+  out["rank"] = column.rank();
+  out["dim"] = column.dim();
   out["padded_dim"] = column.padded_dim;
-  out["row_pitch_bytes"] = column.row_pitch_bytes;
+  out["row_pitch_bytes"] = column.row_pitch_bytes();
   return out;
 }
 

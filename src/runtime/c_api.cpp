@@ -47,11 +47,11 @@ void fill_column(const Column& column, gpucache_column* out) {
   out->name = column.name.c_str();
   out->kind = static_cast<int>(column.kind);
   out->dtype = static_cast<int>(column.dtype);
-  out->dtype_name = dtype_text(column.dtype).data();  // static, NUL-terminated literals
-  out->rank = column.rank;
-  out->dim = column.dim;
+  out->dtype_name = dtype_name(column.dtype).data();  // static, NUL-terminated literals
+  out->rank = column.rank();
+  out->dim = column.dim();
   out->padded_dim = column.padded_dim;
-  out->row_pitch_bytes = column.row_pitch_bytes;
+  out->row_pitch_bytes = column.row_pitch_bytes();
 }
 
 template <typename Make>

@@ -1,28 +1,18 @@
-// Chunk-level verification (SPEC.md "Verification" item 6) of the parts of a shard a load uses:
-// which chunks a set of byte ranges touches, and the hash check of one chunk with an error that
-// names the shard, the chunk, its byte range and the columns inside it.
+// The shard format's chunk rules as the loaders use them: they live in the shard module
+// (gpucache/shard/chunks.hpp), which verify and the tools' reader call too.
 #pragma once
 
-#include <cstdint>
-#include <span>
-#include <string>
-#include <vector>
-
-#include "gpucache/shard/shard_layout.hpp"
+#include "gpucache/shard/chunks.hpp"
 
 namespace gpucache::runtime::detail {
 
-struct ByteRange {
-  std::uint64_t begin = 0;  // absolute file offsets (uncompressed shards)
-  std::uint64_t end = 0;
-};
+using shard::ByteRange;
+using shard::chunk_range;
+using shard::chunks_touching;
 
-ByteRange chunk_range(const shard::Header& header, std::uint64_t chunk) noexcept;
-// Indices of the chunks overlapping any non-empty range, ascending and without repeats.
-std::vector<std::uint64_t> chunks_touching(const shard::Header& header,
-                                           const std::vector<ByteRange>& ranges);
-// Hashes `bytes` (the chunk's logical bytes) and throws gpucache::Error on a mismatch.
-void check_chunk(std::span<const std::byte> bytes, const shard::Layout& layout, std::uint64_t chunk,
-                 const std::string& path);
+inline void check_chunk(std::span<const std::byte> bytes, const shard::Layout& layout,
+                        std::uint64_t chunk, const std::string& path) {
+  shard::check_chunk_hash(bytes, layout, chunk, path);
+}
 
 }  // namespace gpucache::runtime::detail

@@ -91,17 +91,6 @@ Dataset Dataset::for_rank(std::uint32_t rank, std::uint32_t world_size) const {
   return select_rows(rank * per_rank, (rank + 1) * per_rank);
 }
 
-std::string_view column_kind_name(ColumnKind kind) noexcept {
-  return kind == ColumnKind::text ? "text" : "tensor";
-}
-
-std::string_view dtype_text(DType dtype) noexcept {
-  return gpucache::dtype_name(dtype);
-}
-std::size_t dtype_bytes(DType dtype) noexcept {
-  return gpucache::dtype_size(dtype);
-}
-
 namespace detail {
 
 std::vector<MappedShard> map_needed_shards(const DatasetState& state, ShardMapping::Access access) {

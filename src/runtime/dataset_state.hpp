@@ -43,6 +43,5 @@ struct MappedShard {
 std::shared_ptr<const ShardTable> open_shard_table(const std::string& path);
 // The shards the selection needs, mapped, in row order.
 std::vector<MappedShard> map_needed_shards(const DatasetState& state, ShardMapping::Access access);
-Column column_from_entry(const shard::ColumnEntry& entry);
 
 }  // namespace gpucache::runtime::detail

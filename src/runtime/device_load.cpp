@@ -197,7 +197,7 @@ DeviceData Dataset::to_device(int device, const DeviceOptions& options) const {
     DeviceColumn column;
     column.column = state.columns[c];
     column.offset = shard::align_up(result->bytes, shard::kAlignment);
-    column.bytes = result->rows * column.column.row_pitch_bytes;
+    column.bytes = result->rows * column.column.row_pitch_bytes();
     result->bytes = column.offset + column.bytes;
     result->columns.push_back(column);
     tensor_positions.push_back(c);
@@ -236,7 +236,7 @@ DeviceData Dataset::to_device(int device, const DeviceOptions& options) const {
       const ByteRange range = column_rows_range(state, shards[s], tensor_positions[t]);
       const auto& column = result->columns[t];
       copies[s].push_back({range.begin,
-                           column.offset + shards[s].out_row * column.column.row_pitch_bytes,
+                           column.offset + shards[s].out_row * column.column.row_pitch_bytes(),
                            range.end - range.begin});
       result->stats.bytes_copied += range.end - range.begin;
     }

@@ -71,7 +71,7 @@ HostData Dataset::to_host(const HostOptions& options) const {
       piece.rows = shard.row_hi - shard.row_lo;
       piece.first_row = shard.out_row;
       piece.shard_index = state.table->shards[shard.table_index].shard_index;
-      if (entry.kind == shard::ColumnKind::text)
+      if (entry.kind == ColumnKind::text)
         piece.text_bytes = shard.file->data() + entry.aux_offset;
       host->pieces[c].push_back(piece);
     }
@@ -142,7 +142,7 @@ std::vector<MappedRange> HostData::mapped_ranges() const {
     ranges.push_back({shard.file->data(), shard.file->size(), shard.file->path()});
   for (std::size_t c = 0; c < state_->columns.size(); ++c)
     if (state_->joined[c] != nullptr && state_->pieces[c].size() > 1)
-      ranges.push_back({state_->joined[c], state_->rows * state_->columns[c].row_pitch_bytes,
+      ranges.push_back({state_->joined[c], state_->rows * state_->columns[c].row_pitch_bytes(),
                         "joined view of column '" + state_->columns[c].name + "'"});
   return ranges;
 }

@@ -26,10 +26,10 @@ std::uint64_t read_offset(const MappedShard& shard, std::uint64_t at) {
 ByteRange column_rows_range(const DatasetState& state, const MappedShard& shard,
                             std::size_t selected_position) {
   const auto& column = entry_of(state, shard, selected_position);
-  if (column.kind == shard::ColumnKind::text)
+  if (column.kind == ColumnKind::text)
     return {column.data_offset + shard.row_lo * 8, column.data_offset + (shard.row_hi + 1) * 8};
-  return {column.data_offset + shard.row_lo * column.row_pitch_bytes,
-          column.data_offset + shard.row_hi * column.row_pitch_bytes};
+  return {column.data_offset + shard.row_lo * column.row_pitch_bytes(),
+          column.data_offset + shard.row_hi * column.row_pitch_bytes()};
 }
 
 ByteRange text_bytes_range(const DatasetState& state, const MappedShard& shard,

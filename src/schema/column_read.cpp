@@ -1,105 +1,70 @@
-// Row access for pack: the hot path. Dense little-endian sources are converted straight from the
-// mapped bytes; anything strided or big-endian goes through a small bounce buffer.
-#include <algorithm>
-#include <bit>
-#include <cstdint>
+// Row access of mapped columns: the hot path of pack. Dense little-endian tensors are read (or
+// handed out in place) straight from the mapped bytes; strided or big-endian ones are reordered
+// by Tensor::copy_row_major.
 #include <cstring>
-#include <vector>
 
-#include "gpucache/common/checked_math.hpp"
-#include "gpucache/common/float_convert.hpp"
-#include "gpucache/error.hpp"
-#include "gpucache/schema.hpp"
-#include "schema_dtypes.hpp"
+#include "gpucache/common/mapped_file.hpp"
+#include "tree_column.hpp"
 
-namespace gpucache {
+namespace gpucache::detail {
 namespace {
 
-constexpr std::uint64_t kBounceElements = 1 << 16;
-
-std::string where(const ColumnSource& column) {
-  return "column " + column.name + " (path '" + column.path + "')";
-}
-
-// Elements [first, first + count) of tensor, in row-major order, as out_dtype.
-void read_elements(const Tensor& tensor, std::uint64_t first, std::uint64_t count, DType out_dtype,
-                   std::byte* out) {
-  const std::size_t in_size = dtype_size(tensor.dtype);
-  if (out_dtype == tensor.dtype) {
-    tensor.copy_row_major(first, {out, count * in_size});
-    return;
-  }
-  // out_dtype is f32 and the source a float type (checked by read_rows). widen_to_f32 writes
-  // floats, so an output not aligned for them goes through the bounce buffer too.
-  const bool aligned = reinterpret_cast<std::uintptr_t>(out) % alignof(float) == 0;
-  if (tensor.is_contiguous_le() && aligned) {
-    detail::widen_to_f32(tensor.dtype, tensor.contiguous_bytes().data() + first * in_size,
-                         reinterpret_cast<float*>(out), count);
-    return;
-  }
-  const std::uint64_t chunk_limit = std::min(count, kBounceElements);
-  std::vector<std::byte> bounce(chunk_limit * in_size);
-  std::vector<float> widened(aligned ? 0 : chunk_limit);
-  for (std::uint64_t done = 0; done < count;) {
-    const std::uint64_t chunk = std::min(count - done, kBounceElements);
-    tensor.copy_row_major(first + done, {bounce.data(), chunk * in_size});
-    if (aligned) {
-      detail::widen_to_f32(tensor.dtype, bounce.data(), reinterpret_cast<float*>(out) + done,
-                           chunk);
-    } else {
-      detail::widen_to_f32(tensor.dtype, bounce.data(), widened.data(), chunk);
-      std::memcpy(out + done * sizeof(float), widened.data(), chunk * sizeof(float));
-    }
-    done += chunk;
-  }
+// Rows [first, first + count) of a column stored as one contiguous little-endian matrix; empty
+// when they are not all inside it.
+std::span<const std::byte> matrix_rows(const TreeColumn& tree, std::size_t itemsize,
+                                       std::uint64_t first, std::uint64_t count) {
+  const std::uint64_t row_bytes = tree.row_elements * itemsize;
+  const auto bytes = tree.matrix->contiguous_bytes();
+  if (first + count < first || (first + count) * row_bytes > bytes.size()) return {};
+  return bytes.subspan(first * row_bytes, count * row_bytes);
 }
 
 }  // namespace
 
-void read_rows(const ColumnSource& column, std::uint64_t first_row, std::uint64_t count,
-               DType out_dtype, std::span<std::byte> out) {
-  if (column.kind != ColumnKind::numeric)
-    throw Error(column.origin, where(column), "is a text column; read it with text_row");
-  const auto end_row = detail::checked_add(first_row, count);
-  if (!end_row || *end_row > column.rows)
-    throw Error(column.origin, where(column),
-                "rows " + std::to_string(first_row) + " + " + std::to_string(count) +
-                    " are out of range (the column has " + std::to_string(column.rows) + ")");
-  const bool widening = out_dtype == DType::f32 && detail::widens_to_f32(column.dtype);
-  if (out_dtype != column.dtype && !widening)
-    throw Error(column.origin, where(column),
-                "cannot be read as " + std::string(dtype_name(out_dtype)) + ": it holds " +
-                    std::string(dtype_name(column.dtype)) + ", readable as itself" +
-                    (detail::widens_to_f32(column.dtype) ? " or as f32" : ""));
-  const auto elements = detail::checked_mul(count, column.dim);
-  const auto bytes =
-      elements ? detail::checked_mul(*elements, dtype_size(out_dtype)) : std::nullopt;
-  if (!bytes || *bytes != out.size())
-    throw Error(column.origin, where(column),
-                std::to_string(count) + " rows of " + std::to_string(column.dim) + " " +
-                    std::string(dtype_name(out_dtype)) + " need " +
-                    (bytes ? std::to_string(*bytes) : std::string("more than 2^64")) +
-                    " bytes, the output holds " + std::to_string(out.size()));
-  if (count == 0) return;
-
-  if (column.matrix) {
-    read_elements(*column.matrix, first_row * column.dim, *elements, out_dtype, out.data());
+void wire_row_access(InputColumn& column, std::shared_ptr<const TreeColumn> tree) {
+  if (column.kind == ColumnKind::text) {
+    column.text_row = [tree](std::uint64_t row) { return tree->row_texts[row]; };
     return;
   }
-  const std::uint64_t row_bytes = column.dim * dtype_size(out_dtype);
-  for (std::uint64_t row = 0; row < count; ++row)
-    read_elements(*column.row_tensors[first_row + row], 0, column.dim, out_dtype,
-                  out.data() + row * row_bytes);
+  const std::size_t itemsize = dtype_size(column.dtype);
+  const DType dtype = column.dtype;
+  column.read_rows = [tree, itemsize](std::uint64_t first, std::uint64_t count,
+                                      std::span<std::byte> out) {
+    const std::uint64_t per_row = tree->row_elements;
+    if (tree->matrix) {
+      tree->matrix->copy_row_major(first * per_row, out.first(count * per_row * itemsize));
+      return;
+    }
+    for (std::uint64_t row = 0; row < count; ++row)
+      tree->row_tensors[first + row]->copy_row_major(
+          0, out.subspan(row * per_row * itemsize, per_row * itemsize));
+  };
+  if (!tree->matrix) {
+    column.row_pointers = [tree, itemsize, dtype](std::uint64_t first, std::uint64_t count,
+                                                  const std::byte** rows) {
+      for (std::uint64_t i = 0; i < count; ++i) {
+        const Tensor& row = *tree->row_tensors[first + i];
+        if (row.dtype != dtype || !row.is_contiguous_le() ||
+            row.nbytes() != tree->row_elements * itemsize)
+          return false;
+        rows[i] = row.contiguous_bytes().data();
+      }
+      return true;
+    };
+    return;
+  }
+  if (!tree->matrix->is_contiguous_le()) return;
+  // A whole matrix in the file: rows can be used where they lie, and once read, their pages need
+  // not stay resident.
+  column.release_rows = [tree, itemsize](std::uint64_t first, std::uint64_t count) {
+    const auto rows = matrix_rows(*tree, itemsize, first, count);
+    if (!rows.empty()) release_if_mapped_file(rows.data(), rows.size());
+  };
+  column.direct_rows = [tree, itemsize](std::uint64_t first,
+                                        std::uint64_t count) -> const std::byte* {
+    const auto rows = matrix_rows(*tree, itemsize, first, count);
+    return rows.size() == count * tree->row_elements * itemsize ? rows.data() : nullptr;
+  };
 }
 
-std::string_view text_row(const ColumnSource& column, std::uint64_t row) {
-  if (column.kind != ColumnKind::text)
-    throw Error(column.origin, where(column), "is a numeric column; read it with read_rows");
-  if (row >= column.row_texts.size())
-    throw Error(column.origin, where(column),
-                "row " + std::to_string(row) + " is out of range (the column has " +
-                    std::to_string(column.row_texts.size()) + ")");
-  return column.row_texts[row];
-}
-
-}  // namespace gpucache
+}  // namespace gpucache::detail

@@ -131,9 +131,9 @@ Json layout_json(const SourceMapping& mapping) {
                {"kind", column.kind == ColumnKind::text ? "text" : "numeric"},
                {"rows", column.rows},
                {"path", column.path}};
-    if (column.kind == ColumnKind::numeric) {
+    if (column.kind == ColumnKind::tensor) {
       entry["dtype"] = std::string(dtype_name(column.dtype));
-      entry["dim"] = column.dim;
+      entry["dim"] = column.dim();
     }
     columns.push_back(std::move(entry));
   }

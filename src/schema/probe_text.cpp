@@ -178,7 +178,7 @@ void mapping_section(const detail::ProbeMapping& result, std::ostringstream& out
   for (const auto& column : mapping.columns) {
     std::string type = column.kind == ColumnKind::text ? std::string("text")
                                                        : std::string(dtype_name(column.dtype)) +
-                                                             " dim " + std::to_string(column.dim);
+                                                             " dim " + std::to_string(column.dim());
     type.resize(std::max<std::size_t>(type.size(), 16), ' ');
     out << "  " << column.name << std::string(width - column.name.size() + 2, ' ') << type
         << " from " << column.path << '\n';

@@ -8,7 +8,7 @@
 #include "gpucache/error.hpp"
 #include "schema_columns.hpp"
 #include "schema_detect.hpp"
-#include "schema_dtypes.hpp"
+#include "gpucache/common/float_convert.hpp"
 #include "schema_path.hpp"
 #include "value_summary.hpp"
 
@@ -24,14 +24,14 @@ struct StandardColumn {
 std::vector<StandardColumn> standard_columns(SourceKind kind) {
   switch (kind) {
     case SourceKind::dialogue:
-      return {{"question_embedding", ColumnKind::numeric, true},
-              {"answer_embedding", ColumnKind::numeric, true},
+      return {{"question_embedding", ColumnKind::tensor, true},
+              {"answer_embedding", ColumnKind::tensor, true},
               {"question", ColumnKind::text, false},
               {"answer", ColumnKind::text, false}};
     case SourceKind::embeddings:
-      return {{"embedding", ColumnKind::numeric, true}, {"text", ColumnKind::text, false}};
+      return {{"embedding", ColumnKind::tensor, true}, {"text", ColumnKind::text, false}};
     case SourceKind::llm_cache:
-      return {{"text", ColumnKind::text, true}, {"embedding", ColumnKind::numeric, true}};
+      return {{"text", ColumnKind::text, true}, {"embedding", ColumnKind::tensor, true}};
   }
   return {};
 }
@@ -79,14 +79,14 @@ bool has_column(const std::vector<FieldSpec>& fields, std::string_view column) {
                      [&](const FieldSpec& field) { return field.column == column; });
 }
 
-void check_column_type(const ColumnSource& column, const StandardColumn& standard) {
+void check_column_type(const InputColumn& column, const StandardColumn& standard) {
   const std::string where = "column " + column.name + " (path '" + column.path + "')";
   if (standard.kind == ColumnKind::text && column.kind != ColumnKind::text)
     throw Error(column.origin, where,
                 "must be text but holds numbers (" + std::string(dtype_name(column.dtype)) + ", " +
-                    std::to_string(column.dim) + " per row)");
-  if (standard.kind == ColumnKind::numeric) {
-    if (column.kind != ColumnKind::numeric)
+                    std::to_string(column.dim()) + " per row)");
+  if (standard.kind == ColumnKind::tensor) {
+    if (column.kind != ColumnKind::tensor)
       throw Error(column.origin, where, "must hold vectors but holds text");
     if (!detail::widens_to_f32(column.dtype))
       throw Error(column.origin, where,
@@ -147,7 +147,7 @@ std::string format_flags(SourceKind kind, const std::vector<FieldSpec>& fields) 
   return text;
 }
 
-const ColumnSource* SourceMapping::find(std::string_view column) const noexcept {
+const InputColumn* SourceMapping::find(std::string_view column) const noexcept {
   for (const auto& candidate : columns)
     if (candidate.name == column) return &candidate;
   return nullptr;
@@ -237,7 +237,7 @@ SourceMapping map_source(const Value& root, const std::string& origin,
   mapping.origin = origin;
   for (const auto& field : ordered) {
     mapping.columns.push_back(detail::build_column(root, origin, field));
-    const ColumnSource& column = mapping.columns.back();
+    const InputColumn& column = mapping.columns.back();
     if (const auto* standard = find_standard(standards, column.name))
       check_column_type(column, *standard);
     mapping.fields.push_back({column.name, column.path});
@@ -246,7 +246,7 @@ SourceMapping map_source(const Value& root, const std::string& origin,
   mapping.rows = mapping.columns.front().rows;
   const bool rows_agree =
       std::all_of(mapping.columns.begin(), mapping.columns.end(),
-                  [&](const ColumnSource& column) { return column.rows == mapping.rows; });
+                  [&](const InputColumn& column) { return column.rows == mapping.rows; });
   if (!rows_agree) {
     std::string counts;
     for (const auto& column : mapping.columns)
@@ -299,14 +299,14 @@ void check_compatible(const std::vector<SourceMapping>& mappings) {
   }
   for (const auto& column : first.columns) {
     auto describe = [&](const SourceMapping& mapping) {
-      const ColumnSource& other = *mapping.find(column.name);
+      const InputColumn& other = *mapping.find(column.name);
       if (other.kind == ColumnKind::text) return std::string("text");
-      return std::string(dtype_name(other.dtype)) + " dim " + std::to_string(other.dim);
+      return std::string(dtype_name(other.dtype)) + " dim " + std::to_string(other.dim());
     };
     for (const auto& mapping : mappings) {
-      const ColumnSource& other = *mapping.find(column.name);
+      const InputColumn& other = *mapping.find(column.name);
       const bool same_kind = other.kind == column.kind;
-      const bool same_dim = other.dim == column.dim;
+      const bool same_dim = other.dim() == column.dim();
       const bool both_float =
           detail::widens_to_f32(other.dtype) && detail::widens_to_f32(column.dtype);
       const bool same_dtype =

@@ -4,6 +4,7 @@
 
 #include "gpucache/error.hpp"
 #include "schema_path.hpp"
+#include "tree_column.hpp"
 #include "value_summary.hpp"
 
 namespace gpucache::detail {
@@ -11,7 +12,7 @@ namespace {
 
 class ColumnBuilder {
  public:
-  ColumnBuilder(ColumnSource& column) : column_(column) {}
+  ColumnBuilder(InputColumn& column, TreeColumn& tree) : column_(column), tree_(tree) {}
 
   void from_target(const PathTarget& target) {
     switch (target.form) {
@@ -68,19 +69,28 @@ class ColumnBuilder {
              "; a column is [rows, dim], with any dims between those equal to 1");
     }
     check_bounds(*tensor, -1);
-    column_.kind = ColumnKind::numeric;
+    column_.kind = ColumnKind::tensor;
     column_.dtype = tensor->dtype;
     column_.rows = static_cast<std::uint64_t>(shape.front());
-    column_.dim = shape.size() == 1 ? 1 : static_cast<std::uint64_t>(shape.back());
-    if (column_.dim == 0) fail("is " + tensor_text(*tensor) + ": its rows hold no values");
-    column_.matrix = tensor;
+    const std::uint64_t dim = shape.size() == 1 ? 1 : static_cast<std::uint64_t>(shape.back());
+    if (dim == 0) fail("is " + tensor_text(*tensor) + ": its rows hold no values");
+    set_vector_rows(dim, shape.size() > 1);
+    tree_.matrix = tensor;
   }
 
   void from_texts(const std::vector<std::string_view>& texts) {
     column_.kind = ColumnKind::text;
     column_.dtype = DType::u8;
     column_.rows = texts.size();
-    column_.row_texts = texts;
+    tree_.row_texts = texts;
+  }
+
+  // Rows of `dim` values: [dim] rows, or scalars when the input has no row dimension.
+  void set_vector_rows(std::uint64_t dim, bool has_row_dimension) {
+    column_.row_shape = has_row_dimension ? std::vector<std::uint64_t>{dim}
+                                          : std::vector<std::uint64_t>{};
+    column_.padded_dim = dim;
+    tree_.row_elements = dim;
   }
 
   void from_rows(const std::vector<const Value*>& rows) {
@@ -114,10 +124,10 @@ class ColumnBuilder {
 
   void from_tensor_rows(const std::vector<const Value*>& rows) {
     const Tensor& first = *rows.front()->as_tensor();
-    column_.kind = ColumnKind::numeric;
+    column_.kind = ColumnKind::tensor;
     column_.dtype = first.dtype;
     column_.rows = rows.size();
-    column_.row_tensors.reserve(rows.size());
+    tree_.row_tensors.reserve(rows.size());
     for (std::size_t row = 0; row < rows.size(); ++row) {
       const Tensor* tensor = rows[row]->as_tensor();
       if (!tensor) mismatch(row, *rows[row], "a tensor");
@@ -130,16 +140,16 @@ class ColumnBuilder {
       const std::uint64_t dim = shape.empty() ? 1 : static_cast<std::uint64_t>(shape.back());
       if (row == 0) {
         if (dim == 0) fail("row 0 is " + tensor_text(*tensor) + ": it holds no values");
-        column_.dim = dim;
-      } else if (dim != column_.dim) {
+        set_vector_rows(dim, !shape.empty());
+      } else if (dim != tree_.row_elements) {
         fail(row_name(row) + " has " + std::to_string(dim) + " values (" + tensor_text(*tensor) +
-             ") but row 0 has " + std::to_string(column_.dim));
+             ") but row 0 has " + std::to_string(tree_.row_elements));
       }
       if (tensor->dtype != column_.dtype)
         fail(row_name(row) + " is " + std::string(dtype_name(tensor->dtype)) + " but row 0 is " +
              std::string(dtype_name(column_.dtype)));
       check_bounds(*tensor, static_cast<std::int64_t>(row));
-      column_.row_tensors.push_back(tensor);
+      tree_.row_tensors.push_back(tensor);
     }
   }
 
@@ -160,7 +170,8 @@ class ColumnBuilder {
     for (std::size_t row = 0; row < rows.size(); ++row)
       store_number(*rows[row], dtype, bytes.data() + row * dtype_size(dtype));
     own_matrix(
-        Tensor::from_buffer(dtype, {static_cast<std::int64_t>(rows.size()), 1}, std::move(bytes)));
+        Tensor::from_buffer(dtype, {static_cast<std::int64_t>(rows.size()), 1}, std::move(bytes)),
+        false);
   }
 
   void from_number_list_rows(const std::vector<const Value*>& rows) {
@@ -192,7 +203,8 @@ class ColumnBuilder {
     }
     own_matrix(Tensor::from_buffer(
         dtype, {static_cast<std::int64_t>(rows.size()), static_cast<std::int64_t>(dim)},
-        std::move(bytes)));
+        std::move(bytes)),
+        true);
   }
 
   static void store_number(const Value& value, DType dtype, std::byte* out) {
@@ -207,27 +219,30 @@ class ColumnBuilder {
     }
   }
 
-  void own_matrix(Tensor tensor) {
-    column_.kind = ColumnKind::numeric;
+  void own_matrix(Tensor tensor, bool vector_rows) {
+    column_.kind = ColumnKind::tensor;
     column_.dtype = tensor.dtype;
     column_.rows = static_cast<std::uint64_t>(tensor.shape[0]);
-    column_.dim = static_cast<std::uint64_t>(tensor.shape[1]);
-    column_.matrix = std::make_shared<const Tensor>(std::move(tensor));
+    set_vector_rows(static_cast<std::uint64_t>(tensor.shape[1]), vector_rows);
+    tree_.matrix = std::make_shared<const Tensor>(std::move(tensor));
   }
 
-  ColumnSource& column_;
+  InputColumn& column_;
+  TreeColumn& tree_;
 };
 
 }  // namespace
 
-ColumnSource build_column(const Value& root, const std::string& origin, const FieldSpec& field) {
+InputColumn build_column(const Value& root, const std::string& origin, const FieldSpec& field) {
   const KeyPath path = parse_path(field.path);
-  ColumnSource column;
+  InputColumn column;
   column.name = field.column;
   column.path = format_path(path);
   column.origin = origin;
-  column.keep_alive = root;
-  ColumnBuilder(column).from_target(resolve_path(root, path, origin));
+  auto tree = std::make_shared<TreeColumn>();
+  tree->keep_alive = root;
+  ColumnBuilder(column, *tree).from_target(resolve_path(root, path, origin));
+  wire_row_access(column, std::move(tree));
   return column;
 }
 

@@ -1,5 +1,6 @@
-// Builds one ColumnSource from a field path: resolves it, decides numeric or text, and checks
-// every row (dtype, size, bounds) without reading tensor data.
+// Builds one InputColumn from a field path: resolves it in the value tree, decides tensor or text,
+// checks every row (dtype, size, bounds) without reading tensor data, and wires the row access
+// to where the rows lie in the tree (tree_column.hpp).
 #pragma once
 
 #include <string>
@@ -9,6 +10,6 @@
 namespace gpucache::detail {
 
 // Throws gpucache::Error naming origin, the column and its path, and the offending row.
-ColumnSource build_column(const Value& root, const std::string& origin, const FieldSpec& field);
+InputColumn build_column(const Value& root, const std::string& origin, const FieldSpec& field);
 
 }  // namespace gpucache::detail

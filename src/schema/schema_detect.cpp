@@ -10,7 +10,7 @@
 #include <optional>
 
 #include "gpucache/error.hpp"
-#include "schema_dtypes.hpp"
+#include "gpucache/common/float_convert.hpp"
 #include "schema_path.hpp"
 #include "value_summary.hpp"
 

@@ -4,6 +4,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "gpucache/common/hash.hpp"
 #include "gpucache/error.hpp"
 
 namespace gpucache::shard {
@@ -14,24 +15,13 @@ using Json = nlohmann::ordered_json;
 std::uint64_t hash_without_self(Json json) {
   json.erase("manifest_hash");
   const std::string compact = json.dump();
-  return xxh3_64(std::as_bytes(std::span(compact.data(), compact.size())));
+  return detail::xxh3_64(std::as_bytes(std::span(compact.data(), compact.size())));
 }
 
-std::uint64_t parse_hex64(const Json& value, const std::string& path, const std::string& key) {
-  if (!value.is_string() || value.get<std::string>().size() != 16)
-    throw Error(path, key, "is not a 16-digit hex hash");
-  std::uint64_t result = 0;
-  for (char c : value.get<std::string>()) {
-    int digit;
-    if (c >= '0' && c <= '9')
-      digit = c - '0';
-    else if (c >= 'a' && c <= 'f')
-      digit = c - 'a' + 10;
-    else
-      throw Error(path, key, "is not a 16-digit hex hash");
-    result = result << 4 | static_cast<std::uint64_t>(digit);
-  }
-  return result;
+std::uint64_t hash_field(const Json& value, const std::string& path, const std::string& key) {
+  const auto hash = value.is_string() ? detail::parse_hex64(value.get<std::string>()) : std::nullopt;
+  if (!hash) throw Error(path, key, "is not a 16-digit hex hash");
+  return *hash;
 }
 
 // Every accessor below checks the JSON type first: nlohmann's own conversions throw their own
@@ -79,16 +69,6 @@ const Json& array_field(const Json& object, const char* key, const std::string& 
 
 }  // namespace
 
-std::string hex64(std::uint64_t value) {
-  char text[17];
-  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(value));
-  return text;
-}
-
-std::string_view column_kind_name(ColumnKind kind) noexcept {
-  return kind == ColumnKind::text ? "text" : "tensor";
-}
-
 std::string manifest_to_text(const Manifest& manifest) {
   Json json;
   json["format"] = kManifestFormat;
@@ -98,14 +78,14 @@ std::string manifest_to_text(const Manifest& manifest) {
   json["columns"] = Json::array();
   for (const auto& column : manifest.columns) {
     Json shape = Json::array({manifest.rows});
-    if (column.rank == 2) shape.push_back(column.dim);
+    for (std::uint64_t extent : column.row_shape) shape.push_back(extent);
     json["columns"].push_back({{"name", column.name},
                                {"kind", column_kind_name(column.kind)},
                                {"dtype", dtype_name(column.dtype)},
-                               {"rank", column.rank},
+                               {"rank", column.rank()},
                                {"shape", shape},
                                {"padded_dim", column.padded_dim},
-                               {"row_pitch_bytes", column.row_pitch_bytes}});
+                               {"row_pitch_bytes", column.row_pitch_bytes()}});
   }
   json["shards"] = Json::array();
   for (const auto& shard : manifest.shards)
@@ -113,14 +93,14 @@ std::string manifest_to_text(const Manifest& manifest) {
                               {"rows", shard.rows},
                               {"first_row", shard.first_row},
                               {"bytes", shard.bytes},
-                              {"header_hash", hex64(shard.header_hash)}});
+                              {"header_hash", detail::hex64(shard.header_hash)}});
   json["inputs"] = Json::array();
   for (const auto& input : manifest.inputs)
     json["inputs"].push_back(
-        {{"path", input.path}, {"bytes", input.bytes}, {"xxh3", hex64(input.xxh3)}});
+        {{"path", input.path}, {"bytes", input.bytes}, {"xxh3", detail::hex64(input.xxh3)}});
   json["options"] = manifest.options;
   for (const auto& [key, value] : manifest.sections.items()) json[key] = value;
-  json["manifest_hash"] = hex64(hash_without_self(json));
+  json["manifest_hash"] = detail::hex64(hash_without_self(json));
   return json.dump(2) + "\n";
 }
 
@@ -144,7 +124,7 @@ Manifest parse_manifest(const std::string& text, const std::string& path, bool& 
                 "dataset format version " + std::to_string(version) + " is not supported");
   const auto stored_hash = json.find("manifest_hash");
   hash_ok = stored_hash != json.end() && stored_hash->is_string() &&
-            stored_hash->get<std::string>() == hex64(hash_without_self(json));
+            stored_hash->get<std::string>() == detail::hex64(hash_without_self(json));
 
   Manifest manifest;
   if (const auto tool = json.find("tool"); tool != json.end() && tool->is_object())
@@ -156,27 +136,27 @@ Manifest parse_manifest(const std::string& text, const std::string& path, bool& 
   for (std::size_t i = 0; i < columns.size(); ++i) {
     const std::string where = "columns[" + std::to_string(i) + "]";
     const Json& entry = columns[i];
-    ManifestColumn column;
+    Column column;
     column.name = string_field(entry, "name", path, where);
-    const std::string kind = string_field(entry, "kind", path, where);
-    if (kind != "tensor" && kind != "text")
-      throw Error(path, where + ".kind", "is neither 'tensor' nor 'text'");
-    column.kind = kind == "text" ? ColumnKind::text : ColumnKind::tensor;
+    const auto kind = parse_column_kind(string_field(entry, "kind", path, where));
+    if (!kind) throw Error(path, where + ".kind", "is neither 'tensor' nor 'text'");
+    column.kind = *kind;
     const auto dtype = parse_dtype(string_field(entry, "dtype", path, where));
     if (!dtype) throw Error(path, where + ".dtype", "unknown dtype");
     column.dtype = *dtype;
-    column.rank = static_cast<std::uint8_t>(unsigned_field(entry, "rank", path, where, 255));
+    const auto rank = unsigned_field(entry, "rank", path, where, 255);
     const Json& shape = array_field(entry, "shape", path, where);
     std::vector<std::uint64_t> extents;
     for (std::size_t d = 0; d < shape.size(); ++d)
       extents.push_back(
           unsigned_value(shape[d], path, where + ".shape[" + std::to_string(d) + "]"));
-    // The writer's shape is [rows] for rank 1 and [rows, dim] for rank 2.
-    if (extents.size() != (column.rank == 2 ? 2u : 1u) || extents[0] != manifest.rows)
+    // The shape is [rows, *row_shape]: its length is the rank.
+    if (rank == 0 || extents.size() != rank || extents[0] != manifest.rows)
       throw Error(path, where + ".shape", "does not match the rows and the rank");
-    column.dim = extents.size() == 2 ? extents[1] : 1;
+    column.row_shape.assign(extents.begin() + 1, extents.end());
     column.padded_dim = unsigned_field(entry, "padded_dim", path, where);
-    column.row_pitch_bytes = unsigned_field(entry, "row_pitch_bytes", path, where);
+    if (unsigned_field(entry, "row_pitch_bytes", path, where) != column.row_pitch_bytes())
+      throw Error(path, where + ".row_pitch_bytes", "is not padded_dim × dtype size");
     manifest.columns.push_back(std::move(column));
   }
   const Json& shards = array_field(json, "shards", path, "");
@@ -191,7 +171,7 @@ Manifest parse_manifest(const std::string& text, const std::string& path, bool& 
     shard.first_row = unsigned_field(shards[i], "first_row", path, where);
     shard.bytes = unsigned_field(shards[i], "bytes", path, where);
     shard.header_hash =
-        parse_hex64(member(shards[i], "header_hash", path, where), path, where + ".header_hash");
+        hash_field(member(shards[i], "header_hash", path, where), path, where + ".header_hash");
     manifest.shards.push_back(std::move(shard));
   }
   if (json.contains("inputs")) {
@@ -201,7 +181,7 @@ Manifest parse_manifest(const std::string& text, const std::string& path, bool& 
       ManifestInput input;
       input.path = string_field(inputs[i], "path", path, where);
       input.bytes = unsigned_field(inputs[i], "bytes", path, where);
-      input.xxh3 = parse_hex64(member(inputs[i], "xxh3", path, where), path, where + ".xxh3");
+      input.xxh3 = hash_field(member(inputs[i], "xxh3", path, where), path, where + ".xxh3");
       manifest.inputs.push_back(std::move(input));
     }
   }

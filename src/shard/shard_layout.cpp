@@ -1,12 +1,11 @@
 #include "gpucache/shard/shard_layout.hpp"
 
-#include "gpucache/common/xxh3.hpp"
-
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
 
 #include "gpucache/common/checked_math.hpp"
+#include "gpucache/common/hash.hpp"
 #include "gpucache/error.hpp"
 
 namespace gpucache::shard {
@@ -37,12 +36,6 @@ std::uint64_t first_non_zero(std::span<const std::byte> bytes) noexcept {
       bytes.begin());
 }
 
-std::string hex(std::uint64_t value) {
-  char text[17];
-  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(value));
-  return text;
-}
-
 [[noreturn]] void fail(const std::string& path, const std::string& where,
                        const std::string& cause) {
   throw Error(path, where, cause);
@@ -70,10 +63,6 @@ std::uint64_t padded_dim_for(std::uint64_t dim, DType dtype, std::uint64_t pad_t
   if (!padded || !detail::checked_mul(*padded, itemsize))
     throw Error("", "--pad-to", "padding " + std::to_string(dim) + " elements overflows");
   return *padded;
-}
-
-std::uint64_t xxh3_64(std::span<const std::byte> bytes) noexcept {
-  return XXH3_64bits(bytes.data(), bytes.size());
 }
 
 std::uint64_t chunk_logical_size(const Header& header, std::uint64_t index) noexcept {
@@ -108,7 +97,7 @@ std::array<std::byte, kHeaderSize> encode_header(const Header& header) {
     put<std::uint64_t>(out.data(), 144, header.dataset_rows);
     put<std::uint64_t>(out.data(), 152, header.dataset_id);
   }
-  put<std::uint64_t>(out.data(), 248, xxh3_64(std::span(out).first(248)));
+  put<std::uint64_t>(out.data(), 248, detail::xxh3_64(std::span(out).first(248)));
   return out;
 }
 
@@ -119,10 +108,10 @@ std::array<std::byte, kColumnEntrySize> encode_column(const ColumnEntry& column)
   std::memcpy(out.data(), column.name.data(), column.name.size());
   put<std::uint8_t>(out.data(), 64, static_cast<std::uint8_t>(column.kind));
   put<std::uint8_t>(out.data(), 65, static_cast<std::uint8_t>(column.dtype));
-  put<std::uint8_t>(out.data(), 66, column.rank);
-  put<std::uint64_t>(out.data(), 72, column.dim);
+  put<std::uint8_t>(out.data(), 66, column.rank());
+  put<std::uint64_t>(out.data(), 72, column.dim());
   put<std::uint64_t>(out.data(), 80, column.padded_dim);
-  put<std::uint64_t>(out.data(), 88, column.row_pitch_bytes);
+  put<std::uint64_t>(out.data(), 88, column.row_pitch_bytes());
   put<std::uint64_t>(out.data(), 96, column.data_offset);
   put<std::uint64_t>(out.data(), 104, column.data_size);
   put<std::uint64_t>(out.data(), 112, column.aux_offset);
@@ -144,7 +133,7 @@ std::array<std::byte, kFooterSize> encode_footer(const Footer& footer) {
   std::memcpy(out.data(), kFooterMagic.data(), kFooterMagic.size());
   put<std::uint64_t>(out.data(), 8, footer.file_size);
   put<std::uint64_t>(out.data(), 16, footer.header_hash);
-  put<std::uint64_t>(out.data(), 24, xxh3_64(std::span(out).first(24)));
+  put<std::uint64_t>(out.data(), 24, detail::xxh3_64(std::span(out).first(24)));
   return out;
 }
 
@@ -185,10 +174,28 @@ ColumnEntry decode_column(const std::byte* entry, std::uint32_t index, const std
     fail(path, where, "unknown dtype code " + std::to_string(dtype_code));
   column.kind = static_cast<ColumnKind>(kind);
   column.dtype = static_cast<DType>(dtype_code);
-  column.rank = get<std::uint8_t>(entry, 66);
-  column.dim = get<std::uint64_t>(entry, 72);
+  // Shape rules are reported against the column's name, as the rules of its regions are.
+  const std::string named = "column '" + column.name + "'";
+  const auto rank = get<std::uint8_t>(entry, 66);
+  const auto dim = get<std::uint64_t>(entry, 72);
+  const auto row_pitch_bytes = get<std::uint64_t>(entry, 88);
   column.padded_dim = get<std::uint64_t>(entry, 80);
-  column.row_pitch_bytes = get<std::uint64_t>(entry, 88);
+  const std::uint64_t itemsize = dtype_size(column.dtype);
+  if (column.kind == ColumnKind::tensor) {
+    if (rank != 1 && rank != 2) fail(path, named, "rank must be 1 or 2");
+    if (rank == 1 && (dim != 1 || column.padded_dim != 1))
+      fail(path, named, "a rank-1 column must have dim and padded_dim 1");
+    if (rank == 2) column.row_shape = {dim};
+    if (column.padded_dim < dim) fail(path, named, "padded_dim is smaller than dim");
+    const auto pitch = detail::checked_mul(column.padded_dim, itemsize);
+    if (!pitch || *pitch != row_pitch_bytes)
+      fail(path, named, "row_pitch_bytes is not padded_dim × dtype size");
+    if (rank == 2 && row_pitch_bytes % 16 != 0)
+      fail(path, named, "row pitch is not a multiple of 16 bytes");
+  } else if (column.dtype != DType::u8 || rank != 1 || dim != 1 || column.padded_dim != 1 ||
+             row_pitch_bytes != 1) {
+    fail(path, named, "a text column must be rank 1 u8 with dim 1");
+  }
   column.data_offset = get<std::uint64_t>(entry, 96);
   column.data_size = get<std::uint64_t>(entry, 104);
   column.aux_offset = get<std::uint64_t>(entry, 112);
@@ -212,10 +219,10 @@ Header decode_header(std::span<const std::byte> file, const std::string& path) {
              " is not supported by this gpucache (it reads version " +
              std::to_string(kVersionMajor) + ")");
   const auto stored_hash = get<std::uint64_t>(in, 248);
-  const auto computed_hash = xxh3_64(file.first(248));
+  const auto computed_hash = detail::xxh3_64(file.first(248));
   if (stored_hash != computed_hash)
     fail(path, "header bytes 0-255",
-         "header hash mismatch (stored " + hex(stored_hash) + ", computed " + hex(computed_hash) +
+         "header hash mismatch (stored " + detail::hex64(stored_hash) + ", computed " + detail::hex64(computed_hash) +
              "): the header is corrupt");
   if (get<std::uint32_t>(in, 12) != kHeaderSize)
     fail(path, "header byte 12", "header_size is not 256");
@@ -306,7 +313,7 @@ Layout decode_layout(std::span<const std::byte> file, const std::string& path) {
   if (std::memcmp(footer.data(), kFooterMagic.data(), kFooterMagic.size()) != 0)
     fail(path, "byte " + std::to_string(size - kFooterSize),
          "footer magic is missing (truncated?)");
-  if (get<std::uint64_t>(footer.data(), 24) != xxh3_64(footer.first(24)))
+  if (get<std::uint64_t>(footer.data(), 24) != detail::xxh3_64(footer.first(24)))
     fail(path, "bytes " + std::to_string(size - kFooterSize) + "-" + std::to_string(size - 1),
          "footer hash mismatch: the footer is corrupt");
   if (get<std::uint64_t>(footer.data(), 8) != size ||
@@ -315,12 +322,12 @@ Layout decode_layout(std::span<const std::byte> file, const std::string& path) {
 
   // Table hashes, then zero gaps.
   const auto column_table = file.subspan(kHeaderSize, *table_bytes);
-  if (xxh3_64(column_table) != h.columns_hash)
+  if (detail::xxh3_64(column_table) != h.columns_hash)
     fail(path,
          "column table bytes " + std::to_string(kHeaderSize) + "-" + std::to_string(*table_end - 1),
          "column table hash mismatch: the table is corrupt");
   const auto chunk_table = file.subspan(h.chunk_table_offset, *chunk_bytes);
-  if (xxh3_64(chunk_table) != h.chunks_hash)
+  if (detail::xxh3_64(chunk_table) != h.chunks_hash)
     fail(path,
          "chunk table bytes " + std::to_string(h.chunk_table_offset) + "-" +
              std::to_string(*chunk_end - 1),
@@ -338,25 +345,12 @@ Layout decode_layout(std::span<const std::byte> file, const std::string& path) {
     const std::string named = "column '" + column.name + "'";
     for (const auto& other : layout.columns)
       if (other.name == column.name) fail(path, named, "column name appears twice");
-    const std::uint64_t itemsize = dtype_size(column.dtype);
     std::optional<std::uint64_t> expected_data_size;
     if (column.kind == ColumnKind::tensor) {
-      if (column.rank != 1 && column.rank != 2) fail(path, named, "rank must be 1 or 2");
-      if (column.rank == 1 && (column.dim != 1 || column.padded_dim != 1))
-        fail(path, named, "a rank-1 column must have dim and padded_dim 1");
-      if (column.padded_dim < column.dim) fail(path, named, "padded_dim is smaller than dim");
-      const auto pitch = detail::checked_mul(column.padded_dim, itemsize);
-      if (!pitch || *pitch != column.row_pitch_bytes)
-        fail(path, named, "row_pitch_bytes is not padded_dim × dtype size");
-      if (column.rank == 2 && column.row_pitch_bytes % 16 != 0)
-        fail(path, named, "row pitch is not a multiple of 16 bytes");
-      expected_data_size = detail::checked_mul(h.row_count, column.row_pitch_bytes);
+      expected_data_size = detail::checked_mul(h.row_count, column.row_pitch_bytes());
       if (column.aux_offset != 0 || column.aux_size != 0)
         fail(path, named, "a tensor column has text bytes");
     } else {
-      if (column.dtype != DType::u8 || column.rank != 1 || column.dim != 1 ||
-          column.padded_dim != 1 || column.row_pitch_bytes != 1)
-        fail(path, named, "a text column must be rank 1 u8 with dim 1");
       auto rows_plus_one = detail::checked_add(h.row_count, 1);
       expected_data_size = rows_plus_one ? detail::checked_mul(*rows_plus_one, 8) : std::nullopt;
     }

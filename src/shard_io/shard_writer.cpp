@@ -11,6 +11,7 @@
 
 #include "gpucache/common/atomic_file.hpp"
 #include "gpucache/common/checked_math.hpp"
+#include "gpucache/common/hash.hpp"
 #include "gpucache/common/parallel.hpp"
 #include "gpucache/error.hpp"
 
@@ -35,7 +36,7 @@ std::uint64_t place_columns(std::vector<ColumnEntry>& columns, std::uint64_t row
   for (std::size_t i = 0; i < columns.size(); ++i) {
     ColumnEntry& column = columns[i];
     if (column.kind == ColumnKind::tensor) {
-      const auto size = detail::checked_mul(rows, column.row_pitch_bytes);
+      const auto size = detail::checked_mul(rows, column.row_pitch_bytes());
       if (!size) throw Error("", "column '" + column.name + "'", "size overflows 64 bits");
       column.data_size = *size;
       column.data_offset = claim(column.data_size);
@@ -49,17 +50,16 @@ std::uint64_t place_columns(std::vector<ColumnEntry>& columns, std::uint64_t row
   return align_up(cursor, kAlignment) - data_offset;
 }
 
-std::vector<ColumnEntry> entries_for(const std::vector<ColumnSpec>& specs) {
+std::vector<ColumnEntry> entries_for(const std::vector<Column>& specs) {
   std::vector<ColumnEntry> columns;
   for (const auto& spec : specs) {
     ColumnEntry column;
-    column.name = spec.name;
-    column.kind = spec.kind;
-    column.dtype = spec.kind == ColumnKind::text ? DType::u8 : spec.dtype;
-    column.rank = spec.kind == ColumnKind::text ? 1 : spec.rank;
-    column.dim = spec.kind == ColumnKind::text ? 1 : spec.dim;
-    column.padded_dim = spec.kind == ColumnKind::text ? 1 : spec.padded_dim;
-    column.row_pitch_bytes = column.padded_dim * dtype_size(column.dtype);
+    static_cast<Column&>(column) = spec;
+    if (spec.kind == ColumnKind::text) {  // UTF-8 bytes, whatever the caller's description says
+      column.dtype = DType::u8;
+      column.row_shape.clear();
+      column.padded_dim = 1;
+    }
     columns.push_back(std::move(column));
   }
   return columns;
@@ -71,7 +71,7 @@ std::uint64_t data_offset_for(std::size_t column_count) {
 
 }  // namespace
 
-std::uint64_t estimate_shard_bytes(const std::vector<ColumnSpec>& specs, std::uint64_t rows,
+std::uint64_t estimate_shard_bytes(const std::vector<Column>& specs, std::uint64_t rows,
                                    const std::vector<std::uint64_t>& text_bytes) {
   auto columns = entries_for(specs);
   const std::uint64_t data_offset = data_offset_for(columns.size());
@@ -80,7 +80,7 @@ std::uint64_t estimate_shard_bytes(const std::vector<ColumnSpec>& specs, std::ui
   return data_offset + data_size + chunks * kChunkEntrySize + kFooterSize;
 }
 
-ShardBuilder::ShardBuilder(const std::vector<ColumnSpec>& specs, std::uint64_t rows,
+ShardBuilder::ShardBuilder(const std::vector<Column>& specs, std::uint64_t rows,
                            const std::vector<std::uint64_t>& text_bytes)
     : columns_(entries_for(specs)), rows_(rows), data_offset_(data_offset_for(specs.size())) {
   if (columns_.empty()) throw Error("", "shard layout", "a shard needs at least one column");
@@ -89,7 +89,7 @@ ShardBuilder::ShardBuilder(const std::vector<ColumnSpec>& specs, std::uint64_t r
   map_anonymous();
 }
 
-ShardBuilder::ShardBuilder(const std::vector<ColumnSpec>& specs, std::uint64_t rows,
+ShardBuilder::ShardBuilder(const std::vector<Column>& specs, std::uint64_t rows,
                            const std::vector<std::uint64_t>& text_bytes, const std::string& path)
     : columns_(entries_for(specs)), rows_(rows), data_offset_(data_offset_for(specs.size())) {
   if (columns_.empty()) throw Error("", "shard layout", "a shard needs at least one column");
@@ -268,7 +268,7 @@ WrittenShard ShardBuilder::write(const std::string& path, const WriteOptions& op
       chunks[k].hash = *streamed;
       return;
     }
-    chunks[k].hash = streamed ? *streamed : xxh3_64(logical);
+    chunks[k].hash = streamed ? *streamed : detail::xxh3_64(logical);
     // A file-backed image's pages are page cache (written back by commit's fsync): once hashed
     // they can leave this process's resident set, so a 1 GiB shard never is resident at once.
     if (backing_ != nullptr)
@@ -298,10 +298,10 @@ WrittenShard ShardBuilder::write(const std::string& path, const WriteOptions& op
   header.file_size = header.chunk_table_offset + header.chunk_count * kChunkEntrySize + kFooterSize;
   const auto column_table = encode_column_table(columns_);
   const auto chunk_table = encode_chunk_table(chunks);
-  header.columns_hash = xxh3_64(column_table);
-  header.chunks_hash = xxh3_64(chunk_table);
+  header.columns_hash = detail::xxh3_64(column_table);
+  header.chunks_hash = detail::xxh3_64(chunk_table);
   const auto header_bytes = encode_header(header);
-  header.header_hash = xxh3_64(std::span(header_bytes).first(248));
+  header.header_hash = detail::xxh3_64(std::span(header_bytes).first(248));
   const auto footer = encode_footer({header.file_size, header.header_hash, 0});
 
   if (backing_ != nullptr) {

@@ -17,7 +17,6 @@ namespace gpucache {
 namespace {
 
 namespace fs = std::filesystem;
-using shard::ColumnKind;
 
 std::vector<std::unique_ptr<shard::ShardReader>> open_shards(const std::string& dataset,
                                                              unsigned threads) {
@@ -79,10 +78,10 @@ ExportResult export_npy(const std::string& dataset, const ExportOptions& options
     if (column.dtype == DType::bf16) exported.note = "bf16 widened to f32 (numpy has no bf16)";
     exported.path = (fs::path(options.output_dir) / (column.name + ".npy")).string();
     std::vector<std::uint64_t> shape{rows};
-    if (column.rank == 2) shape.push_back(column.dim);
+    for (std::uint64_t extent : column.row_shape) shape.push_back(extent);
     const std::uint64_t in_size = dtype_size(column.dtype);
-    const std::uint64_t out_row_bytes = column.dim * dtype_size(out_dtype);
-    std::vector<float> widened(column.dim);
+    const std::uint64_t out_row_bytes = column.row_elements() * dtype_size(out_dtype);
+    std::vector<float> widened(column.row_elements());
     write_npy(exported.path, out_dtype, shape,
               [&](std::span<std::byte> out, std::uint64_t first, std::uint64_t count) {
                 std::uint64_t shard_first = 0;
@@ -91,12 +90,12 @@ ExportResult export_npy(const std::string& dataset, const ExportOptions& options
                   for (std::uint64_t r = std::max(first, shard_first);
                        r < std::min(first + count, shard_end); ++r) {
                     const std::byte* in =
-                        shard->tensor_data(c).data() + (r - shard_first) * column.row_pitch_bytes;
+                        shard->tensor_data(c).data() + (r - shard_first) * column.row_pitch_bytes();
                     std::byte* dst = out.data() + (r - first) * out_row_bytes;
                     if (out_dtype == column.dtype) {
-                      std::memcpy(dst, in, column.dim * in_size);
+                      std::memcpy(dst, in, column.row_elements() * in_size);
                     } else {
-                      detail::widen_to_f32(column.dtype, in, widened.data(), column.dim);
+                      detail::widen_to_f32(column.dtype, in, widened.data(), column.row_elements());
                       std::memcpy(dst, widened.data(), out_row_bytes);
                     }
                   }

@@ -1,3 +1,4 @@
+#include "gpucache/common/hash.hpp"
 #include "gpucache/inspect.hpp"
 
 #include <fcntl.h>
@@ -15,7 +16,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using Json = nlohmann::ordered_json;
-using shard::ColumnKind;
 
 // Reads the header and column table of a shard with two small reads, not a whole mapping.
 shard::Layout read_tables(const std::string& path) {
@@ -45,7 +45,7 @@ shard::Layout read_tables(const std::string& path) {
   std::vector<std::byte> table(layout.header.column_count * shard::kColumnEntrySize);
   read_at(table, shard::kHeaderSize);
   ::close(fd);
-  if (shard::xxh3_64(table) != layout.header.columns_hash)
+  if (detail::xxh3_64(table) != layout.header.columns_hash)
     throw Error(path, "column table", "column table hash mismatch: the table is corrupt");
   for (std::uint32_t i = 0; i < layout.header.column_count; ++i)
     layout.columns.push_back(
@@ -53,17 +53,15 @@ shard::Layout read_tables(const std::string& path) {
   return layout;
 }
 
-Json column_json(const std::string& name, ColumnKind kind, DType dtype, std::uint8_t rank,
-                 std::uint64_t rows, std::uint64_t dim, std::uint64_t padded_dim,
-                 std::uint64_t pitch) {
+Json column_json(const Column& column, std::uint64_t rows) {
   Json shape = Json::array({rows});
-  if (rank == 2) shape.push_back(dim);
-  return {{"name", name},
-          {"kind", shard::column_kind_name(kind)},
-          {"dtype", kind == ColumnKind::text ? "str" : dtype_name(dtype)},
+  for (std::uint64_t extent : column.row_shape) shape.push_back(extent);
+  return {{"name", column.name},
+          {"kind", column_kind_name(column.kind)},
+          {"dtype", column.kind == ColumnKind::text ? "str" : dtype_name(column.dtype)},
           {"shape", shape},
-          {"padded_dim", padded_dim},
-          {"row_pitch_bytes", pitch}};
+          {"padded_dim", column.padded_dim},
+          {"row_pitch_bytes", column.row_pitch_bytes()}};
 }
 
 // Whether gpucache.load(device="cpu") maps each tensor column across shards as one zero-copy
@@ -73,7 +71,7 @@ bool shards_join_on_pages(const shard::Manifest& manifest) {
   for (std::size_t s = 0; s + 1 < manifest.shards.size(); ++s)
     for (const auto& column : manifest.columns)
       if (column.kind == ColumnKind::tensor &&
-          manifest.shards[s].rows * column.row_pitch_bytes % shard::kAlignment != 0)
+          manifest.shards[s].rows * column.row_pitch_bytes() % shard::kAlignment != 0)
         return false;
   return true;
 }
@@ -172,21 +170,19 @@ InspectReport inspect(const std::string& path) {
     json["columns"] = Json::array();
     for (std::size_t c = 0; c < manifest.columns.size(); ++c) {
       const auto& column = manifest.columns[c];
-      json["columns"].push_back(column_json(column.name, column.kind, column.dtype, column.rank,
-                                            manifest.rows, column.dim, column.padded_dim,
-                                            column.row_pitch_bytes));
+      json["columns"].push_back(column_json(column, manifest.rows));
       if (column.kind == ColumnKind::text) {
         logical += text_bytes[c];
         padded += text_bytes[c] + (manifest.rows + manifest.shards.size()) * 8;
       } else {
-        logical += manifest.rows * column.dim * dtype_size(column.dtype);
-        padded += manifest.rows * column.row_pitch_bytes;
+        logical += manifest.rows * column.row_elements() * dtype_size(column.dtype);
+        padded += manifest.rows * column.row_pitch_bytes();
       }
     }
     Json inputs = Json::array();
     for (const auto& input : manifest.inputs)
       inputs.push_back(
-          {{"path", input.path}, {"bytes", input.bytes}, {"xxh3", shard::hex64(input.xxh3)}});
+          {{"path", input.path}, {"bytes", input.bytes}, {"xxh3", detail::hex64(input.xxh3)}});
     json["bytes"] = {{"logical", logical}, {"padded", padded}, {"on_disk", on_disk}};
     json["provenance"] = {
         {"tool_version", manifest.tool_version}, {"inputs", inputs}, {"options", manifest.options}};
@@ -202,8 +198,7 @@ InspectReport inspect(const std::string& path) {
         {{{"file", fs::path(path).filename().string()}, {"rows", rows}, {"bytes", on_disk}}});
     json["columns"] = Json::array();
     for (const auto& column : layout.columns) {
-      Json entry = column_json(column.name, column.kind, column.dtype, column.rank, rows,
-                               column.dim, column.padded_dim, column.row_pitch_bytes);
+      Json entry = column_json(column, rows);
       entry["offset"] = column.data_offset;
       if (column.kind == ColumnKind::text) {
         entry["text_offset"] = column.aux_offset;
@@ -211,7 +206,7 @@ InspectReport inspect(const std::string& path) {
         logical += column.aux_size;
         padded += column.aux_size + column.data_size;
       } else {
-        logical += rows * column.dim * dtype_size(column.dtype);
+        logical += rows * column.row_elements() * dtype_size(column.dtype);
         padded += column.data_size;
       }
       json["columns"].push_back(entry);
@@ -220,7 +215,7 @@ InspectReport inspect(const std::string& path) {
     json["shard"] = {{"index", layout.header.shard_index},
                      {"first_row", layout.header.first_row},
                      {"compressed", layout.header.compressed()},
-                     {"header_hash", shard::hex64(layout.header.header_hash)}};
+                     {"header_hash", detail::hex64(layout.header.header_hash)}};
   }
   return {json.dump(2), render_text(json)};
 }

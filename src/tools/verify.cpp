@@ -6,6 +6,8 @@
 #include <nlohmann/json.hpp>
 
 #include "gpucache/shard/manifest.hpp"
+#include "gpucache/shard/chunks.hpp"
+#include "gpucache/shard/dataset_check.hpp"
 #include "gpucache/shard_io/shard_reader.hpp"
 #include "gpucache/common/mapped_file.hpp"
 #include "gpucache/common/parallel.hpp"
@@ -17,7 +19,6 @@ namespace gpucache {
 namespace {
 
 namespace fs = std::filesystem;
-using shard::ColumnKind;
 
 struct OpenShard {
   std::string name;  // as reported
@@ -33,31 +34,6 @@ std::string range_text(std::uint64_t begin, std::uint64_t end) {
   return "bytes " + std::to_string(begin) + "-" + std::to_string(end);
 }
 
-// Names the columns, rows and padding that logical bytes [begin, end] of a shard belong to.
-std::string describe_logical_range(const shard::Layout& layout, std::uint64_t begin,
-                                   std::uint64_t end) {
-  std::string parts;
-  auto add = [&](const std::string& part) { parts += (parts.empty() ? "" : ", ") + part; };
-  for (const auto& column : layout.columns) {
-    auto overlap = [&](std::uint64_t region_begin, std::uint64_t region_size, const char* what) {
-      if (region_size == 0) return;
-      const std::uint64_t region_end = region_begin + region_size - 1;
-      if (end < region_begin || begin > region_end) return;
-      const std::uint64_t first = std::max(begin, region_begin) - region_begin;
-      const std::uint64_t last = std::min(end, region_end) - region_begin;
-      if (column.kind == ColumnKind::tensor) {
-        add("column '" + column.name + "' rows " + std::to_string(first / column.row_pitch_bytes) +
-            "-" + std::to_string(last / column.row_pitch_bytes));
-      } else {
-        add("column '" + column.name + "' " + what);
-      }
-    };
-    overlap(column.data_offset, column.data_size, "offsets");
-    if (column.kind == ColumnKind::text) overlap(column.aux_offset, column.aux_size, "text bytes");
-  }
-  return parts.empty() ? "alignment padding" : parts;
-}
-
 // For a raw chunk that failed its hash, finds a non-zero byte where the format requires zeros:
 // row padding or the gaps between column regions.
 std::optional<std::uint64_t> find_nonzero_padding(const OpenShard& shard, std::uint64_t begin,
@@ -71,18 +47,22 @@ std::optional<std::uint64_t> find_nonzero_padding(const OpenShard& shard, std::u
       continue;
     }
     used.emplace_back(column.data_offset, column.data_offset + column.data_size);
+    if (!column.padded()) continue;
+    // Padding ends every innermost run of dim() values: a row holds row_pitch / inner_pitch runs.
     const std::uint64_t itemsize = dtype_size(column.dtype);
-    if (column.padded_dim == column.dim) continue;
-    const std::uint64_t row_first =
-        begin > column.data_offset ? (begin - column.data_offset) / column.row_pitch_bytes : 0;
-    for (std::uint64_t row = row_first; row < shard.layout.header.row_count; ++row) {
-      const std::uint64_t pad_begin =
-          column.data_offset + row * column.row_pitch_bytes + column.dim * itemsize;
-      const std::uint64_t pad_end = column.data_offset + (row + 1) * column.row_pitch_bytes;
+    const std::uint64_t inner_pitch = column.padded_dim * itemsize;
+    const std::uint64_t runs_per_row = column.row_pitch_bytes() / inner_pitch;
+    const std::uint64_t runs = shard.layout.header.row_count * runs_per_row;
+    const std::uint64_t run_first =
+        begin > column.data_offset ? (begin - column.data_offset) / inner_pitch : 0;
+    for (std::uint64_t run = run_first; run < runs; ++run) {
+      const std::uint64_t pad_begin = column.data_offset + run * inner_pitch + column.dim() * itemsize;
+      const std::uint64_t pad_end = column.data_offset + (run + 1) * inner_pitch;
       if (pad_begin > end) break;
       for (std::uint64_t at = std::max(pad_begin, begin); at < std::min(pad_end, end + 1); ++at)
         if (bytes[at] != std::byte{0}) {
-          where = "column '" + column.name + "' row " + std::to_string(row) + " padding";
+          where = "column '" + column.name + "' row " + std::to_string(run / runs_per_row) +
+                  " padding";
           return at;
         }
     }
@@ -105,24 +85,17 @@ void check_text_offsets(const OpenShard& shard, std::vector<Problem>& problems) 
   if (shard.layout.header.compressed()) return;  // checked by readers after decompression
   for (const auto& column : shard.layout.columns) {
     if (column.kind != ColumnKind::text) continue;
-    const std::byte* offsets = shard.file->data() + column.data_offset;
-    std::uint64_t previous = 0;
-    for (std::uint64_t row = 0; row <= shard.layout.header.row_count; ++row) {
-      std::uint64_t value;
-      std::memcpy(&value, offsets + row * 8, 8);
-      if ((row == 0 && value != 0) || value < previous || value > column.aux_size ||
-          (row == shard.layout.header.row_count && value != column.aux_size)) {
-        const std::uint64_t at = column.data_offset + row * 8;
-        Problem found =
-            problem(shard.name, "column '" + column.name + "' row " + std::to_string(row),
-                    "text offsets are not monotonic or do not end at the text size");
-        found.byte_begin = at;
-        found.byte_end = at + 7;
-        problems.push_back(found);
-        break;
-      }
-      previous = value;
-    }
+    const std::uint64_t rows = shard.layout.header.row_count;
+    const auto bad = shard::find_bad_offset(shard.file->data() + column.data_offset, rows,
+                                            column.aux_size, true);
+    if (!bad) continue;
+    const std::uint64_t at = column.data_offset + *bad * 8;
+    const Error error = shard::bad_offset_error(shard.name, column, 0, *bad, at);
+    Problem found = problem(shard.name, "column '" + column.name + "' row " + std::to_string(*bad),
+                            error.cause());
+    found.byte_begin = at;
+    found.byte_end = at + 7;
+    problems.push_back(found);
   }
 }
 
@@ -141,36 +114,8 @@ std::optional<OpenShard> open_shard(const fs::path& path, const std::string& nam
   return shard;
 }
 
-void compare_with_manifest(const OpenShard& shard, const shard::Manifest& manifest,
-                           std::size_t index, std::vector<Problem>& problems) {
-  const auto& expected = manifest.shards[index];
-  const auto& header = shard.layout.header;
-  if (header.header_hash != expected.header_hash)
-    problems.push_back(problem(
-        shard.name, "header",
-        "header hash " + shard::hex64(header.header_hash) + " differs from the manifest's " +
-            shard::hex64(expected.header_hash) + " (shard replaced or swapped?)"));
-  if (header.row_count != expected.rows || header.first_row != expected.first_row ||
-      header.shard_index != index)
-    problems.push_back(
-        problem(shard.name, "header",
-                "rows, first row or shard index differ from the manifest (shard swapped?)"));
-  if (header.has_dataset_fields() &&
-      (header.shard_count != manifest.shards.size() || header.dataset_rows != manifest.rows))
-    problems.push_back(
-        problem(shard.name, "header byte 136",
-                "the header's dataset shard count or rows differ from the manifest"));
-  bool columns_match = shard.layout.columns.size() == manifest.columns.size();
-  for (std::size_t c = 0; columns_match && c < manifest.columns.size(); ++c) {
-    const auto& have = shard.layout.columns[c];
-    const auto& want = manifest.columns[c];
-    columns_match = have.name == want.name && have.kind == want.kind && have.dtype == want.dtype &&
-                    have.rank == want.rank && have.dim == want.dim &&
-                    have.padded_dim == want.padded_dim &&
-                    have.row_pitch_bytes == want.row_pitch_bytes;
-  }
-  if (!columns_match)
-    problems.push_back(problem(shard.name, "column table", "columns differ from the manifest"));
+void add_problems(const std::vector<shard::DatasetProblem>& found, std::vector<Problem>& problems) {
+  for (const auto& each : found) problems.push_back(problem(each.file, each.location, each.cause));
 }
 
 }  // namespace
@@ -221,19 +166,13 @@ VerifyReport verify(const std::string& path, const VerifyOptions& options) {
     std::sort(on_disk.begin(), on_disk.end());
     if (manifest) {
       deep_manifest = manifest;
-      std::uint64_t expected_first = 0;
+      std::vector<shard::DatasetProblem> found;
+      shard::check_manifest_listing(*manifest, on_disk, found);
+      add_problems(found, problems);
       for (std::size_t i = 0; i < manifest->shards.size(); ++i) {
         const auto& listed = manifest->shards[i];
-        if (listed.first_row != expected_first)
-          problems.push_back(problem(shard::kManifestName, "shards[" + std::to_string(i) + "]",
-                                     "first_row does not follow the previous shard"));
-        expected_first = listed.first_row + listed.rows;
         const fs::path shard_path = dir / listed.file;
-        if (!fs::exists(shard_path, error)) {
-          problems.push_back(
-              problem(listed.file, "", "missing: listed in the manifest but not on disk"));
-          continue;
-        }
+        if (!fs::exists(shard_path, error)) continue;  // reported by the listing check
         const auto size = fs::file_size(shard_path, error);
         if (size != listed.bytes)
           problems.push_back(problem(listed.file, "",
@@ -242,18 +181,11 @@ VerifyReport verify(const std::string& path, const VerifyOptions& options) {
                                          std::to_string(listed.bytes) +
                                          (size < listed.bytes ? " (truncated)" : " (extended)")));
         if (auto shard = open_shard(shard_path, listed.file, problems)) {
-          compare_with_manifest(*shard, *manifest, i, problems);
+          found.clear();
+          shard::check_shard_against_manifest({shard->name, &shard->layout}, *manifest, i, found);
+          add_problems(found, problems);
           shards.push_back(std::move(*shard));
         }
-      }
-      if (expected_first != manifest->rows)
-        problems.push_back(
-            problem(shard::kManifestName, "rows", "total rows do not match the shards listed"));
-      for (const auto& name : on_disk) {
-        const bool listed = std::any_of(manifest->shards.begin(), manifest->shards.end(),
-                                        [&](const auto& shard) { return shard.file == name; });
-        if (!listed)
-          problems.push_back(problem(name, "", "extra shard: not listed in the manifest"));
       }
     } else {
       for (const auto& name : on_disk)
@@ -278,7 +210,15 @@ VerifyReport verify(const std::string& path, const VerifyOptions& options) {
   Progress progress(options.show_progress, "verify", total_bytes);
   detail::parallel_for_each(tasks.size(), options.threads, [&](std::uint64_t t) {
     const OpenShard& shard = shards[tasks[t].shard];
-    outcomes[t] = shard::check_chunk(shard.file->bytes(), shard.layout, tasks[t].chunk);
+    try {
+      const std::uint64_t computed =
+          shard::chunk_hash(shard.file->bytes(), shard.layout, tasks[t].chunk, shard.name);
+      if (computed != shard.layout.chunks[tasks[t].chunk].hash)
+        outcomes[t] =
+            shard::chunk_hash_error(shard.name, shard.layout, tasks[t].chunk, computed).cause();
+    } catch (const Error& failure) {
+      outcomes[t] = failure.cause();
+    }
     // Checked bytes need not stay resident: a dataset larger than memory verifies in bounded RSS.
     const auto& checked = shard.layout.chunks[tasks[t].chunk];
     shard.file->release(checked.stored_offset, checked.stored_size);
@@ -293,8 +233,9 @@ VerifyReport verify(const std::string& path, const VerifyOptions& options) {
     const std::uint64_t logical_begin = header.data_offset + tasks[t].chunk * header.chunk_size;
     const std::uint64_t logical_end =
         logical_begin + shard::chunk_logical_size(header, tasks[t].chunk) - 1;
-    Problem found = problem(
-        shard.name, describe_logical_range(shard.layout, logical_begin, logical_end), *outcomes[t]);
+    Problem found =
+        problem(shard.name, shard::describe_range(shard.layout, {logical_begin, logical_end + 1}),
+                *outcomes[t]);
     found.byte_begin = chunk.stored_offset;
     found.byte_end = chunk.stored_offset + chunk.stored_size - 1;
     if (chunk.codec == shard::Codec::raw) {

@@ -73,15 +73,15 @@ void check_recorded_rules(const std::string& dataset_dir, const shard::Manifest&
     return;
   }
   std::vector<std::uint64_t> dims;
-  for (std::size_t c : columns) dims.push_back(manifest.columns[c].dim);
+  for (std::size_t c : columns) dims.push_back(manifest.columns[c].dim());
   Validator validator(rules, dims);
   auto read_rows = [&](const shard::ShardReader& reader, std::size_t column, std::uint64_t first,
                        std::uint64_t count, float* out) {
     const auto& entry = reader.layout().columns[column];
     const auto data = reader.tensor_data(column);
     for (std::uint64_t r = 0; r < count; ++r)
-      widen_to_f32(entry.dtype, data.data() + (first + r) * entry.row_pitch_bytes,
-                   out + r * entry.dim, entry.dim);
+      widen_to_f32(entry.dtype, data.data() + (first + r) * entry.row_pitch_bytes(),
+                   out + r * entry.dim(), entry.dim());
   };
   std::vector<std::vector<float>> buffers(columns.size());
   for (std::size_t s = 0; s < shards.size(); ++s) {

@@ -4,8 +4,6 @@
 // Columns: emb (f32, dim 3, row r = [r*1000, r*1000+1, r*1000+2]), label (i64, 7r-3) and caption
 // (text: "row r ✓", empty when r % 5 == 3). manifest.json lists every shard with its header hash.
 #include <cstdio>
-#include <cstdlib>
-#include <fstream>
 #include <string>
 
 #include "gpucache/error.hpp"
@@ -30,25 +28,14 @@ int main(int argc, char** argv) {
     dataset.shard_count =
         static_cast<std::uint32_t>(rows == 0 ? 1 : (rows + shard_rows - 1) / shard_rows);
     dataset.dataset_rows = rows;
-    std::string shards;
     std::uint32_t index = 0;
     for (std::uint64_t first = 0; first < rows || (rows == 0 && index == 0);
          first += shard_rows, ++index) {
       const std::uint64_t count = std::min(shard_rows, rows - first);
-      const auto bytes = test::build_shard(index, first, count, columns, dataset);
-      test::write_bytes((dir / test::shard_name(index)).string(), bytes);
-      std::uint64_t header_hash = 0;
-      std::memcpy(&header_hash, bytes.data() + 248, 8);
-      char hash[17];
-      std::snprintf(hash, sizeof hash, "%016llx", static_cast<unsigned long long>(header_hash));
-      shards +=
-          std::string(shards.empty() ? "" : ", ") + "{\"file\": \"" + test::shard_name(index) +
-          "\", \"rows\": " + std::to_string(count) + ", \"first_row\": " + std::to_string(first) +
-          ", \"bytes\": " + std::to_string(bytes.size()) + ", \"header_hash\": \"" + hash + "\"}";
+      test::write_bytes((dir / test::shard_name(index)).string(),
+                        test::build_shard(index, first, count, columns, dataset));
     }
-    std::ofstream(dir / "manifest.json")
-        << "{\"format\": \"gpucache-dataset\", \"format_version\": 1, \"rows\": " << rows
-        << ", \"shards\": [" << shards << "]}\n";
+    test::write_manifest(dir);
     return 0;
   } catch (const std::exception& error) {
     std::fprintf(stderr, "gpucache_make_text_dataset: %s\n", error.what());

@@ -63,26 +63,6 @@ def _read_manifest(path: str) -> Optional[dict]:
     return content
 
 
-def _check_manifest(native: NativeDataset, manifest: dict, manifest_file: str, whole: bool):
-    """The manifest records every shard's header hash, which vouches for all of its bytes."""
-    recorded = {entry.get("file"): entry for entry in manifest.get("shards", [])}
-    shards = native.shards()
-    if whole and len(recorded) != len(shards):
-        raise Error(f"{manifest_file}: lists {len(recorded)} shards but the directory has "
-                    f"{len(shards)}: shards were added or removed after packing")
-    for shard in shards:
-        name = os.path.basename(shard["path"])
-        entry = recorded.get(name)
-        if entry is None:
-            if whole:
-                raise Error(f"{manifest_file}: does not list {name}")
-            continue
-        if entry.get("header_hash") != shard["header_hash"] or entry.get("rows") != shard["rows"]:
-            raise Error(f"{shard['path']}: header hash {shard['header_hash']} differs from "
-                        f"{entry.get('header_hash')} recorded in {manifest_file}: the shard "
-                        "was replaced or modified after packing")
-
-
 class Dataset:
     """A loaded dataset (or this rank's slice of it). Returned by gpucache.load.
 
@@ -170,8 +150,9 @@ def load(path, device: str = "cuda", columns: Optional[Sequence[str]] = None,
         memory-mapped shards, zero-copy even across shards when they were cut on page
         boundaries (as gpucache pack cuts them unless --shard-rows says otherwise).
     columns: names to load (default: all).
-    verify: check the XXH3 hash of every chunk read, and each shard's header hash against
-        manifest.json. A mismatch raises gpucache.Error naming the shard and byte range.
+    verify: check the XXH3 hash of every chunk read; a mismatch raises gpucache.Error naming the
+        shard and byte range. (Opening always checks every shard's header against manifest.json,
+        whose hash vouches for all of the shard's bytes.)
     rank, world_size: load only this rank's slice: rows // world_size rows each, the last
         rows % world_size rows dropped so every rank gets the same count. Default from
         torch.distributed when it is initialised, else the whole dataset.
@@ -190,10 +171,6 @@ def load(path, device: str = "cuda", columns: Optional[Sequence[str]] = None,
     if rows is not None:
         native = native.select_rows(int(rows[0]), int(rows[1]))
     native = native.for_rank(rank, world_size)
-    if verify:
-        manifest = _read_manifest(path)
-        if manifest is not None:
-            _check_manifest(native, manifest, _manifest_path(path), os.path.isdir(path))
     selected = native.columns()
     tensor_columns = [c for c in selected if c["kind"] == "tensor"]
     text_columns = [c["name"] for c in selected if c["kind"] == "text"]

@@ -16,10 +16,11 @@
 #include <string_view>
 #include <vector>
 
+#include "gpucache/api.hpp"
+#include "gpucache/column.hpp"
 #include "gpucache/dtype.hpp"
 #include "gpucache/error.hpp"
 
-#define GPUCACHE_RUNTIME_API __attribute__((visibility("default")))
 
 namespace gpucache::runtime {
 
@@ -29,17 +30,9 @@ struct HostState;
 struct DeviceState;
 }  // namespace detail
 
-enum class ColumnKind : std::uint8_t { tensor = 0, text = 1 };
-
-struct Column {
-  std::string name;
-  ColumnKind kind = ColumnKind::tensor;
-  DType dtype = DType::f32;
-  std::uint8_t rank = 2;              // 1: one value per row, 2: a vector per row
-  std::uint64_t dim = 1;              // logical elements per row
-  std::uint64_t padded_dim = 1;       // stored elements per row (zero padding after dim)
-  std::uint64_t row_pitch_bytes = 1;  // padded_dim × dtype size
-};
+// A column's description (gpucache/column.hpp): name, kind, dtype, row shape, padding.
+using gpucache::Column;
+using gpucache::ColumnKind;
 
 struct ShardInfo {
   std::string path;
@@ -76,7 +69,7 @@ struct HostOptions {
 
 // Host data: zero-copy views into the memory-mapped shards. Copies of HostData share the mappings,
 // which stay alive while any copy (or any owner() token) does.
-class GPUCACHE_RUNTIME_API HostData {
+class GPUCACHE_API HostData {
  public:
   std::uint64_t rows() const noexcept;
   const std::vector<Column>& columns() const noexcept;
@@ -136,7 +129,7 @@ struct LoadStats {
 // Tensor columns of a selection in one allocation laid out column by column: column c's rows from
 // every shard are contiguous, so it is one [rows, padded_dim] tensor. The allocation is freed (or
 // the pinned host memory released) when the last copy of DeviceData and the last owner() token die.
-class GPUCACHE_RUNTIME_API DeviceData {
+class GPUCACHE_API DeviceData {
  public:
   int device() const noexcept;
   Placement placement() const noexcept;
@@ -155,7 +148,7 @@ class GPUCACHE_RUNTIME_API DeviceData {
 // A dataset and a selection of its columns and rows. Opening reads and checks every shard's header
 // and tables (a few KiB each); the data of a shard is only mapped and read by to_host/to_device,
 // and only when the selection needs rows from it. Selections return new, cheap Dataset values.
-class GPUCACHE_RUNTIME_API Dataset {
+class GPUCACHE_API Dataset {
  public:
   // `path` is a dataset directory (all shard-*.gcs files, which must form one consistent,
   // gap-free set, plus manifest.json) or a single .gcs shard. Compressed shards are refused.
@@ -192,13 +185,8 @@ class GPUCACHE_RUNTIME_API Dataset {
 };
 
 // True when the CUDA runtime library can be loaded and reports at least one device.
-GPUCACHE_RUNTIME_API bool cuda_available() noexcept;
+GPUCACHE_API bool cuda_available() noexcept;
 // Which libcudart was loaded ("" when none): libcudart.so.13, .12 or the GPUCACHE_CUDART override.
-GPUCACHE_RUNTIME_API std::string cuda_library() noexcept;
-GPUCACHE_RUNTIME_API std::string_view column_kind_name(ColumnKind kind) noexcept;
-// The dtype's spelling in manifest.json ("f32", "bf16", "bool", ...) and its size in bytes; the
-// runtime exports these so its users need nothing else from gpucache.
-GPUCACHE_RUNTIME_API std::string_view dtype_text(DType dtype) noexcept;
-GPUCACHE_RUNTIME_API std::size_t dtype_bytes(DType dtype) noexcept;
+GPUCACHE_API std::string cuda_library() noexcept;
 
 }  // namespace gpucache::runtime

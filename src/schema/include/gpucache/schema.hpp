@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "gpucache/dtype.hpp"
+#include "gpucache/input_column.hpp"
 #include "gpucache/value.hpp"
 
 namespace gpucache {
@@ -43,40 +44,19 @@ struct FieldSpec {
 // that is not [a-z_][a-z0-9_]*, or a path that does not parse.
 FieldSpec parse_field_spec(std::string_view text);
 
-enum class ColumnKind { numeric, text };
-
-// One column of one input, ready for row access. Numeric columns are read with read_rows, text
-// columns with text_row. The column keeps the input's tree (and so its file mapping) alive.
-struct ColumnSource {
-  std::string name;
-  ColumnKind kind = ColumnKind::numeric;
-  DType dtype = DType::f32;  // element type in the input; u8 (UTF-8 bytes) for text
-  std::uint64_t rows = 0;
-  std::uint64_t dim = 0;  // values per row; 0 for text
-  std::string path;       // where in the input it comes from, as --field accepts it
-  std::string origin;     // the input file, for error messages
-
-  // Numeric columns hold exactly one of these two. A matrix is [rows, dim] (or [rows, 1, ...,
-  // dim]), possibly strided or big-endian; row tensors are [dim] (or [1, ..., dim]) each, one per
-  // row.
-  std::shared_ptr<const Tensor> matrix;
-  std::vector<const Tensor*> row_tensors;
-  // Text columns: one view per row into the tree's strings.
-  std::vector<std::string_view> row_texts;
-  Value keep_alive;  // the tree the pointers above point into
-};
-
 struct SourceMapping {
   SourceKind kind = SourceKind::embeddings;
   std::string origin;
-  std::vector<ColumnSource> columns;  // standard columns of the kind first, then extra --field ones
+  // Standard columns of the kind first, then extra --field ones. Each keeps the input's tree (and
+  // so its file mapping) alive.
+  std::vector<InputColumn> columns;
   std::uint64_t rows = 0;
   // The equivalent --field flags for this mapping: pack records them, probe prints them.
   std::vector<FieldSpec> fields;
   // One or two sentences: what was found and why it maps this way.
   std::string explanation;
 
-  const ColumnSource* find(std::string_view column) const noexcept;
+  const InputColumn* find(std::string_view column) const noexcept;
 };
 
 // Maps one input's tree to columns.
@@ -102,17 +82,6 @@ SourceMapping map_source(const Value& root, const std::string& origin,
 // dims and integer dtypes (float columns may differ in float dtype: all become f32). Throws
 // gpucache::Error listing every input with its values when they do not.
 void check_compatible(const std::vector<SourceMapping>& mappings);
-
-// Copies rows [first_row, first_row + count) of a numeric column into out, row-major, count * dim
-// elements of out_dtype. Float columns (f16, bf16, f32, f64) convert to f32; any column can be read
-// in its own dtype. Throws gpucache::Error for another out_dtype, a text column, rows out of range,
-// or an out of the wrong size.
-void read_rows(const ColumnSource& column, std::uint64_t first_row, std::uint64_t count,
-               DType out_dtype, std::span<std::byte> out);
-
-// Row `row` of a text column; valid while the column lives. Throws gpucache::Error when out of
-// range or the column is numeric.
-std::string_view text_row(const ColumnSource& column, std::uint64_t row);
 
 // "--field 'question_embedding=[*].q_emb'": shell-quoted where needed.
 std::string format_field_flag(const FieldSpec& field);

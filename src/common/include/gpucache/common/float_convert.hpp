@@ -10,6 +10,12 @@
 
 namespace gpucache::detail {
 
+// The float storage types widen_to_f32 reads: f16, bf16, f32, f64. (The fp8 codes are reserved
+// in DType but not read yet.)
+inline bool widens_to_f32(DType dtype) noexcept {
+  return dtype == DType::f32 || dtype == DType::f16 || dtype == DType::bf16 || dtype == DType::f64;
+}
+
 // Converts count elements of `from` (f16, bf16, f32 or f64) to f32.
 void widen_to_f32(DType from, const std::byte* in, float* out, std::size_t count);
 float f16_bits_to_f32(std::uint16_t bits) noexcept;

@@ -15,16 +15,6 @@ namespace gpucache::shard {
 
 inline constexpr const char* kManifestFormat = "gpucache-dataset";
 
-struct ManifestColumn {
-  std::string name;
-  ColumnKind kind = ColumnKind::tensor;
-  DType dtype = DType::f32;
-  std::uint8_t rank = 2;
-  std::uint64_t dim = 1;
-  std::uint64_t padded_dim = 1;
-  std::uint64_t row_pitch_bytes = 0;
-};
-
 struct ManifestShard {
   std::string file;
   std::uint64_t rows = 0;
@@ -42,7 +32,7 @@ struct ManifestInput {
 struct Manifest {
   std::string tool_version;
   std::uint64_t rows = 0;
-  std::vector<ManifestColumn> columns;
+  std::vector<Column> columns;
   std::vector<ManifestShard> shards;
   std::vector<ManifestInput> inputs;
   nlohmann::ordered_json options = nlohmann::ordered_json::object();
@@ -57,8 +47,5 @@ std::string manifest_to_text(const Manifest& manifest);
 Manifest parse_manifest(const std::string& text, const std::string& path, bool& hash_ok);
 Manifest read_manifest(const std::string& path, bool& hash_ok);
 
-std::string hex64(std::uint64_t value);
-// "tensor"/"text".
-std::string_view column_kind_name(ColumnKind kind) noexcept;
 
 }  // namespace gpucache::shard

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "gpucache/column.hpp"
 #include "gpucache/dtype.hpp"
 
 namespace gpucache::shard {
@@ -28,7 +29,6 @@ inline constexpr std::uint64_t kDefaultChunkSize = 4ull << 20;
 inline constexpr std::uint64_t kMaxColumnNameBytes = 63;
 inline constexpr std::uint64_t kFlagCompressed = 1;
 
-enum class ColumnKind : std::uint8_t { tensor = 0, text = 1 };
 enum class Codec : std::uint32_t { raw = 0, zstd = 1 };
 
 struct Header {
@@ -61,14 +61,9 @@ struct Header {
   bool has_dataset_fields() const noexcept { return version_minor >= 1; }
 };
 
-struct ColumnEntry {
-  std::string name;
-  ColumnKind kind = ColumnKind::tensor;
-  DType dtype = DType::f32;
-  std::uint8_t rank = 2;
-  std::uint64_t dim = 0;
-  std::uint64_t padded_dim = 0;
-  std::uint64_t row_pitch_bytes = 0;
+// A column as a shard's column table places it: its description, and where its bytes lie in the
+// logical data image (text columns: offsets in data_*, UTF-8 bytes in aux_*).
+struct ColumnEntry : Column {
   std::uint64_t data_offset = 0;
   std::uint64_t data_size = 0;
   std::uint64_t aux_offset = 0;
@@ -99,7 +94,6 @@ std::uint64_t align_up(std::uint64_t value, std::uint64_t alignment) noexcept;
 // padded_dim for a rank-2 column: the smallest multiple of pad_to whose byte size is a multiple
 // of 16. Throws gpucache::Error for pad_to == 0 or an overflowing result.
 std::uint64_t padded_dim_for(std::uint64_t dim, DType dtype, std::uint64_t pad_to);
-std::uint64_t xxh3_64(std::span<const std::byte> bytes) noexcept;
 // Logical size of chunk `index`.
 std::uint64_t chunk_logical_size(const Header& header, std::uint64_t index) noexcept;
 

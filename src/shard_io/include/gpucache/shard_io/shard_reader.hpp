@@ -11,14 +11,11 @@
 #include <string_view>
 #include <vector>
 
+#include "gpucache/shard/chunks.hpp"
 #include "gpucache/shard/shard_layout.hpp"
 #include "gpucache/common/mapped_file.hpp"
 
 namespace gpucache::shard {
-
-// Outcome of checking one chunk: empty when intact, otherwise the cause.
-std::optional<std::string> check_chunk(std::span<const std::byte> file, const Layout& layout,
-                                       std::uint64_t chunk);
 
 class ShardReader {
  public:

@@ -23,15 +23,6 @@ class AtomicFile;
 
 namespace gpucache::shard {
 
-struct ColumnSpec {
-  std::string name;
-  ColumnKind kind = ColumnKind::tensor;
-  DType dtype = DType::f32;
-  std::uint8_t rank = 2;
-  std::uint64_t dim = 1;
-  std::uint64_t padded_dim = 1;
-};
-
 struct WriteOptions {
   std::uint64_t first_row = 0;
   std::uint32_t shard_index = 0;
@@ -54,11 +45,11 @@ struct WrittenShard {
 class ShardBuilder {
  public:
   // text_bytes[i] is the total UTF-8 size of text column i (ignored for tensor columns).
-  ShardBuilder(const std::vector<ColumnSpec>& columns, std::uint64_t rows,
+  ShardBuilder(const std::vector<Column>& columns, std::uint64_t rows,
                const std::vector<std::uint64_t>& text_bytes);
   // The image backed by `path`'s temporary file: write() must then be given the same path and no
   // compression.
-  ShardBuilder(const std::vector<ColumnSpec>& columns, std::uint64_t rows,
+  ShardBuilder(const std::vector<Column>& columns, std::uint64_t rows,
                const std::vector<std::uint64_t>& text_bytes, const std::string& path);
   ~ShardBuilder();
   ShardBuilder(const ShardBuilder&) = delete;
@@ -122,7 +113,7 @@ class ShardBuilder {
 };
 
 // Bytes a shard of `rows` rows with these columns and text sizes takes on disk, uncompressed.
-std::uint64_t estimate_shard_bytes(const std::vector<ColumnSpec>& columns, std::uint64_t rows,
+std::uint64_t estimate_shard_bytes(const std::vector<Column>& columns, std::uint64_t rows,
                                    const std::vector<std::uint64_t>& text_bytes);
 
 }  // namespace gpucache::shard

@@ -1,0 +1,39 @@
+#include "gpucache/column.hpp"
+
+namespace gpucache {
+
+std::string_view column_kind_name(ColumnKind kind) noexcept {
+  return kind == ColumnKind::text ? "text" : "tensor";
+}
+
+std::optional<ColumnKind> parse_column_kind(std::string_view name) noexcept {
+  if (name == "tensor") return ColumnKind::tensor;
+  if (name == "text") return ColumnKind::text;
+  return std::nullopt;
+}
+
+std::uint64_t Column::row_elements() const noexcept {
+  std::uint64_t elements = 1;
+  for (std::uint64_t extent : row_shape) elements *= extent;
+  return elements;
+}
+
+std::uint64_t Column::stored_row_elements() const noexcept {
+  std::uint64_t elements = padded_dim;
+  for (std::size_t d = 0; d + 1 < row_shape.size(); ++d) elements *= row_shape[d];
+  return elements;
+}
+
+std::string describe_column(const Column& column) {
+  std::string text = "'" + column.name + "' " + std::string(column_kind_name(column.kind)) + " " +
+                     std::string(dtype_name(column.dtype));
+  if (column.kind != ColumnKind::tensor) return text;
+  text += " [";
+  for (std::size_t d = 0; d < column.row_shape.size(); ++d)
+    text += (d ? ", " : "") + std::to_string(column.row_shape[d]);
+  text += "]";
+  if (column.padded()) text += " padded to " + std::to_string(column.padded_dim);
+  return text;
+}
+
+}  // namespace gpucache

@@ -1,0 +1,58 @@
+// The one description of a dataset column, wherever a column is seen: an input being mapped, a
+// shard's column table, manifest.json, a loaded dataset. Where bytes lie is added beside it by
+// whoever places them (shard::ColumnEntry); how rows are read, by whoever reads them.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "gpucache/api.hpp"
+#include "gpucache/dtype.hpp"
+
+namespace gpucache {
+
+// The kinds of column the shard format stores. The numeric codes are part of the format
+// (src/shard/SPEC.md, "Column table").
+enum class ColumnKind : std::uint8_t {
+  tensor = 0,  // every row has the same shape: the column is [rows, *row_shape]
+  text = 1,    // one UTF-8 string per row
+};
+
+// "tensor", "text".
+GPUCACHE_API std::string_view column_kind_name(ColumnKind kind) noexcept;
+GPUCACHE_API std::optional<ColumnKind> parse_column_kind(std::string_view name) noexcept;
+
+struct Column {
+  std::string name;
+  ColumnKind kind = ColumnKind::tensor;
+  DType dtype = DType::f32;  // element type; u8 (UTF-8 bytes) for text
+  // Tensor columns: the shape of one row: {} for one value per row, {384} for a vector. Empty for
+  // text.
+  std::vector<std::uint64_t> row_shape;
+  // Elements stored for the innermost dimension: dim(), or more when rows are padded with zeros
+  // (embedding rows are padded to a tensor-core friendly pitch). 1 for text.
+  std::uint64_t padded_dim = 1;
+
+  // The innermost logical dimension; 1 for scalar rows and text.
+  std::uint64_t dim() const noexcept { return row_shape.empty() ? 1 : row_shape.back(); }
+  // 1 + the row's dimensions: the rank of the whole [rows, *row_shape] tensor.
+  std::uint8_t rank() const noexcept { return static_cast<std::uint8_t>(1 + row_shape.size()); }
+  // Logical elements in one row: the product of row_shape (1 for scalar rows and text).
+  std::uint64_t row_elements() const noexcept;
+  // Elements stored per row: the outer dimensions times padded_dim.
+  std::uint64_t stored_row_elements() const noexcept;
+  // Bytes from one stored row to the next. Shapes read from files must have been checked with
+  // checked arithmetic (the shard decoder does) before this is trusted not to overflow.
+  std::uint64_t row_pitch_bytes() const noexcept { return stored_row_elements() * dtype_size(dtype); }
+  bool padded() const noexcept { return padded_dim != dim(); }
+
+  bool operator==(const Column&) const = default;
+};
+
+// "'embedding' tensor f16 [384] padded to 400": for messages that compare columns.
+GPUCACHE_API std::string describe_column(const Column& column);
+
+}  // namespace gpucache

@@ -1,0 +1,48 @@
+// One column of an input, read row by row whatever the input's format: what schema mapping makes
+// of a value tree (src/schema), and what an array reader can hand over directly. Pack reads every
+// input through this and nothing else.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "gpucache/column.hpp"
+
+namespace gpucache {
+
+// The description (Column) is the column as the input holds it: the input's dtype and row shape,
+// unpadded (padded_dim == dim()).
+struct InputColumn : Column {
+  std::uint64_t rows = 0;
+  std::string path;    // where in the input it comes from, as --field accepts it
+  std::string origin;  // the input, for messages
+
+  // Tensor columns: copies rows [first, first + count) into out, row-major and little-endian,
+  // row_elements() values of dtype per row. Callers check the range and size
+  // (read_rows_as does).
+  std::function<void(std::uint64_t first, std::uint64_t count, std::span<std::byte> out)> read_rows;
+  // Tensor columns, optional: rows [first, first + count) where they lie (a contiguous
+  // little-endian matrix in a mapped file), or nullptr when they do not lie so.
+  std::function<const std::byte*(std::uint64_t first, std::uint64_t count)> direct_rows;
+  // Tensor columns, optional: where each of rows [first, first + count) lies as little-endian
+  // values of dtype (a tensor per row), written to out; false when one does not.
+  std::function<bool(std::uint64_t first, std::uint64_t count, const std::byte** out)> row_pointers;
+  // Tensor columns, optional: lets the rows' input pages leave the resident set once read.
+  std::function<void(std::uint64_t first, std::uint64_t count)> release_rows;
+  // Text columns: the UTF-8 text of one row, valid while the column lives.
+  std::function<std::string_view(std::uint64_t row)> text_row;
+};
+
+// Rows [first, first + count) of a tensor column as out_dtype: the column's own dtype, or f32 for
+// a float column (f16, bf16 and f64 are widened). Throws gpucache::Error naming the column for a
+// text column, rows out of range, another out_dtype, or an `out` of the wrong size.
+void read_rows_as(const InputColumn& column, std::uint64_t first, std::uint64_t count,
+                  DType out_dtype, std::span<std::byte> out);
+// Row `row` of a text column. Throws gpucache::Error when out of range or not a text column.
+std::string_view read_text(const InputColumn& column, std::uint64_t row);
+
+}  // namespace gpucache
