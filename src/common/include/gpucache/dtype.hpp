@@ -7,6 +7,8 @@
 #include <optional>
 #include <string_view>
 
+#include "gpucache/api.hpp"
+
 namespace gpucache {
 
 enum class DType : std::uint8_t {
@@ -28,12 +30,12 @@ enum class DType : std::uint8_t {
 };
 
 // Size of one element in bytes; 0 for an unknown code.
-std::size_t dtype_size(DType dtype) noexcept;
+GPUCACHE_API std::size_t dtype_size(DType dtype) noexcept;
 // Spelling used on the command line, in manifest.json and in --json output ("f32", "bool", ...).
-std::string_view dtype_name(DType dtype) noexcept;
-std::optional<DType> parse_dtype(std::string_view name) noexcept;
+GPUCACHE_API std::string_view dtype_name(DType dtype) noexcept;
+GPUCACHE_API std::optional<DType> parse_dtype(std::string_view name) noexcept;
 // True for codes this version knows; the shard reader rejects any other code.
-bool dtype_is_known(std::uint8_t code) noexcept;
-bool dtype_is_float(DType dtype) noexcept;
+GPUCACHE_API bool dtype_is_known(std::uint8_t code) noexcept;
+GPUCACHE_API bool dtype_is_float(DType dtype) noexcept;
 
 }  // namespace gpucache

@@ -5,9 +5,11 @@
 #include <stdexcept>
 #include <string>
 
+#include "gpucache/api.hpp"
+
 namespace gpucache {
 
-class Error : public std::runtime_error {
+class GPUCACHE_API Error : public std::runtime_error {
  public:
   // file: the path involved (may be empty); location: where in it ("byte 123", "shard 2 column
   // embedding", "line 7"); cause: what is wrong.
@@ -33,7 +35,7 @@ class Error : public std::runtime_error {
 };
 
 // Raised for command-line misuse (unknown options, conflicting flags): exit code 2 like any Error.
-class UsageError : public Error {
+class GPUCACHE_API UsageError : public Error {
  public:
   explicit UsageError(std::string cause) : Error("", "", std::move(cause)) {}
 };
