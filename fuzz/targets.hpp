@@ -79,7 +79,7 @@ inline void check_shard_image(std::span<const std::byte> input) {
   // A layout that decodes is canonical: encoding it again gives the very same bytes, so no byte
   // outside the data region escapes the checks.
   GPUCACHE_FUZZ_REQUIRE(same_bytes(shard::encode_header(h), input, 0));
-  GPUCACHE_FUZZ_REQUIRE(same_bytes(shard::encode_column_table(layout.columns), input, 256));
+  GPUCACHE_FUZZ_REQUIRE(same_bytes(shard::encode_column_tables(layout.columns), input, 256));
   GPUCACHE_FUZZ_REQUIRE(
       same_bytes(shard::encode_chunk_table(layout.chunks), input, h.chunk_table_offset));
   GPUCACHE_FUZZ_REQUIRE(same_bytes(shard::encode_footer({h.file_size, h.header_hash, 0}), input,

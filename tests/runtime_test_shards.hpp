@@ -165,7 +165,7 @@ inline std::vector<std::byte> build_shard(std::uint32_t shard_index, std::uint64
     chunk.hash = gpucache::detail::xxh3_64({image + k * h.chunk_size, chunk.stored_size});
     layout.chunks.push_back(chunk);
   }
-  const auto column_table = encode_column_table(layout.columns);
+  const auto column_table = encode_column_tables(layout.columns);
   const auto chunk_table = encode_chunk_table(layout.chunks);
   h.columns_hash = gpucache::detail::xxh3_64(column_table);
   h.chunks_hash = gpucache::detail::xxh3_64(chunk_table);

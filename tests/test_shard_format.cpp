@@ -279,14 +279,14 @@ TEST_CASE("header dataset fields (format 1.1): written, checked, and absent from
   // A later 1.x may use the bytes this reader treats as reserved; 1.1 itself may not.
   auto future_bytes = encode_header(header);
   future_bytes[200] = std::byte{1};
-  future_bytes[10] = std::byte{2};  // version_minor 2
+  future_bytes[10] = std::byte{kVersionMinor + 1};  // a minor version this code does not know
   auto rehash = [](auto& bytes) {
     const auto hash = gpucache::detail::xxh3_64(std::span(bytes).first(248));
     std::memcpy(bytes.data() + 248, &hash, 8);
   };
   rehash(future_bytes);
-  CHECK(decode_header(as_file(future_bytes), "h.gcs").version_minor == 2);
-  future_bytes[10] = std::byte{1};
+  CHECK(decode_header(as_file(future_bytes), "h.gcs").version_minor == kVersionMinor + 1);
+  future_bytes[10] = std::byte{kVersionMinor};
   rehash(future_bytes);
   CHECK_THROWS_AS(decode_header(as_file(future_bytes), "h.gcs"), Error);
 }

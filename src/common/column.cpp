@@ -3,13 +3,31 @@
 namespace gpucache {
 
 std::string_view column_kind_name(ColumnKind kind) noexcept {
-  return kind == ColumnKind::text ? "text" : "tensor";
+  switch (kind) {
+    case ColumnKind::tensor:
+      return "tensor";
+    case ColumnKind::text:
+      return "text";
+    case ColumnKind::sequence:
+      return "sequence";
+  }
+  return "unknown";
 }
 
 std::optional<ColumnKind> parse_column_kind(std::string_view name) noexcept {
-  if (name == "tensor") return ColumnKind::tensor;
-  if (name == "text") return ColumnKind::text;
+  for (ColumnKind kind : {ColumnKind::tensor, ColumnKind::text, ColumnKind::sequence})
+    if (column_kind_name(kind) == name) return kind;
   return std::nullopt;
+}
+
+std::uint64_t Column::dim() const noexcept {
+  if (kind == ColumnKind::sequence) return 0;
+  return row_shape.empty() ? 1 : row_shape.back();
+}
+
+std::uint8_t Column::rank() const noexcept {
+  if (kind == ColumnKind::sequence) return 2;
+  return static_cast<std::uint8_t>(1 + row_shape.size());
 }
 
 std::uint64_t Column::row_elements() const noexcept {
@@ -19,6 +37,7 @@ std::uint64_t Column::row_elements() const noexcept {
 }
 
 std::uint64_t Column::stored_row_elements() const noexcept {
+  if (kind == ColumnKind::sequence) return 0;
   std::uint64_t elements = padded_dim;
   for (std::size_t d = 0; d + 1 < row_shape.size(); ++d) elements *= row_shape[d];
   return elements;

@@ -83,20 +83,27 @@ std::string describe_range(const Layout& layout, ByteRange range) {
         add("column '" + column.name + "' " + what);
     };
     overlap(column.data_offset, column.data_size, "offsets");
-    if (column.kind == ColumnKind::text) overlap(column.aux_offset, column.aux_size, "text bytes");
+    if (column.variable_length())
+      overlap(column.aux_offset, column.aux_size,
+              column.kind == ColumnKind::text ? "text bytes" : "values");
   }
   return parts.empty() ? "alignment padding" : parts;
 }
 
+std::uint64_t offset_limit(const ColumnEntry& column) noexcept {
+  const std::uint64_t itemsize = dtype_size(column.dtype);
+  return itemsize == 0 ? 0 : column.aux_size / itemsize;
+}
+
 std::optional<std::uint64_t> find_bad_offset(const std::byte* offsets, std::uint64_t count,
-                                             std::uint64_t aux_size, bool whole_column) noexcept {
+                                             std::uint64_t limit, bool whole_column) noexcept {
   std::uint64_t previous = 0;
   for (std::uint64_t i = 0; i <= count; ++i) {
     std::uint64_t value;
     std::memcpy(&value, offsets + i * 8, 8);  // little-endian hosts only, as the format
     const bool starts_wrong = i == 0 && whole_column && value != 0;
-    const bool ends_wrong = i == count && whole_column && value != aux_size;
-    if (starts_wrong || ends_wrong || value > aux_size || (i > 0 && value < previous)) return i;
+    const bool ends_wrong = i == count && whole_column && value != limit;
+    if (starts_wrong || ends_wrong || value > limit || (i > 0 && value < previous)) return i;
     previous = value;
   }
   return std::nullopt;
@@ -107,8 +114,11 @@ Error bad_offset_error(const std::string& path, const ColumnEntry& column, std::
   return Error(path,
                "column '" + column.name + "' row " + std::to_string(first_row + index) +
                    ", bytes " + std::to_string(at) + "-" + std::to_string(at + 7),
-               "text offsets are not monotonic or do not end at the " +
-                   std::to_string(column.aux_size) + " text bytes: the shard is corrupt");
+               std::string(column.kind == ColumnKind::text ? "text" : "sequence") +
+                   " offsets are not monotonic or do not end at the " +
+                   std::to_string(offset_limit(column)) +
+                   (column.kind == ColumnKind::text ? " text bytes" : " values") +
+                   ": the shard is corrupt");
 }
 
 }  // namespace gpucache::shard

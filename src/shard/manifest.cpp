@@ -79,6 +79,7 @@ std::string manifest_to_text(const Manifest& manifest) {
   for (const auto& column : manifest.columns) {
     Json shape = Json::array({manifest.rows});
     for (std::uint64_t extent : column.row_shape) shape.push_back(extent);
+    if (column.kind == ColumnKind::sequence) shape.push_back(nullptr);  // rows vary in length
     json["columns"].push_back({{"name", column.name},
                                {"kind", column_kind_name(column.kind)},
                                {"dtype", dtype_name(column.dtype)},
@@ -139,19 +140,24 @@ Manifest parse_manifest(const std::string& text, const std::string& path, bool& 
     Column column;
     column.name = string_field(entry, "name", path, where);
     const auto kind = parse_column_kind(string_field(entry, "kind", path, where));
-    if (!kind) throw Error(path, where + ".kind", "is neither 'tensor' nor 'text'");
+    if (!kind) throw Error(path, where + ".kind", "is not 'tensor', 'text' or 'sequence'");
     column.kind = *kind;
     const auto dtype = parse_dtype(string_field(entry, "dtype", path, where));
     if (!dtype) throw Error(path, where + ".dtype", "unknown dtype");
     column.dtype = *dtype;
     const auto rank = unsigned_field(entry, "rank", path, where, 255);
     const Json& shape = array_field(entry, "shape", path, where);
+    // The shape is [rows, *row_shape], its length the rank; a sequence's is [rows, null].
+    const bool sequence = column.kind == ColumnKind::sequence;
     std::vector<std::uint64_t> extents;
-    for (std::size_t d = 0; d < shape.size(); ++d)
+    for (std::size_t d = 0; d < shape.size(); ++d) {
+      if (sequence && d == 1 && shape[d].is_null()) continue;
       extents.push_back(
           unsigned_value(shape[d], path, where + ".shape[" + std::to_string(d) + "]"));
-    // The shape is [rows, *row_shape]: its length is the rank.
-    if (rank == 0 || extents.size() != rank || extents[0] != manifest.rows)
+    }
+    const std::size_t dims = extents.size() + (sequence ? 1 : 0);
+    if (rank == 0 || rank > kMaxRowDims + 1 || dims != rank || shape.size() != rank ||
+        extents.empty() || extents[0] != manifest.rows || (sequence && extents.size() != 1))
       throw Error(path, where + ".shape", "does not match the rows and the rank");
     column.row_shape.assign(extents.begin() + 1, extents.end());
     column.padded_dim = unsigned_field(entry, "padded_dim", path, where);

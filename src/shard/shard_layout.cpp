@@ -137,14 +137,39 @@ std::array<std::byte, kFooterSize> encode_footer(const Footer& footer) {
   return out;
 }
 
-std::vector<std::byte> encode_column_table(const std::vector<ColumnEntry>& columns) {
+std::vector<std::byte> encode_column_tables(const std::vector<ColumnEntry>& columns) {
+  const bool shapes = needs_row_shape_table(columns);
   std::vector<std::byte> out;
-  out.reserve(columns.size() * kColumnEntrySize);
+  out.reserve(columns.size() * (kColumnEntrySize + (shapes ? kRowShapeEntrySize : 0)));
   for (const auto& column : columns) {
     const auto entry = encode_column(column);
     out.insert(out.end(), entry.begin(), entry.end());
   }
+  if (!shapes) return out;
+  for (const auto& column : columns) {
+    std::array<std::byte, kRowShapeEntrySize> entry{};
+    if (column.kind == ColumnKind::tensor && column.row_shape.size() <= kMaxRowDims)
+      for (std::size_t d = 0; d < column.row_shape.size(); ++d)
+        put<std::uint64_t>(entry.data(), 8 * d, column.row_shape[d]);
+    out.insert(out.end(), entry.begin(), entry.end());
+  }
   return out;
+}
+
+bool needs_row_shape_table(const std::vector<ColumnEntry>& columns) noexcept {
+  return std::any_of(columns.begin(), columns.end(), [](const ColumnEntry& column) {
+    return column.kind == ColumnKind::tensor && column.row_shape.size() >= 2;
+  });
+}
+
+std::uint16_t minimum_minor_version(const std::vector<ColumnEntry>& columns) noexcept {
+  for (const auto& column : columns) {
+    const bool dense_vector = column.kind == ColumnKind::tensor && column.row_shape.size() == 1 &&
+                              column.row_pitch_bytes() % 16 != 0;
+    if (column.kind == ColumnKind::sequence || column.row_shape.size() >= 2 || dense_vector)
+      return kVersionMinorRowShapes;
+  }
+  return kVersionMinorDatasetFields;
 }
 
 std::vector<std::byte> encode_chunk_table(const std::vector<ChunkEntry>& chunks) {
@@ -157,7 +182,12 @@ std::vector<std::byte> encode_chunk_table(const std::vector<ChunkEntry>& chunks)
   return out;
 }
 
-ColumnEntry decode_column(const std::byte* entry, std::uint32_t index, const std::string& path) {
+namespace {
+
+// One column table entry and its row-shape entry (nullptr when the shard has no row-shape
+// table), checked against the rules of `minor` (the shard's minor version).
+ColumnEntry decode_one_column(const std::byte* entry, const std::byte* shape_entry,
+                              std::uint16_t minor, std::uint32_t index, const std::string& path) {
   const std::string where = "column table entry " + std::to_string(index);
   ColumnEntry column;
   const auto name_length = std::find(entry, entry + 64, std::byte{0}) - entry;
@@ -169,7 +199,13 @@ ColumnEntry decode_column(const std::byte* entry, std::uint32_t index, const std
     fail(path, where, "reserved bytes are not zero");
   const auto kind = get<std::uint8_t>(entry, 64);
   const auto dtype_code = get<std::uint8_t>(entry, 65);
-  if (kind > 1) fail(path, where, "unknown column kind " + std::to_string(kind));
+  const std::uint8_t newest_kind = minor >= kVersionMinorRowShapes ? 2 : 1;
+  if (kind > newest_kind)
+    fail(path, where,
+         "unknown column kind " + std::to_string(kind) +
+             (kind == 2 ? " (sequence columns need format 1.2; the shard says 1." +
+                              std::to_string(minor) + ")"
+                        : ""));
   if (!dtype_is_known(dtype_code))
     fail(path, where, "unknown dtype code " + std::to_string(dtype_code));
   column.kind = static_cast<ColumnKind>(kind);
@@ -181,26 +217,90 @@ ColumnEntry decode_column(const std::byte* entry, std::uint32_t index, const std
   const auto row_pitch_bytes = get<std::uint64_t>(entry, 88);
   column.padded_dim = get<std::uint64_t>(entry, 80);
   const std::uint64_t itemsize = dtype_size(column.dtype);
-  if (column.kind == ColumnKind::tensor) {
-    if (rank != 1 && rank != 2) fail(path, named, "rank must be 1 or 2");
-    if (rank == 1 && (dim != 1 || column.padded_dim != 1))
-      fail(path, named, "a rank-1 column must have dim and padded_dim 1");
-    if (rank == 2) column.row_shape = {dim};
-    if (column.padded_dim < dim) fail(path, named, "padded_dim is smaller than dim");
-    const auto pitch = detail::checked_mul(column.padded_dim, itemsize);
-    if (!pitch || *pitch != row_pitch_bytes)
-      fail(path, named, "row_pitch_bytes is not padded_dim × dtype size");
-    if (rank == 2 && row_pitch_bytes % 16 != 0)
-      fail(path, named, "row pitch is not a multiple of 16 bytes");
-  } else if (column.dtype != DType::u8 || rank != 1 || dim != 1 || column.padded_dim != 1 ||
-             row_pitch_bytes != 1) {
-    fail(path, named, "a text column must be rank 1 u8 with dim 1");
+  std::array<std::uint64_t, kMaxRowDims> shape{};
+  if (shape_entry)
+    for (std::size_t d = 0; d < kMaxRowDims; ++d) shape[d] = get<std::uint64_t>(shape_entry, 8 * d);
+  std::size_t shape_dims = kMaxRowDims;  // up to the last non-zero dimension
+  while (shape_dims > 0 && shape[shape_dims - 1] == 0) --shape_dims;
+  switch (column.kind) {
+    case ColumnKind::tensor: {
+      const std::uint8_t max_rank = minor >= kVersionMinorRowShapes ? kMaxRowDims + 1 : 2;
+      if (rank < 1 || rank > max_rank)
+        fail(path, named,
+             "rank must be 1 to " + std::to_string(max_rank) +
+                 (rank > 2 && rank <= kMaxRowDims + 1 ? " in format 1." + std::to_string(minor)
+                                                      : ""));
+      if (rank == 1 && (dim != 1 || column.padded_dim != 1))
+        fail(path, named, "a rank-1 column must have dim and padded_dim 1");
+      if (rank >= 3) {
+        if (!shape_entry) fail(path, named, "rank " + std::to_string(rank) + " needs a row-shape "
+                                            "table (header flags bit 1)");
+        if (shape_dims != static_cast<std::size_t>(rank - 1) ||
+            std::any_of(shape.begin(), shape.begin() + rank - 1, [](std::uint64_t d) { return d == 0; }))
+          fail(path, named, "the row-shape table does not give " + std::to_string(rank - 1) +
+                                " non-zero dimensions");
+        if (shape[rank - 2] != dim) fail(path, named, "the row-shape table's last dimension is not dim");
+        column.row_shape.assign(shape.begin(), shape.begin() + rank - 1);
+      } else {
+        if (shape_dims != 0) fail(path, named, "a rank-1 or rank-2 column has a row shape entry");
+        if (rank == 2) column.row_shape = {dim};
+      }
+      if (column.padded_dim < dim) fail(path, named, "padded_dim is smaller than dim");
+      std::optional<std::uint64_t> pitch = detail::checked_mul(column.padded_dim, itemsize);
+      for (std::size_t d = 0; pitch && d + 1 < column.row_shape.size(); ++d)
+        pitch = detail::checked_mul(*pitch, column.row_shape[d]);
+      if (!pitch || *pitch != row_pitch_bytes)
+        fail(path, named, "row_pitch_bytes is not the row's elements × dtype size");
+      if (rank == 2 && row_pitch_bytes % 16 != 0 && minor < kVersionMinorRowShapes)
+        fail(path, named, "row pitch is not a multiple of 16 bytes");
+      break;
+    }
+    case ColumnKind::text:
+      if (column.dtype != DType::u8 || rank != 1 || dim != 1 || column.padded_dim != 1 ||
+          row_pitch_bytes != 1 || shape_dims != 0)
+        fail(path, named, "a text column must be rank 1 u8 with dim 1");
+      break;
+    case ColumnKind::sequence:
+      if (rank != 2 || dim != 0 || column.padded_dim != 0 || row_pitch_bytes != 0 ||
+          shape_dims != 0)
+        fail(path, named, "a sequence column must be rank 2 with dim, padded_dim and pitch 0");
+      break;
   }
   column.data_offset = get<std::uint64_t>(entry, 96);
   column.data_size = get<std::uint64_t>(entry, 104);
   column.aux_offset = get<std::uint64_t>(entry, 112);
   column.aux_size = get<std::uint64_t>(entry, 120);
   return column;
+}
+
+}  // namespace
+
+std::optional<std::uint64_t> column_tables_size(const Header& header) noexcept {
+  const std::uint64_t per_column =
+      kColumnEntrySize + (header.has_row_shapes() ? kRowShapeEntrySize : 0);
+  return detail::checked_mul(header.column_count, per_column);
+}
+
+std::vector<ColumnEntry> decode_columns(std::span<const std::byte> tables, const Header& header,
+                                        const std::string& path) {
+  const auto expected = column_tables_size(header);
+  if (!expected || *expected != tables.size())
+    fail(path, "column table", "the column tables are not " + std::to_string(tables.size()) + " bytes");
+  const std::byte* shapes =
+      header.has_row_shapes() ? tables.data() + header.column_count * kColumnEntrySize : nullptr;
+  std::vector<ColumnEntry> columns;
+  columns.reserve(header.column_count);
+  for (std::uint32_t i = 0; i < header.column_count; ++i) {
+    columns.push_back(decode_one_column(tables.data() + i * kColumnEntrySize,
+                                        shapes ? shapes + i * kRowShapeEntrySize : nullptr,
+                                        header.version_minor, i, path));
+    const std::string named = "column '" + columns.back().name + "'";
+    for (std::uint32_t j = 0; j < i; ++j)
+      if (columns[j].name == columns.back().name) fail(path, named, "column name appears twice");
+  }
+  if (header.has_row_shapes() && !needs_row_shape_table(columns))
+    fail(path, "header byte 16", "a row-shape table is present but no column has rank 3 or more");
+  return columns;
 }
 
 Header decode_header(std::span<const std::byte> file, const std::string& path) {
@@ -243,7 +343,9 @@ Header decode_header(std::span<const std::byte> file, const std::string& path) {
   header.columns_hash = get<std::uint64_t>(in, 120);
   header.chunks_hash = get<std::uint64_t>(in, 128);
   header.header_hash = stored_hash;
-  if (header.flags & ~kFlagCompressed) fail(path, "header byte 16", "unknown flags are set");
+  const std::uint64_t known_flags =
+      kFlagCompressed | (header.version_minor >= kVersionMinorRowShapes ? kFlagRowShapes : 0);
+  if (header.flags & ~known_flags) fail(path, "header byte 16", "unknown flags are set");
   if (get<std::uint32_t>(in, 116) != 0)
     fail(path, "header bytes 116-119", "reserved header bytes are not zero");
   if (!header.has_dataset_fields()) {
@@ -255,7 +357,7 @@ Header decode_header(std::span<const std::byte> file, const std::string& path) {
   header.dataset_rows = get<std::uint64_t>(in, 144);
   header.dataset_id = get<std::uint64_t>(in, 152);
   // Bytes a later minor version may use are only required to be zero up to the version we know.
-  if (header.version_minor == kVersionMinor &&
+  if (header.version_minor <= kVersionMinor &&
       (get<std::uint32_t>(in, 140) != 0 || !all_zero(file.subspan(160, 88))))
     fail(path, "header bytes 140-247", "reserved header bytes are not zero");
   if (header.shard_index >= header.shard_count)
@@ -284,7 +386,7 @@ Layout decode_layout(std::span<const std::byte> file, const std::string& path) {
   if (h.column_count == 0) fail(path, "header byte 44", "shard has no columns");
 
   // Tables: positions and sizes must be consistent before anything is read from them.
-  const auto table_bytes = detail::checked_mul(h.column_count, kColumnEntrySize);
+  const auto table_bytes = column_tables_size(h);
   const auto table_end =
       table_bytes ? detail::checked_add(kHeaderSize, *table_bytes) : std::nullopt;
   if (!table_end || *table_end > h.data_offset || h.data_offset % kAlignment != 0)
@@ -340,17 +442,17 @@ Layout decode_layout(std::span<const std::byte> file, const std::string& path) {
   const std::uint64_t logical_end = h.data_offset + h.data_size;
   if (!detail::checked_add(h.data_offset, h.data_size))
     fail(path, "header byte 64", "data_size overflows");
-  for (std::uint32_t i = 0; i < h.column_count; ++i) {
-    ColumnEntry column = decode_column(column_table.data() + i * kColumnEntrySize, i, path);
+  for (ColumnEntry& column : decode_columns(column_table, h, path)) {
     const std::string named = "column '" + column.name + "'";
-    for (const auto& other : layout.columns)
-      if (other.name == column.name) fail(path, named, "column name appears twice");
     std::optional<std::uint64_t> expected_data_size;
     if (column.kind == ColumnKind::tensor) {
       expected_data_size = detail::checked_mul(h.row_count, column.row_pitch_bytes());
       if (column.aux_offset != 0 || column.aux_size != 0)
         fail(path, named, "a tensor column has text bytes");
     } else {
+      if (column.aux_size % dtype_size(column.dtype) != 0)
+        fail(path, named, "its values are not a whole number of " +
+                              std::string(dtype_name(column.dtype)) + " elements");
       auto rows_plus_one = detail::checked_add(h.row_count, 1);
       expected_data_size = rows_plus_one ? detail::checked_mul(*rows_plus_one, 8) : std::nullopt;
     }
@@ -367,7 +469,7 @@ Layout decode_layout(std::span<const std::byte> file, const std::string& path) {
       previous_end = offset + length;
     };
     check_region(column.data_offset, column.data_size, "data");
-    if (column.kind == ColumnKind::text) check_region(column.aux_offset, column.aux_size, "text");
+    if (column.variable_length()) check_region(column.aux_offset, column.aux_size, "values");
     layout.columns.push_back(std::move(column));
   }
   if (h.data_size != align_up(previous_end, kAlignment) - h.data_offset)

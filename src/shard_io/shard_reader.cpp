@@ -46,15 +46,20 @@ std::span<const std::byte> ShardReader::tensor_data(std::size_t column) const {
   return logical(entry.data_offset, entry.data_size);
 }
 
-std::string_view ShardReader::text(std::size_t column, std::uint64_t row) const {
+std::span<const std::byte> ShardReader::values(std::size_t column, std::uint64_t row) const {
   const ColumnEntry& entry = layout_.columns.at(column);
   const auto offsets = logical(entry.data_offset, entry.data_size);
-  std::uint64_t begin, end;
-  if (const auto bad = find_bad_offset(offsets.data() + row * 8, 1, entry.aux_size, false))
+  if (const auto bad = find_bad_offset(offsets.data() + row * 8, 1, offset_limit(entry), false))
     throw bad_offset_error(path_, entry, row, *bad, entry.data_offset + (row + *bad) * 8);
+  std::uint64_t begin, end;
   std::memcpy(&begin, offsets.data() + row * 8, 8);
   std::memcpy(&end, offsets.data() + (row + 1) * 8, 8);
-  const auto bytes = logical(entry.aux_offset + begin, end - begin);
+  const std::uint64_t itemsize = dtype_size(entry.dtype);
+  return logical(entry.aux_offset + begin * itemsize, (end - begin) * itemsize);
+}
+
+std::string_view ShardReader::text(std::size_t column, std::uint64_t row) const {
+  const auto bytes = values(column, row);
   return {reinterpret_cast<const char*>(bytes.data()), bytes.size()};
 }
 

@@ -24,7 +24,7 @@ namespace {
 // Lays out the column regions in table order, each at the next aligned offset.
 std::uint64_t place_columns(std::vector<ColumnEntry>& columns, std::uint64_t rows,
                             std::uint64_t data_offset,
-                            const std::vector<std::uint64_t>& text_bytes) {
+                            const std::vector<std::uint64_t>& value_bytes) {
   std::uint64_t cursor = data_offset;
   auto claim = [&](std::uint64_t size) {
     const std::uint64_t offset = align_up(cursor, kAlignment);
@@ -43,7 +43,7 @@ std::uint64_t place_columns(std::vector<ColumnEntry>& columns, std::uint64_t row
     } else {
       column.data_size = (rows + 1) * 8;
       column.data_offset = claim(column.data_size);
-      column.aux_size = i < text_bytes.size() ? text_bytes[i] : 0;
+      column.aux_size = i < value_bytes.size() ? value_bytes[i] : 0;
       column.aux_offset = claim(column.aux_size);
     }
   }
@@ -55,45 +55,51 @@ std::vector<ColumnEntry> entries_for(const std::vector<Column>& specs) {
   for (const auto& spec : specs) {
     ColumnEntry column;
     static_cast<Column&>(column) = spec;
-    if (spec.kind == ColumnKind::text) {  // UTF-8 bytes, whatever the caller's description says
+    // Variable-length columns have no row shape (SPEC.md "Column table"); text holds UTF-8 bytes.
+    if (spec.kind == ColumnKind::text) {
       column.dtype = DType::u8;
       column.row_shape.clear();
       column.padded_dim = 1;
+    } else if (spec.kind == ColumnKind::sequence) {
+      column.row_shape.clear();
+      column.padded_dim = 0;
     }
     columns.push_back(std::move(column));
   }
   return columns;
 }
 
-std::uint64_t data_offset_for(std::size_t column_count) {
-  return align_up(kHeaderSize + column_count * kColumnEntrySize, kAlignment);
+std::uint64_t data_offset_for(const std::vector<ColumnEntry>& columns) {
+  const std::uint64_t per_column =
+      kColumnEntrySize + (needs_row_shape_table(columns) ? kRowShapeEntrySize : 0);
+  return align_up(kHeaderSize + columns.size() * per_column, kAlignment);
 }
 
 }  // namespace
 
 std::uint64_t estimate_shard_bytes(const std::vector<Column>& specs, std::uint64_t rows,
-                                   const std::vector<std::uint64_t>& text_bytes) {
+                                   const std::vector<std::uint64_t>& value_bytes) {
   auto columns = entries_for(specs);
-  const std::uint64_t data_offset = data_offset_for(columns.size());
-  const std::uint64_t data_size = place_columns(columns, rows, data_offset, text_bytes);
+  const std::uint64_t data_offset = data_offset_for(columns);
+  const std::uint64_t data_size = place_columns(columns, rows, data_offset, value_bytes);
   const std::uint64_t chunks = (data_size + kDefaultChunkSize - 1) / kDefaultChunkSize;
   return data_offset + data_size + chunks * kChunkEntrySize + kFooterSize;
 }
 
 ShardBuilder::ShardBuilder(const std::vector<Column>& specs, std::uint64_t rows,
-                           const std::vector<std::uint64_t>& text_bytes)
-    : columns_(entries_for(specs)), rows_(rows), data_offset_(data_offset_for(specs.size())) {
+                           const std::vector<std::uint64_t>& value_bytes)
+    : columns_(entries_for(specs)), rows_(rows), data_offset_(data_offset_for(columns_)) {
   if (columns_.empty()) throw Error("", "shard layout", "a shard needs at least one column");
-  data_size_ = place_columns(columns_, rows, data_offset_, text_bytes);
+  data_size_ = place_columns(columns_, rows, data_offset_, value_bytes);
   streamed_ = std::make_unique<StreamedChunkHashes>(data_size_, kDefaultChunkSize);
   map_anonymous();
 }
 
 ShardBuilder::ShardBuilder(const std::vector<Column>& specs, std::uint64_t rows,
-                           const std::vector<std::uint64_t>& text_bytes, const std::string& path)
-    : columns_(entries_for(specs)), rows_(rows), data_offset_(data_offset_for(specs.size())) {
+                           const std::vector<std::uint64_t>& value_bytes, const std::string& path)
+    : columns_(entries_for(specs)), rows_(rows), data_offset_(data_offset_for(columns_)) {
   if (columns_.empty()) throw Error("", "shard layout", "a shard needs at least one column");
-  data_size_ = place_columns(columns_, rows, data_offset_, text_bytes);
+  data_size_ = place_columns(columns_, rows, data_offset_, value_bytes);
   streamed_ = std::make_unique<StreamedChunkHashes>(data_size_, kDefaultChunkSize);
   if (!map_file(path)) map_anonymous();
 }
@@ -228,9 +234,13 @@ void ShardBuilder::hash_stored(std::size_t column, std::uint64_t offset,
   streamed_->add(entry.data_offset + offset - data_offset_, bytes);
 }
 
-std::span<std::uint64_t> ShardBuilder::text_offsets(std::size_t column) noexcept {
+std::span<std::uint64_t> ShardBuilder::offsets(std::size_t column) noexcept {
   auto bytes = region(columns_[column].data_offset, columns_[column].data_size);
   return {reinterpret_cast<std::uint64_t*>(bytes.data()), rows_ + 1};
+}
+
+std::span<std::byte> ShardBuilder::values(std::size_t column) noexcept {
+  return region(columns_[column].aux_offset, columns_[column].aux_size);
 }
 
 std::span<char> ShardBuilder::text_bytes(std::size_t column) noexcept {
@@ -254,6 +264,8 @@ WrittenShard ShardBuilder::write(const std::string& path, const WriteOptions& op
   header.chunk_size = options.chunk_size;
   header.chunk_count = (data_size_ + options.chunk_size - 1) / options.chunk_size;
   if (options.zstd_level != 0) header.flags |= kFlagCompressed;
+  header.version_minor = minimum_minor_version(columns_);
+  if (needs_row_shape_table(columns_)) header.flags |= kFlagRowShapes;
 
   // Hash (and compress) every chunk independently, so the thread count cannot change the bytes.
   std::vector<ChunkEntry> chunks(header.chunk_count);
@@ -296,7 +308,7 @@ WrittenShard ShardBuilder::write(const std::string& path, const WriteOptions& op
   header.stored_data_size = stored - data_offset_;
   header.chunk_table_offset = align_up(stored, 64);
   header.file_size = header.chunk_table_offset + header.chunk_count * kChunkEntrySize + kFooterSize;
-  const auto column_table = encode_column_table(columns_);
+  const auto column_table = encode_column_tables(columns_);
   const auto chunk_table = encode_chunk_table(chunks);
   header.columns_hash = detail::xxh3_64(column_table);
   header.chunks_hash = detail::xxh3_64(chunk_table);

@@ -42,14 +42,12 @@ shard::Layout read_tables(const std::string& path) {
     ::close(fd);
     throw Error(path, "header byte 44", "implausible column count");
   }
-  std::vector<std::byte> table(layout.header.column_count * shard::kColumnEntrySize);
+  std::vector<std::byte> table(*shard::column_tables_size(layout.header));
   read_at(table, shard::kHeaderSize);
   ::close(fd);
   if (detail::xxh3_64(table) != layout.header.columns_hash)
     throw Error(path, "column table", "column table hash mismatch: the table is corrupt");
-  for (std::uint32_t i = 0; i < layout.header.column_count; ++i)
-    layout.columns.push_back(
-        shard::decode_column(table.data() + i * shard::kColumnEntrySize, i, path));
+  layout.columns = shard::decode_columns(table, layout.header, path);
   return layout;
 }
 

@@ -41,7 +41,7 @@ std::optional<std::uint64_t> find_nonzero_padding(const OpenShard& shard, std::u
   const auto bytes = shard.file->bytes();
   std::vector<std::pair<std::uint64_t, std::uint64_t>> used;  // [begin, end) of column bytes
   for (const auto& column : shard.layout.columns) {
-    if (column.kind == ColumnKind::text) {
+    if (column.variable_length()) {
       used.emplace_back(column.data_offset, column.data_offset + column.data_size);
       used.emplace_back(column.aux_offset, column.aux_offset + column.aux_size);
       continue;
@@ -84,10 +84,10 @@ std::optional<std::uint64_t> find_nonzero_padding(const OpenShard& shard, std::u
 void check_text_offsets(const OpenShard& shard, std::vector<Problem>& problems) {
   if (shard.layout.header.compressed()) return;  // checked by readers after decompression
   for (const auto& column : shard.layout.columns) {
-    if (column.kind != ColumnKind::text) continue;
+    if (!column.variable_length()) continue;
     const std::uint64_t rows = shard.layout.header.row_count;
     const auto bad = shard::find_bad_offset(shard.file->data() + column.data_offset, rows,
-                                            column.aux_size, true);
+                                            shard::offset_limit(column), true);
     if (!bad) continue;
     const std::uint64_t at = column.data_offset + *bad * 8;
     const Error error = shard::bad_offset_error(shard.name, column, 0, *bad, at);

@@ -3,6 +3,7 @@
 // whoever places them (shard::ColumnEntry); how rows are read, by whoever reads them.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -17,11 +18,15 @@ namespace gpucache {
 // The kinds of column the shard format stores. The numeric codes are part of the format
 // (src/shard/SPEC.md, "Column table").
 enum class ColumnKind : std::uint8_t {
-  tensor = 0,  // every row has the same shape: the column is [rows, *row_shape]
-  text = 1,    // one UTF-8 string per row
+  tensor = 0,    // every row has the same shape: the column is [rows, *row_shape]
+  text = 1,      // one UTF-8 string per row
+  sequence = 2,  // one 1-D run of values per row, of any length (token ids): format 1.2
 };
 
-// "tensor", "text".
+// The most dimensions a row may have (a tensor column is then [rows, d0, ..., d7]).
+inline constexpr std::size_t kMaxRowDims = 8;
+
+// "tensor", "text", "sequence".
 GPUCACHE_API std::string_view column_kind_name(ColumnKind kind) noexcept;
 GPUCACHE_API std::optional<ColumnKind> parse_column_kind(std::string_view name) noexcept;
 
@@ -29,17 +34,20 @@ struct Column {
   std::string name;
   ColumnKind kind = ColumnKind::tensor;
   DType dtype = DType::f32;  // element type; u8 (UTF-8 bytes) for text
-  // Tensor columns: the shape of one row: {} for one value per row, {384} for a vector. Empty for
-  // text.
+  // Tensor columns: the shape of one row: {} for one value per row, {384} for a vector,
+  // {3, 224, 224} for an image. Empty for text and sequences, whose rows vary in length.
   std::vector<std::uint64_t> row_shape;
   // Elements stored for the innermost dimension: dim(), or more when rows are padded with zeros
-  // (embedding rows are padded to a tensor-core friendly pitch). 1 for text.
+  // (embedding rows are padded to a tensor-core friendly pitch). 1 for text, 0 for sequences.
   std::uint64_t padded_dim = 1;
 
-  // The innermost logical dimension; 1 for scalar rows and text.
-  std::uint64_t dim() const noexcept { return row_shape.empty() ? 1 : row_shape.back(); }
-  // 1 + the row's dimensions: the rank of the whole [rows, *row_shape] tensor.
-  std::uint8_t rank() const noexcept { return static_cast<std::uint8_t>(1 + row_shape.size()); }
+  // The innermost logical dimension; 1 for scalar rows and text, 0 (varying) for sequences.
+  std::uint64_t dim() const noexcept;
+  // The rank of the whole column: 1 + the row's dimensions ([rows, *row_shape]); a sequence column
+  // is [rows, varying], rank 2.
+  std::uint8_t rank() const noexcept;
+  // Text and sequences: offsets and values instead of rows of one size.
+  bool variable_length() const noexcept { return kind != ColumnKind::tensor; }
   // Logical elements in one row: the product of row_shape (1 for scalar rows and text).
   std::uint64_t row_elements() const noexcept;
   // Elements stored per row: the outer dimensions times padded_dim.
@@ -52,7 +60,8 @@ struct Column {
   bool operator==(const Column&) const = default;
 };
 
-// "'embedding' tensor f16 [384] padded to 400": for messages that compare columns.
+// "'embedding' tensor f16 [384] padded to 400", "'tokens' sequence i32": for messages that
+// compare columns.
 GPUCACHE_API std::string describe_column(const Column& column);
 
 }  // namespace gpucache

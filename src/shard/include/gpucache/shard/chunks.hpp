@@ -51,12 +51,15 @@ void check_chunk_hash(std::span<const std::byte> logical, const Layout& layout, 
 // column are counted within the shard.
 std::string describe_range(const Layout& layout, ByteRange range);
 
-// Text offsets (SPEC.md "Column table"): `count` + 1 little-endian u64 values at `offsets`, the
-// offsets of `count` consecutive rows, must not decrease and must not pass `aux_size`; those of a
-// whole column must also start at 0 and end at `aux_size`. Returns the index of the first value
-// that breaks a rule, counted from `offsets`.
+// The values a variable-length column's offsets count: its UTF-8 bytes for text, its values for a
+// sequence (aux_size / dtype size).
+std::uint64_t offset_limit(const ColumnEntry& column) noexcept;
+// Offsets of text and sequence columns (SPEC.md "Column table"): `count` + 1 little-endian u64
+// values at `offsets`, the offsets of `count` consecutive rows, must not decrease and must not pass
+// `limit` (offset_limit); those of a whole column must also start at 0 and end at `limit`. Returns
+// the index of the first value that breaks a rule, counted from `offsets`.
 std::optional<std::uint64_t> find_bad_offset(const std::byte* offsets, std::uint64_t count,
-                                             std::uint64_t aux_size, bool whole_column) noexcept;
+                                             std::uint64_t limit, bool whole_column) noexcept;
 // The one error for offsets that break the rule: value `index` of the offsets of rows starting
 // at `first_row` of column `column`, at file offset `at`.
 Error bad_offset_error(const std::string& path, const ColumnEntry& column, std::uint64_t first_row,

@@ -18,8 +18,12 @@ namespace gpucache::shard {
 inline constexpr std::array<std::uint8_t, 8> kMagic{0x89, 'G', 'P', 'C', '\r', '\n', 0x1A, '\n'};
 inline constexpr std::array<std::uint8_t, 8> kFooterMagic{0x89, 'G', 'P', 'C', 'E', 'N', 'D', '\n'};
 inline constexpr std::uint16_t kVersionMajor = 1;
-// 1.1 added the dataset fields (shard_count, dataset_rows, dataset_id) to the header.
-inline constexpr std::uint16_t kVersionMinor = 1;
+// The newest minor version this code reads and writes. 1.1 added the dataset fields
+// (shard_count, dataset_rows, dataset_id) to the header; 1.2 rows of any shape and sequences.
+// Writers write the lowest version a shard needs (minimum_minor_version).
+inline constexpr std::uint16_t kVersionMinor = 2;
+inline constexpr std::uint16_t kVersionMinorDatasetFields = 1;
+inline constexpr std::uint16_t kVersionMinorRowShapes = 2;
 inline constexpr std::uint64_t kHeaderSize = 256;
 inline constexpr std::uint64_t kColumnEntrySize = 128;
 inline constexpr std::uint64_t kChunkEntrySize = 24;
@@ -27,13 +31,16 @@ inline constexpr std::uint64_t kFooterSize = 32;
 inline constexpr std::uint64_t kAlignment = 4096;
 inline constexpr std::uint64_t kDefaultChunkSize = 4ull << 20;
 inline constexpr std::uint64_t kMaxColumnNameBytes = 63;
+inline constexpr std::uint64_t kRowShapeEntrySize = 64;
 inline constexpr std::uint64_t kFlagCompressed = 1;
+inline constexpr std::uint64_t kFlagRowShapes = 2;  // a row-shape table follows the column table
 
 enum class Codec : std::uint32_t { raw = 0, zstd = 1 };
 
 struct Header {
   std::uint16_t version_major = kVersionMajor;
-  std::uint16_t version_minor = kVersionMinor;
+  // Writers set the lowest version the shard needs (minimum_minor_version); 1.1 by default.
+  std::uint16_t version_minor = kVersionMinorDatasetFields;
   std::uint64_t flags = 0;
   std::uint64_t row_count = 0;
   std::uint64_t first_row = 0;
@@ -58,7 +65,8 @@ struct Header {
   std::uint64_t header_hash = 0;
 
   bool compressed() const noexcept { return (flags & kFlagCompressed) != 0; }
-  bool has_dataset_fields() const noexcept { return version_minor >= 1; }
+  bool has_dataset_fields() const noexcept { return version_minor >= kVersionMinorDatasetFields; }
+  bool has_row_shapes() const noexcept { return (flags & kFlagRowShapes) != 0; }
 };
 
 // A column as a shard's column table places it: its description, and where its bytes lie in the
@@ -100,17 +108,29 @@ std::uint64_t chunk_logical_size(const Header& header, std::uint64_t index) noex
 // Serialisation. encode_* fill the hash fields they own (header_hash, footer_hash) themselves.
 std::array<std::byte, kHeaderSize> encode_header(const Header& header);
 std::array<std::byte, kColumnEntrySize> encode_column(const ColumnEntry& column);
+// The column table, followed by the row-shape table when a column needs one
+// (needs_row_shape_table): the bytes columns_hash covers.
+std::vector<std::byte> encode_column_tables(const std::vector<ColumnEntry>& columns);
 std::array<std::byte, kChunkEntrySize> encode_chunk(const ChunkEntry& chunk);
 std::array<std::byte, kFooterSize> encode_footer(const Footer& footer);
-std::vector<std::byte> encode_column_table(const std::vector<ColumnEntry>& columns);
 std::vector<std::byte> encode_chunk_table(const std::vector<ChunkEntry>& chunks);
 
 // Decodes the header from the first 256 bytes and checks magic, versions, sizes and header_hash.
 // Throws gpucache::Error(path, "header byte N" / "header", cause).
 Header decode_header(std::span<const std::byte> file, const std::string& path);
-// Decodes one 128-byte column table entry and checks the rules that need no other context (name,
-// reserved bytes, kind, dtype code). `index` names the entry in errors.
-ColumnEntry decode_column(const std::byte* entry, std::uint32_t index, const std::string& path);
+// Bytes of the column table and, when the header's flags say so, the row-shape table after it;
+// nothing when that overflows.
+std::optional<std::uint64_t> column_tables_size(const Header& header) noexcept;
+// Decodes the columns from `tables` (column_tables_size(header) bytes from byte 256) and checks
+// every rule that needs only the header: names, reserved bytes, kinds, dtypes, ranks, row shapes
+// and pitches, and that the header's version allows what the columns use. Not their regions.
+std::vector<ColumnEntry> decode_columns(std::span<const std::byte> tables, const Header& header,
+                                        const std::string& path);
+
+// What a writer must declare for these columns: whether a row-shape table is needed (a tensor of
+// rank 3 or more), and the lowest minor version that expresses them (SPEC.md "Versions").
+bool needs_row_shape_table(const std::vector<ColumnEntry>& columns) noexcept;
+std::uint16_t minimum_minor_version(const std::vector<ColumnEntry>& columns) noexcept;
 // Decodes and checks the whole layout of a mapped or fully read shard: header, both tables and
 // their hashes, the footer, the file size, zero gaps, and every structural rule of SPEC.md
 // "Verification" items 1-5. Chunk data hashes are not checked here.

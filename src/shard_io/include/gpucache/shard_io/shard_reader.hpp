@@ -29,6 +29,9 @@ class ShardReader {
   std::optional<std::size_t> find_column(std::string_view name) const noexcept;
   // The column's rows × row_pitch_bytes bytes.
   std::span<const std::byte> tensor_data(std::size_t column) const;
+  // Row `row` of a variable-length column: its values' bytes (UTF-8 for text). Throws
+  // gpucache::Error when the row's offsets break the rule (find_bad_offset).
+  std::span<const std::byte> values(std::size_t column, std::uint64_t row) const;
   std::string_view text(std::size_t column, std::uint64_t row) const;
 
  private:

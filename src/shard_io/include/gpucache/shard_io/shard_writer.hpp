@@ -44,13 +44,14 @@ struct WrittenShard {
 
 class ShardBuilder {
  public:
-  // text_bytes[i] is the total UTF-8 size of text column i (ignored for tensor columns).
+  // value_bytes[i] is the size of the values of variable-length column i: its UTF-8 bytes for
+  // text, values × dtype size for a sequence (ignored for tensor columns).
   ShardBuilder(const std::vector<Column>& columns, std::uint64_t rows,
-               const std::vector<std::uint64_t>& text_bytes);
+               const std::vector<std::uint64_t>& value_bytes);
   // The image backed by `path`'s temporary file: write() must then be given the same path and no
   // compression.
   ShardBuilder(const std::vector<Column>& columns, std::uint64_t rows,
-               const std::vector<std::uint64_t>& text_bytes, const std::string& path);
+               const std::vector<std::uint64_t>& value_bytes, const std::string& path);
   ~ShardBuilder();
   ShardBuilder(const ShardBuilder&) = delete;
   ShardBuilder& operator=(const ShardBuilder&) = delete;
@@ -87,8 +88,11 @@ class ShardBuilder {
   // Starts sending a stored range to disk (copy_from_file leaves that to the caller, so another
   // thread can do it): write()'s fsync then finds little left to wait for.
   void start_writeback(std::size_t column, std::uint64_t offset, std::uint64_t size) const noexcept;
-  // A text column's rows + 1 offsets and its UTF-8 bytes.
-  std::span<std::uint64_t> text_offsets(std::size_t column) noexcept;
+  // A variable-length column's rows + 1 offsets (counting values: bytes for text) and its values.
+  std::span<std::uint64_t> offsets(std::size_t column) noexcept;
+  std::span<std::byte> values(std::size_t column) noexcept;
+  // The same for text: its offsets, and its UTF-8 bytes as characters.
+  std::span<std::uint64_t> text_offsets(std::size_t column) noexcept { return offsets(column); }
   std::span<char> text_bytes(std::size_t column) noexcept;
 
   WrittenShard write(const std::string& path, const WriteOptions& options) const;
@@ -114,6 +118,6 @@ class ShardBuilder {
 
 // Bytes a shard of `rows` rows with these columns and text sizes takes on disk, uncompressed.
 std::uint64_t estimate_shard_bytes(const std::vector<Column>& columns, std::uint64_t rows,
-                                   const std::vector<std::uint64_t>& text_bytes);
+                                   const std::vector<std::uint64_t>& value_bytes);
 
 }  // namespace gpucache::shard
