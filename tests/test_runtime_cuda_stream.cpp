@@ -58,9 +58,11 @@ TEST_CASE("a stream's destructor waits for its copies; synchronize() does too") 
   {
     CudaStream stream(cuda, "cuda:0");
     CHECK(fake_cuda_stats().live_streams == 1);
+    fake_cuda_hold_copies(1);
     REQUIRE(cuda.memcpy_async(target.data(), source.data(), 32, kCudaMemcpyHostToDevice,
                               stream.get()) == 0);
     CHECK(fake_cuda_stats().pending_copies == 1);
+    fake_cuda_hold_copies(0);
     stream.synchronize();
     CHECK(fake_cuda_stats().pending_copies == 0);
     CHECK(target.data()[31] == std::byte{0x5A});
@@ -105,18 +107,19 @@ TEST_CASE("CUDA failures of streams and events are gpucache::Error naming the pl
 TEST_CASE("an event tells when the copies before it completed, without blocking") {
   const CudaApi& cuda = fake_cuda();
   fake_cuda_reset();
-  fake_cuda_set_copy_delay_us(50000);
   FakePinnedBuffer source(16);
   FakeDeviceBuffer target(16);
   CudaStream stream(cuda, "cuda:0");
   CudaEvent event(cuda, "test");
   CHECK(event.completed());  // never recorded
   event.synchronize();       // returns at once
+  fake_cuda_hold_copies(1);
   REQUIRE(cuda.memcpy_async(target.data(), source.data(), 16, kCudaMemcpyHostToDevice,
                             stream.get()) == 0);
   event.record(stream.get());
-  CHECK_FALSE(event.completed());                // the copy waits 50 ms on the stream
+  CHECK_FALSE(event.completed());
   CHECK(cuda.get_last_error() == kCudaSuccess);  // "not ready" is an answer, not an error
+  fake_cuda_hold_copies(0);
   event.synchronize();
   CHECK(event.completed());
   CHECK(fake_cuda_stats().pending_copies == 0);
@@ -129,28 +132,32 @@ TEST_CASE("an event tells when the copies before it completed, without blocking"
 TEST_CASE("a stream that waits on an event runs its work only after the event's copies") {
   const CudaApi& cuda = fake_cuda();
   fake_cuda_reset();
-  fake_cuda_set_copy_delay_us(50000);
   FakePinnedBuffer source(16);
   FakeDeviceBuffer target(16);
   {
     CudaStream copies(cuda, "cuda:0"), consumer(cuda, "cuda:0");
     CudaEvent copied(cuda, "test"), consumed(cuda, "test");
+    fake_cuda_hold_copies(1);
     REQUIRE(cuda.memcpy_async(target.data(), source.data(), 16, kCudaMemcpyHostToDevice,
                               copies.get()) == 0);
     copied.record(copies.get());
     consumer.wait(copied);
     consumed.record(consumer.get());
+    CHECK_FALSE(consumed.completed());  // the consumer cannot pass the held copy
+    fake_cuda_hold_copies(0);
     consumed.synchronize();
-    CHECK(copied.completed());  // the consumer could not pass the copy
+    CHECK(copied.completed());
     CHECK(fake_cuda_stats().pending_copies == 0);
 
-    // Without the wait the consumer's event completes at once while the copy is still pending.
+    // Without the wait the consumer's event completes while the copy is still pending.
     CudaEvent unordered(cuda, "test");
+    fake_cuda_hold_copies(1);
     REQUIRE(cuda.memcpy_async(target.data(), source.data(), 16, kCudaMemcpyHostToDevice,
                               copies.get()) == 0);
     unordered.record(consumer.get());
     unordered.synchronize();
     CHECK(fake_cuda_stats().pending_copies == 1);
+    fake_cuda_hold_copies(0);
   }
   check_clean();
 }

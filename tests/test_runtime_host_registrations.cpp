@@ -144,7 +144,6 @@ TEST_CASE("a refused registration returns false and leaves nothing of the group 
 TEST_CASE("the fake CUDA runtime reports unregistering twice or under a pending copy") {
   fake_cuda();
   fake_cuda_reset();
-  fake_cuda_set_copy_delay_us(20000);
   Mapping mapping(1);
   FakeDeviceBuffer target(kPage);
   void* pages = const_cast<std::byte*>(mapping.data());
@@ -157,11 +156,13 @@ TEST_CASE("the fake CUDA runtime reports unregistering twice or under a pending 
   void* stream = nullptr;
   REQUIRE(cudaStreamCreateWithFlags(&stream, 1) == 0);
   REQUIRE(cudaHostRegister(pages, kPage, 0x08) == 0);
+  fake_cuda_hold_copies(1);
   REQUIRE(cudaMemcpyAsync(target.data(), pages, kPage, 1, stream) == 0);
   REQUIRE(cudaHostUnregister(pages) == 0);  // CUDA accepts it; the copy may then read anything
   CHECK(fake_cuda_stats().misuse == 2);
   CHECK(std::string(fake_cuda_last_misuse()) ==
         "cudaHostUnregister of memory a pending copy reads");
+  fake_cuda_hold_copies(0);
   REQUIRE(cudaStreamDestroy(stream) == 0);
   fake_cuda_reset();
 }

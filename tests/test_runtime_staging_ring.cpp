@@ -96,15 +96,16 @@ TEST_CASE("a lease given back without fence() is fenced, so its pending copy sti
 TEST_CASE("the fake CUDA runtime reports a buffer reused before its copy completed") {
   const CudaApi& cuda = fake_cuda();
   fake_cuda_reset();
-  fake_cuda_set_copy_delay_us(20000);
   FakeDeviceBuffer target(kBytes);
   gpucache::test::FakePinnedBuffer buffer(kBytes);
   {
     CudaStream stream(cuda, "cuda:0");
     std::memset(buffer.data(), 1, kBytes);
+    fake_cuda_hold_copies(1);
     REQUIRE(cuda.memcpy_async(target.data(), buffer.data(), kBytes, kCudaMemcpyHostToDevice,
                               stream.get()) == 0);
     std::memset(buffer.data(), 2, kBytes);  // what a ring that skips the event wait would do
+    fake_cuda_hold_copies(0);
   }
   CHECK(target.data()[0] == std::byte{2});  // the copy delivered the new bytes, as CUDA would
   CHECK(fake_cuda_stats().misuse == 1);

@@ -53,24 +53,26 @@ DeviceData Dataset::to_device(int device, const DeviceOptions& options) const {
   require_device(cuda, device, where);
   DeviceScope scope(cuda, device, where);
 
-  auto result = std::make_shared<DeviceState>();
-  TensorLayout layout = plan_tensor_layout(*state_);
+  const TensorLayout layout = plan_tensor_layout(*state_);
   const auto destination =
       allocate_destination(cuda, options.placement, device, layout.bytes, path(), where);
-  const CopyPlan plan = plan_copies(*state_, layout, options);  // after: its mappings go first
-  result->stats = deliver_plan(plan, options.read_mode, *destination, cuda, where);
+  // Planned after the destination, so its mappings go first should anything throw: sources
+  // return only once no copy reads them, the destination's stream waits for the copies into it.
+  const CopyPlan plan = plan_copies(*state_, layout, options);
+  LoadStats stats = deliver_plan(plan, options.read_mode, *destination, cuda, where);
   destination->finish();
+  stats.bytes_copied = plan.bytes_copied;
+  stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
 
+  auto result = std::make_shared<DeviceState>();
   result->memory = destination->memory();
   result->device = device;
   result->placement = options.placement;
   result->bytes = layout.bytes;
   result->rows = rows();
-  result->columns = std::move(layout.columns);
+  result->columns = layout.columns;
   for (auto& column : result->columns) column.data = destination->device_base() + column.offset;
-  result->stats.bytes_copied = plan.bytes_copied;
-  result->stats.seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  result->stats = stats;
   DeviceData data;
   data.state_ = std::move(result);
   return data;

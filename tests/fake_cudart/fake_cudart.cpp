@@ -119,6 +119,8 @@ struct State {
   int register_fails = 0;
   long register_limit = -1;
   unsigned copy_delay_us = 300;
+  bool hold_copies = false;
+  std::condition_variable copies_released;
   int last_error = kSuccess;
   std::string last_misuse;
   std::map<std::string, std::pair<int, unsigned>> injected;  // function → (error, calls to skip)
@@ -218,6 +220,8 @@ void fake_cuda_reset(void) {
   s.register_fails = 0;
   s.register_limit = -1;
   s.copy_delay_us = 300;
+  s.hold_copies = false;
+  s.copies_released.notify_all();
   s.last_error = kSuccess;
   s.last_misuse.clear();
   s.injected.clear();
@@ -238,6 +242,12 @@ void fake_cuda_set_register_limit(int successes) {
 void fake_cuda_set_copy_delay_us(unsigned microseconds) {
   std::lock_guard lock(state().mutex);
   state().copy_delay_us = microseconds;
+}
+void fake_cuda_hold_copies(int hold) {
+  auto& s = state();
+  std::lock_guard lock(s.mutex);
+  s.hold_copies = hold != 0;
+  s.copies_released.notify_all();
 }
 void fake_cuda_fail_call(const char* function, int error, unsigned skip) {
   std::lock_guard lock(state().mutex);
@@ -387,10 +397,14 @@ int cudaMemcpyAsync(void* to, const void* from, size_t size, int kind, void* str
   auto snapshot = std::make_shared<std::vector<std::byte>>(
       static_cast<const std::byte*>(from), static_cast<const std::byte*>(from) + size);
   stream->push([to, from, size, ticket, delay, snapshot] {
+    auto& s = state();
+    {
+      std::unique_lock lock(s.mutex);
+      s.copies_released.wait(lock, [&s] { return !s.hold_copies; });
+    }
     std::this_thread::sleep_for(delay);
     const bool changed = std::memcmp(from, snapshot->data(), size) != 0;
     std::memcpy(to, from, size);
-    auto& s = state();
     std::lock_guard lock(s.mutex);
     if (changed)
       misuse_locked(s,

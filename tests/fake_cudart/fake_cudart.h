@@ -39,6 +39,8 @@ void fake_cuda_set_register_limit(int successes);
 /* How long each copy waits on its stream before it runs (default 300 µs): the longer, the surer a
    buffer reused before its copy completed is caught. */
 void fake_cuda_set_copy_delay_us(unsigned microseconds);
+/* Nonzero: copies wait on their streams, as pending, until called again with zero (or a reset). */
+void fake_cuda_hold_copies(int hold);
 /* The call to `function` (e.g. "cudaMemcpyAsync") after `skip` successful ones returns `error`. */
 void fake_cuda_fail_call(const char* function, int error, unsigned skip);
 FakeCudaStats fake_cuda_stats(void);
