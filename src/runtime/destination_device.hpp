@@ -7,7 +7,7 @@
 #include <string>
 
 #include "cuda_stream.hpp"
-#include "destination.hpp"
+#include "destinations.hpp"
 
 namespace gpucache::runtime::detail {
 

@@ -6,7 +6,7 @@
 #include <memory>
 #include <string>
 
-#include "destination.hpp"
+#include "destinations.hpp"
 
 namespace gpucache::runtime::detail {
 

@@ -1,13 +1,13 @@
 // Dataset::to_device: a plan (which bytes, in what order, verified how: load_plan.hpp), a
 // destination for the placement (destination_device.hpp, destination_pinned_host.hpp) and the
-// sources the read mode names (source.hpp), composed; and the DeviceData that keeps the result.
+// sources the read mode names (sources.hpp), composed; and the DeviceData that keeps the result.
 #include <chrono>
 
 #include "cuda_stream.hpp"
 #include "destination_device.hpp"
 #include "destination_pinned_host.hpp"
 #include "load_plan.hpp"
-#include "source.hpp"
+#include "sources.hpp"
 
 namespace gpucache::runtime {
 namespace detail {

@@ -1,6 +1,6 @@
 // What a load reads from each mapped shard: the byte range of every selected column's rows, and
 // the helpers that hash the chunks under those ranges on a thread pool; for copying loads, the
-// plan of where each of those bytes goes (plan_device_load), which sources then carry out.
+// plan of where each of those bytes goes (plan_copies), which sources then carry out.
 #pragma once
 
 #include <cstdint>

@@ -8,7 +8,7 @@
 // shards count as staged, as host_pinned loads always have.
 #pragma once
 
-#include "source.hpp"
+#include "sources.hpp"
 
 namespace gpucache::runtime::detail {
 

@@ -4,7 +4,7 @@
 // destination with a stream the buffers are pinned and reused only once their copies completed.
 #pragma once
 
-#include "source.hpp"
+#include "sources.hpp"
 
 namespace gpucache::runtime::detail {
 

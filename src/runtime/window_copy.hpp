@@ -6,9 +6,9 @@
 #include <cstdint>
 #include <span>
 
-#include "destination.hpp"
+#include "destinations.hpp"
 #include "load_plan.hpp"
-#include "source.hpp"
+#include "sources.hpp"
 
 namespace gpucache::runtime::detail {
 

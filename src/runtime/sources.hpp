@@ -1,6 +1,6 @@
 // Where the bytes of a copying load come from. A source reads the bytes a CopyPlan names, checks
 // the hash of every chunk they touch exactly once (when the plan verifies; on CPU threads, while
-// the copies run), and hands them to a Destination (destination.hpp). Two sources:
+// the copies run), and hands them to a Destination (destinations.hpp). Two sources:
 // - MappedSource (source_mapped.hpp): the shard's memory mapping, registered as pinned memory so a
 //   copy engine reads it in place (or, for a destination the CPU writes, copied from directly);
 // - PreadSource (source_pread.hpp): parallel pread into a ring of staging buffers, for network
@@ -13,7 +13,7 @@
 #include <string>
 
 #include "cuda_api.hpp"
-#include "destination.hpp"
+#include "destinations.hpp"
 #include "gpucache/runtime.hpp"
 #include "load_plan.hpp"
 

@@ -1,4 +1,4 @@
-#include "destination.hpp"
+#include "destinations.hpp"
 
 #include <cstdio>
 

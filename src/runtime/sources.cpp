@@ -1,4 +1,4 @@
-#include "source.hpp"
+#include "sources.hpp"
 
 #include "source_mapped.hpp"
 #include "source_pread.hpp"

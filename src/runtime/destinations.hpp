@@ -1,4 +1,4 @@
-// Where the bytes of a copying load go. A source (source.hpp) hands each run of bytes it has read
+// Where the bytes of a copying load go. A source (sources.hpp) hands each run of bytes it has read
 // to Destination::write; the destination decides how they move: cudaMemcpyAsync on its own CUDA
 // stream (destination_device.hpp) or a CPU copy (destination_pinned_host.hpp). Dataset::to_host
 // needs no destination: its tensors are views of the mappings themselves (host_load.cpp).
