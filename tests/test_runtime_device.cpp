@@ -57,6 +57,12 @@ void check_nothing_left() {
   CHECK(stats.live_device_allocations == 0);
   CHECK(stats.live_host_allocations == 0);
   CHECK(stats.live_registrations == 0);
+  CHECK(stats.live_streams == 0);
+  CHECK(stats.live_events == 0);
+  CHECK(stats.pending_copies == 0);
+  // No buffer reused, no memory unregistered or freed, while a copy still read it.
+  CHECK(stats.misuse == 0);
+  CHECK(std::string(fake_cuda_last_misuse()) == "");
 }
 
 }  // namespace
@@ -214,4 +220,56 @@ TEST_CASE("device memory lives while any owner does; the caller's current device
           dataset.to_device(2);
         }).find("cuda:2: no such device: this machine has 2 GPU(s)") != std::string::npos);
   CHECK(dataset.for_rank(0, 17).to_device(0).bytes() == 0);
+}
+
+TEST_CASE("automatic read mode: shards CUDA refuses to register fall back to pread") {
+  TempDir dir;
+  test::write_dataset(dir.path(), columns(3000, 60), {1000, 1000, 1000},
+                      {.chunk_size = 4096 * 4, .compressed_flag = false});
+  const Dataset dataset = Dataset::open(dir.path().string());
+  const HostData host = dataset.to_host();
+  fake_cuda_reset();
+  fake_cuda_set_register_limit(1);  // shard 0 registers (one range); shard 1 is refused
+  {
+    DeviceOptions options;
+    options.threads = 2;
+    options.staging_bytes = 64 << 10;
+    const DeviceData device = dataset.to_device(0, options);
+    CHECK(device.stats().shards_registered == 1);
+    CHECK(device.stats().shards_staged == 2);
+    CHECK(fake_cuda_stats().peak_registrations == 1);
+    check_equals_host(device, host);
+    // Every chunk the copies touch is hashed once, whichever source read it.
+    fake_cuda_set_register_fails(1);
+    CHECK(dataset.to_device(0, options).stats().bytes_verified == device.stats().bytes_verified);
+  }
+  check_nothing_left();
+  fake_cuda_reset();
+  fake_cuda_set_register_limit(1);
+  DeviceOptions strict;
+  strict.read_mode = ReadMode::register_mmap;
+  CHECK(error_of([&] { dataset.to_device(0, strict); })
+            .find((dir / "shard-00001.gcs").string() +
+                  ": cuda:0: cudaHostRegister of the mapped shard failed") != std::string::npos);
+  check_nothing_left();
+}
+
+TEST_CASE("a CUDA failure midway reports the call and leaves no copy reading freed memory") {
+  TempDir dir;
+  test::write_dataset(dir.path(), columns(6000, 60), {2000, 2000, 2000},
+                      {.chunk_size = 4096 * 4, .compressed_flag = false});
+  const Dataset dataset = Dataset::open(dir.path().string());
+  for (const ReadMode mode : {ReadMode::automatic, ReadMode::pread}) {
+    CAPTURE(static_cast<int>(mode));
+    fake_cuda_reset();
+    fake_cuda_set_copy_delay_us(2000);  // earlier copies are still pending when the failure hits
+    fake_cuda_fail_call("cudaMemcpyAsync", 2, 3);
+    DeviceOptions options;
+    options.read_mode = mode;
+    options.threads = 3;
+    options.staging_bytes = 64 << 10;
+    CHECK(error_of([&] { dataset.to_device(0, options); }).find(": cudaMemcpyAsync of ") !=
+          std::string::npos);
+    check_nothing_left();
+  }
 }

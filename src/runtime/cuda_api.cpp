@@ -39,9 +39,11 @@ bool resolve_all(void* handle, CudaApi& api, std::string& why) {
          resolve(handle, "cudaStreamCreateWithFlags", api.stream_create_with_flags, why) &&
          resolve(handle, "cudaStreamDestroy", api.stream_destroy, why) &&
          resolve(handle, "cudaStreamSynchronize", api.stream_synchronize, why) &&
+         resolve(handle, "cudaStreamWaitEvent", api.stream_wait_event, why) &&
          resolve(handle, "cudaEventCreateWithFlags", api.event_create_with_flags, why) &&
          resolve(handle, "cudaEventRecord", api.event_record, why) &&
          resolve(handle, "cudaEventSynchronize", api.event_synchronize, why) &&
+         resolve(handle, "cudaEventQuery", api.event_query, why) &&
          resolve(handle, "cudaEventDestroy", api.event_destroy, why) &&
          resolve(handle, "cudaGetLastError", api.get_last_error, why) &&
          resolve(handle, "cudaGetErrorString", api.get_error_string, why);

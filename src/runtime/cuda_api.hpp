@@ -13,6 +13,7 @@ using cuda_stream_t = struct CUstream_st*;
 using cuda_event_t = struct CUevent_st*;
 
 inline constexpr cuda_error_t kCudaSuccess = 0;
+inline constexpr cuda_error_t kCudaErrorNotReady = 600;  // cudaEventQuery: not yet completed
 inline constexpr cuda_error_t kCudaErrorHostMemoryAlreadyRegistered = 712;
 inline constexpr unsigned kCudaHostAllocPortable = 0x01;
 inline constexpr unsigned kCudaHostAllocMapped = 0x02;
@@ -38,9 +39,11 @@ struct CudaApi {
   cuda_error_t (*stream_create_with_flags)(cuda_stream_t*, unsigned);
   cuda_error_t (*stream_destroy)(cuda_stream_t);
   cuda_error_t (*stream_synchronize)(cuda_stream_t);
+  cuda_error_t (*stream_wait_event)(cuda_stream_t, cuda_event_t, unsigned);
   cuda_error_t (*event_create_with_flags)(cuda_event_t*, unsigned);
   cuda_error_t (*event_record)(cuda_event_t, cuda_stream_t);
   cuda_error_t (*event_synchronize)(cuda_event_t);
+  cuda_error_t (*event_query)(cuda_event_t);
   cuda_error_t (*event_destroy)(cuda_event_t);
   cuda_error_t (*get_last_error)();
   const char* (*get_error_string)(cuda_error_t);

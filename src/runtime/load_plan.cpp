@@ -7,6 +7,8 @@
 #include <cstring>
 #include <iterator>
 
+#include "gpucache/common/parallel.hpp"
+
 namespace gpucache::runtime::detail {
 namespace {
 
@@ -86,6 +88,52 @@ std::uint64_t submit_chunk_checks(TaskPool& pool, const MappedShard& shard,
   std::merge(done.begin(), done.end(), fresh.begin(), fresh.end(), std::back_inserter(merged));
   done = std::move(merged);
   return bytes;
+}
+
+std::vector<ByteRange> source_ranges(const ShardCopies& copies) {
+  std::vector<ByteRange> ranges;
+  for (const auto& copy : copies.copies) ranges.push_back({copy.source, copy.source + copy.bytes});
+  return ranges;
+}
+
+TensorLayout plan_tensor_layout(const DatasetState& state) {
+  TensorLayout layout;
+  const std::uint64_t rows = state.row_end - state.row_begin;
+  for (std::size_t c = 0; c < state.columns.size(); ++c) {
+    if (state.columns[c].kind != ColumnKind::tensor) continue;
+    DeviceColumn column;
+    column.column = state.columns[c];
+    column.offset = shard::align_up(layout.bytes, shard::kAlignment);
+    column.bytes = rows * column.column.row_pitch_bytes();
+    layout.bytes = column.offset + column.bytes;
+    layout.columns.push_back(column);
+    layout.positions.push_back(c);
+  }
+  return layout;
+}
+
+CopyPlan plan_copies(const DatasetState& state, const TensorLayout& layout,
+                     const DeviceOptions& options) {
+  CopyPlan plan;
+  plan.shards = map_needed_shards(state, ShardMapping::Access::read_only);
+  plan.verify = options.verify;
+  plan.threads = gpucache::detail::resolve_thread_count(options.threads, kDefaultLoadThreadCap);
+  plan.staging_bytes = options.staging_bytes;
+  for (const MappedShard& shard : plan.shards) {
+    ShardCopies& planned = plan.copies.emplace_back();
+    planned.shard = &shard;
+    for (std::size_t t = 0; t < layout.columns.size(); ++t) {
+      const ByteRange range = column_rows_range(state, shard, layout.positions[t]);
+      const DeviceColumn& column = layout.columns[t];
+      planned.copies.push_back({range.begin,
+                                column.offset + shard.out_row * column.column.row_pitch_bytes(),
+                                range.end - range.begin});
+      plan.bytes_copied += range.end - range.begin;
+    }
+    std::sort(planned.copies.begin(), planned.copies.end(),
+              [](const CopyItem& a, const CopyItem& b) { return a.source < b.source; });
+  }
+  return plan;
 }
 
 }  // namespace gpucache::runtime::detail

@@ -1,8 +1,10 @@
 // What a load reads from each mapped shard: the byte range of every selected column's rows, and
-// the helpers that hash the chunks under those ranges on a thread pool.
+// the helpers that hash the chunks under those ranges on a thread pool; for copying loads, the
+// plan of where each of those bytes goes (plan_copies), which sources then carry out.
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "chunk_verify.hpp"
@@ -30,5 +32,49 @@ void advise_will_need(const MappedShard& shard, const std::vector<ByteRange>& ra
 std::uint64_t submit_chunk_checks(TaskPool& pool, const MappedShard& shard,
                                   const std::vector<ByteRange>& ranges,
                                   std::vector<std::uint64_t>& done);
+
+// `bytes` bytes from file offset `source` go to byte `destination` of the destination.
+struct CopyItem {
+  std::uint64_t source = 0;
+  std::uint64_t destination = 0;
+  std::uint64_t bytes = 0;
+};
+
+// One shard's part of a copying load.
+struct ShardCopies {
+  const MappedShard* shard = nullptr;
+  std::vector<CopyItem> copies;  // sorted by source
+};
+// The ranges of the shard that `copies` read, in their order (some may be empty).
+std::vector<ByteRange> source_ranges(const ShardCopies& copies);
+
+// Where the selected tensor columns go in one allocation: column by column, each column's rows from
+// every shard contiguous, at offsets aligned to shard::kAlignment (4096). Text columns stay behind.
+struct TensorLayout {
+  std::vector<DeviceColumn> columns;   // `data` not yet set
+  std::vector<std::size_t> positions;  // each column's position in the selection
+  std::uint64_t bytes = 0;             // the allocation's size
+};
+TensorLayout plan_tensor_layout(const DatasetState& state);
+
+// What a copying load does: which bytes (every needed shard, mapped, with the copies that take its
+// selected rows to their place in the layout), in what order (shards in row order, each by file
+// offset), verified how (each chunk the copies touch hashed once, on `threads` CPU threads).
+struct CopyPlan {
+  std::vector<MappedShard> shards;  // owns the mappings the copies read
+  std::vector<ShardCopies> copies;  // one per shard, pointing into `shards`
+  bool verify = true;
+  unsigned threads = 1;
+  std::size_t staging_bytes = 0;   // per staging buffer or window (raised to the chunk size)
+  std::uint64_t bytes_copied = 0;  // the copies' total
+
+  CopyPlan() = default;
+  CopyPlan(CopyPlan&&) = default;  // `copies` keeps pointing into the moved vector's elements
+  CopyPlan(const CopyPlan&) = delete;
+  CopyPlan& operator=(const CopyPlan&) = delete;
+};
+// Maps the shards the selection needs (read-only) and plans the copies of `layout`'s columns.
+CopyPlan plan_copies(const DatasetState& state, const TensorLayout& layout,
+                     const DeviceOptions& options);
 
 }  // namespace gpucache::runtime::detail

@@ -122,7 +122,9 @@ struct LoadStats {
   std::uint64_t bytes_copied = 0;
   std::uint64_t bytes_verified = 0;
   std::uint32_t shards_registered = 0;  // uploaded straight from the registered mapping
-  std::uint32_t shards_staged = 0;      // read with pread through the staging ring
+  // Copied by CPU threads: read with pread through the staging ring or, for host_pinned, from the
+  // mapping.
+  std::uint32_t shards_staged = 0;
   double seconds = 0;
 };
 

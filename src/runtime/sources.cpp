@@ -1,0 +1,26 @@
+#include "sources.hpp"
+
+#include "source_mapped.hpp"
+#include "source_pread.hpp"
+
+namespace gpucache::runtime::detail {
+
+SourceOptions source_options(const CopyPlan& plan, const CudaApi& cuda, const std::string& where) {
+  return {&cuda, plan.verify, plan.threads, plan.staging_bytes, where};
+}
+
+LoadStats deliver_plan(const CopyPlan& plan, ReadMode mode, Destination& destination,
+                       const CudaApi& cuda, const std::string& where) {
+  const SourceOptions options = source_options(plan, cuda, where);
+  LoadStats stats;
+  std::span<const ShardCopies> rest = plan.copies;
+  if (mode != ReadMode::pread) {
+    MappedSource mapped(options, mode == ReadMode::register_mmap ? MappedSource::OnRefusal::fail
+                                                                 : MappedSource::OnRefusal::stop);
+    rest = rest.subspan(mapped.deliver(rest, destination, stats));
+  }
+  if (!rest.empty()) PreadSource(options).deliver(rest, destination, stats);
+  return stats;
+}
+
+}  // namespace gpucache::runtime::detail
