@@ -65,7 +65,7 @@ void check_embedding(const gpucache::runtime::HostData& host, const Matrix& sour
   for (const auto& piece : host.pieces("embedding")) {
     expect(piece.first_row == rows_seen, "pieces are in row order");
     for (std::uint64_t r = 0; r < piece.rows; ++r) {
-      const void* row = piece.data + r * column.row_pitch_bytes;
+      const void* row = piece.data + r * column.row_pitch_bytes();
       const float* expected = &source.values[(source_first_row + rows_seen + r) * source.cols];
       if (std::memcmp(row, expected, source.cols * sizeof(float)) != 0) ++mismatches;
     }
@@ -97,9 +97,9 @@ int main(int argc, char** argv) {
     const auto host = dataset.to_host();
     expect(host.rows() == source.rows, "to_host().rows() equals the source's rows");
     const auto& embedding = host.column("embedding");
-    expect(rt::dtype_text(embedding.dtype) == "f32" && rt::dtype_bytes(embedding.dtype) == 4,
+    expect(gpucache::dtype_name(embedding.dtype) == "f32" && gpucache::dtype_size(embedding.dtype) == 4,
            "the embedding column is f32");
-    if (embedding.dim != source.cols) {
+    if (embedding.dim() != source.cols) {
       std::fprintf(stderr,
                    "consumer_cpp: FAILED: the embedding column is not the source's width\n");
       return 1;
@@ -112,7 +112,7 @@ int main(int argc, char** argv) {
     for (const auto& piece : host.pieces("source_row"))
       for (std::uint64_t r = 0; r < piece.rows; ++r) {
         std::uint64_t value;
-        std::memcpy(&value, piece.data + r * source_row.row_pitch_bytes, sizeof value);
+        std::memcpy(&value, piece.data + r * source_row.row_pitch_bytes(), sizeof value);
         wrong_rows += value != piece.first_row + r;
       }
     expect(wrong_rows == 0, "source_row counts the source's rows");
@@ -133,7 +133,7 @@ int main(int argc, char** argv) {
     if (failures == 0)
       std::printf("consumer_cpp: %llu rows x %llu f32 in %zu shards match %s\n",
                   static_cast<unsigned long long>(host.rows()),
-                  static_cast<unsigned long long>(embedding.dim), dataset.shards().size(), argv[2]);
+                  static_cast<unsigned long long>(embedding.dim()), dataset.shards().size(), argv[2]);
   } catch (const std::exception& error) {
     std::fprintf(stderr, "consumer_cpp: FAILED: %s\n", error.what());
     return 1;

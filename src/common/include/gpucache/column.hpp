@@ -30,7 +30,7 @@ inline constexpr std::size_t kMaxRowDims = 8;
 GPUCACHE_API std::string_view column_kind_name(ColumnKind kind) noexcept;
 GPUCACHE_API std::optional<ColumnKind> parse_column_kind(std::string_view name) noexcept;
 
-struct Column {
+struct GPUCACHE_API Column {
   std::string name;
   ColumnKind kind = ColumnKind::tensor;
   DType dtype = DType::f32;  // element type; u8 (UTF-8 bytes) for text
