@@ -9,13 +9,15 @@
 #include <random>
 #include <set>
 
-#include "gpucache/shard/manifest.hpp"
-#include "gpucache/shard_io/shard_reader.hpp"
 #include "gpucache/error.hpp"
 #include "gpucache/npy.hpp"
 #include "gpucache/pack.hpp"
+#include "gpucache/shard/manifest.hpp"
+#include "gpucache/shard_io/shard_reader.hpp"
+#include "gpucache/validation_json.hpp"
 #include "gpucache/verify.hpp"
 #include "test_support.hpp"
+#include "verify_deep.hpp"
 
 using namespace gpucache;
 
@@ -214,4 +216,157 @@ TEST_CASE("verify --deep passes on packed data and finds rows that break the rec
   REQUIRE_FALSE(report.ok());
   CHECK(report.problems.front().cause.find("norm_low") != std::string::npos);
   CHECK(report.problems.front().location.find("column 'embedding' row") != std::string::npos);
+}
+
+namespace {
+
+// The recorded rules of a packed dataset, read back as verify --deep reads them.
+ValidationOptions recorded_rules(const std::string& dataset) {
+  bool hash_ok = false;
+  const auto manifest = shard::read_manifest(dataset + "/manifest.json", hash_ok);
+  REQUIRE(hash_ok);
+  return validation_options_from_json(manifest.options["validation"], "manifest.json");
+}
+
+// Rewrites one recorded rule (and the manifest's hash, so only --deep can tell).
+void record_rule(const std::string& dataset, const std::string& key, const nlohmann::json& value) {
+  bool hash_ok = false;
+  const std::string path = dataset + "/manifest.json";
+  auto manifest = shard::read_manifest(path, hash_ok);
+  manifest.options["validation"][key] = value;
+  const auto text = shard::manifest_to_text(manifest);
+  test_support::write_bytes(path, {text.begin(), text.end()});
+}
+
+// The rules as pack records them: without the choices that never change the bytes.
+ValidationOptions as_recorded(ValidationOptions rules) {
+  rules.output_dtype = ValidationOptions{}.output_dtype;
+  rules.device = ValidationOptions{}.device;
+  rules.threads = ValidationOptions{}.threads;
+  return rules;
+}
+
+std::string all_causes(const VerifyReport& report) {
+  std::string causes;
+  for (const auto& problem : report.problems)
+    causes += problem.location + ": " + problem.cause + "\n";
+  return causes;
+}
+
+}  // namespace
+
+TEST_CASE("verify --deep reads back the rules pack recorded, widened only by the storage type") {
+  test_support::ScratchDir scratch;
+  VerifyOptions deep;
+  deep.deep = true;
+
+  PackOptions options;
+  options.inputs = {save(scratch, planted_rows())};
+  options.output_dir = scratch / "embeddings";
+  options.validation.norm_min = 0.5;
+  options.validation.norm_max = 40.0;
+  options.validation.dedup = true;
+  options.validation.on_overflow = OverflowPolicy::drop;
+  options.validation.max_rows_per_source = 150;
+  options.validation.sample_fraction = 0.9;
+  options.validation.shuffle = true;
+  options.validation.seed = 9;
+  options.validation.device = Device::cpu;
+  options.threads = 2;
+  pack(options);
+  const ValidationOptions recorded = recorded_rules(options.output_dir);
+  CHECK(recorded == as_recorded(options.validation));
+  const ValidationOptions f32_rules = detail::deep_check_rules(recorded, DType::f32, deep);
+  CHECK(f32_rules.norm_min <= 0.5);
+  CHECK(f32_rules.norm_min > 0.5 * (1 - 1e-5));
+  CHECK(f32_rules.norm_max >= 40.0);
+  CHECK(f32_rules.norm_max < 40.0 * (1 + 1e-5));
+  CHECK(f32_rules.dedup);
+  CHECK_FALSE(f32_rules.pair_cos_min);
+  CHECK_FALSE(f32_rules.pair_cos_max);
+  // Rounding to f16 can make distinct rows equal: duplicates are then not re-checked.
+  CHECK_FALSE(detail::deep_check_rules(recorded, DType::f16, deep).dedup);
+  CHECK(verify(options.output_dir, deep).ok());
+
+  PackOptions dialogue;
+  dialogue.inputs = {test_support::data_path("jsonl/dialogue.jsonl")};
+  dialogue.output_dir = scratch / "dialogue";
+  dialogue.dtype = DType::f16;
+  dialogue.validation.pair_cos_min = -0.9;
+  dialogue.validation.pair_cos_max = 0.95;
+  dialogue.validation.normalize = true;
+  dialogue.validation.on_overflow = OverflowPolicy::clamp;
+  pack(dialogue);
+  const ValidationOptions dialogue_recorded = recorded_rules(dialogue.output_dir);
+  CHECK(dialogue_recorded == as_recorded(dialogue.validation));
+  const auto f16_rules = detail::deep_check_rules(dialogue_recorded, DType::f16, deep);
+  // Normalised rows have norm 1, whatever norm_min and norm_max were.
+  CHECK(f16_rules.norm_min < 1.0);
+  CHECK(f16_rules.norm_max > 1.0);
+  CHECK(f16_rules.norm_max - f16_rules.norm_min < 0.1);
+  REQUIRE(f16_rules.pair_cos_min);
+  REQUIRE(f16_rules.pair_cos_max);
+  CHECK(*f16_rules.pair_cos_min < -0.9);
+  CHECK(*f16_rules.pair_cos_min > -0.95);
+  CHECK(*f16_rules.pair_cos_max > 0.95);
+  CHECK(*f16_rules.pair_cos_max < 1.0);
+  CHECK(verify(dialogue.output_dir, deep).ok());
+}
+
+TEST_CASE("verify --deep finds rows that break each recorded rule it re-checks") {
+  test_support::ScratchDir scratch;
+  VerifyOptions deep;
+  deep.deep = true;
+  // Row 70 duplicates row 60; without dedup pack keeps both.
+  PackOptions options;
+  options.inputs = {save(scratch, planted_rows())};
+  options.output_dir = scratch / "ds";
+  pack(options);
+  REQUIRE(verify(options.output_dir, deep).ok());
+
+  record_rule(options.output_dir, "norm_max", 5.0);
+  auto report = verify(options.output_dir, deep);
+  CHECK(all_causes(report).find("breaks the recorded rule: norm_high") != std::string::npos);
+  CHECK(all_causes(report).find("norm_low") == std::string::npos);
+  record_rule(options.output_dir, "norm_max", 1000.0);
+  record_rule(options.output_dir, "dedup", true);
+  report = verify(options.output_dir, deep);
+  REQUIRE(report.problems.size() == 1);
+  // Input row 70: six rows before it (3, 8, 9, 15, 40, 50) were dropped.
+  CHECK(report.problems[0].location == "column 'embedding' row 64");
+  CHECK(report.problems[0].cause.find("breaks the recorded rule: duplicate") == 0);
+
+  // A rule verify cannot read is a problem of the dataset, not a crash.
+  record_rule(options.output_dir, "dedup", "yes");
+  report = verify(options.output_dir, deep);
+  REQUIRE(report.problems.size() == 1);
+  CHECK(report.problems[0].file == "manifest.json");
+  CHECK(report.problems[0].location == "options.validation.dedup");
+
+  PackOptions dialogue;
+  dialogue.inputs = {test_support::data_path("jsonl/dialogue.jsonl")};
+  dialogue.output_dir = scratch / "dialogue";
+  pack(dialogue);
+  REQUIRE(verify(dialogue.output_dir, deep).ok());
+  record_rule(dialogue.output_dir, "pair_cos_min", 0.9999);
+  report = verify(dialogue.output_dir, deep);
+  REQUIRE_FALSE(report.ok());
+  CHECK(report.problems[0].cause.find("breaks the recorded rule: pair_cos (") == 0);
+  CHECK(report.problems[0].cause.find("cosine") != std::string::npos);
+}
+
+TEST_CASE("pack --help lists the drop reasons from the table, in check order") {
+  const auto help = test_support::run_cli({"pack", "--help"});
+  REQUIRE(help.exit_code == 0);
+  std::size_t previous = 0;
+  for (const DropReason reason : drop_reasons_in_check_order()) {
+    const DropReasonInfo& info = drop_reason_info(reason);
+    CAPTURE(info.name);
+    const auto line = help.out.find("\n  " + std::string(info.name) + " ");
+    REQUIRE(line != std::string::npos);
+    CHECK(line > previous);
+    const auto end = help.out.find('\n', line + 1);
+    CHECK(help.out.substr(line, end - line).ends_with(info.doc));
+    previous = line;
+  }
 }

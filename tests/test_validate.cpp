@@ -6,10 +6,12 @@
 #include <bit>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <map>
 #include <random>
 #include <set>
+#include <type_traits>
 
 #include "gpucache/error.hpp"
 #include "gpucache/validate.hpp"
@@ -415,6 +417,137 @@ TEST_CASE("every reason is counted, per source too, with the first failing reaso
   CHECK(result.norms.size() == 2);
   CHECK(result.norms[1].count == 2);
   CHECK(result.norms[1].min == 0.5);
+}
+
+TEST_CASE("the drop-reason table keeps the codes, names and check order datasets rely on") {
+  // The names are spelled so in --json, manifest.json and --rejects lines; the codes are what the
+  // CPU and CUDA backends exchange. Neither may change.
+  const std::vector<std::pair<DropReason, std::string_view>> pinned{
+      {DropReason::kept, "kept"},         {DropReason::nan_inf, "nan_inf"},
+      {DropReason::norm_low, "norm_low"}, {DropReason::norm_high, "norm_high"},
+      {DropReason::zero, "zero"},         {DropReason::duplicate, "duplicate"},
+      {DropReason::pair_cos, "pair_cos"}, {DropReason::overflow, "overflow"}};
+  REQUIRE(kDropReasonCount == pinned.size());
+  for (std::size_t code = 0; code < pinned.size(); ++code) {
+    CAPTURE(code);
+    CHECK(static_cast<std::size_t>(pinned[code].first) == code);
+    CHECK(kDropReasons[code].reason == pinned[code].first);
+    CHECK(drop_reason_name(pinned[code].first) == pinned[code].second);
+    CHECK(&drop_reason_info(pinned[code].first) == &kDropReasons[code]);
+  }
+  CHECK(drop_reasons_in_check_order() == std::array{DropReason::nan_inf, DropReason::zero,
+                                                    DropReason::norm_low, DropReason::norm_high,
+                                                    DropReason::pair_cos, DropReason::duplicate,
+                                                    DropReason::overflow});
+  CHECK(drop_reasons().size() == kDropReasonCount - 1);
+  CHECK(drop_reasons().front().reason == DropReason::nan_inf);
+  CHECK(drop_reason_name(static_cast<DropReason>(200)) == "unknown");
+  // The kernels' verdicts carry the same enum, not a copy of its codes.
+  static_assert(std::is_same_v<decltype(detail::RowRecord::reason), DropReason>);
+}
+
+TEST_CASE("the drop-reason table checks reject a broken table") {
+  using R = DropReason;
+  constexpr DropReasonInfo swapped[] = {
+      {R::kept, "kept", 0, "k"}, {R::norm_low, "a", 1, "d"}, {R::nan_inf, "b", 2, "d"}};
+  CHECK_FALSE(detail::drop_reason_codes_are_indices(swapped));
+  constexpr DropReasonInfo same_name[] = {
+      {R::kept, "kept", 0, "k"}, {R::nan_inf, "x", 1, "d"}, {R::norm_low, "x", 2, "d"}};
+  CHECK(detail::drop_reason_codes_are_indices(same_name));
+  CHECK_FALSE(detail::drop_reason_names_are_unique(same_name));
+  constexpr DropReasonInfo undocumented[] = {{R::kept, "kept", 0, "k"}, {R::nan_inf, "a", 1, ""}};
+  CHECK_FALSE(detail::drop_reason_names_are_unique(undocumented));
+  constexpr DropReasonInfo same_order[] = {
+      {R::kept, "kept", 0, "k"}, {R::nan_inf, "a", 1, "d"}, {R::norm_low, "b", 1, "d"}};
+  CHECK_FALSE(detail::drop_reason_order_is_a_permutation(same_order));
+  constexpr DropReasonInfo order_past_end[] = {
+      {R::kept, "kept", 0, "k"}, {R::nan_inf, "a", 2, "d"}, {R::norm_low, "b", 3, "d"}};
+  CHECK_FALSE(detail::drop_reason_order_is_a_permutation(order_past_end));
+  constexpr DropReasonInfo kept_checked[] = {{R::kept, "kept", 1, "k"}, {R::nan_inf, "a", 0, "d"}};
+  CHECK_FALSE(detail::drop_reason_order_is_a_permutation(kept_checked));
+  constexpr DropReasonInfo good[] = {
+      {R::kept, "kept", 0, "k"}, {R::nan_inf, "a", 2, "d"}, {R::norm_low, "b", 1, "d"}};
+  CHECK(detail::drop_reason_codes_are_indices(good));
+  CHECK(detail::drop_reason_names_are_unique(good));
+  CHECK(detail::drop_reason_order_is_a_permutation(good));
+}
+
+TEST_CASE("a row failing two checks gets the one first in the table's check order") {
+  // Row 0 is a clean question/answer pair; row 1 starts as a copy of it and has two failures
+  // planted. Each planter breaks exactly one check in one column (duplicate: the column stays a
+  // copy of row 0's; pair_cos: the other column is negated).
+  constexpr std::uint64_t kDim = 64;
+  using Plant = std::function<void(std::vector<float> & column, const float* reference)>;
+  const std::map<DropReason, Plant> planters{
+      {DropReason::nan_inf, [](auto& v, auto*) { v[5] = kNan; }},
+      {DropReason::zero, [](auto& v, auto*) { std::fill(v.begin(), v.end(), 0.0f); }},
+      {DropReason::norm_low,
+       [](auto& v, auto*) {
+         for (float& x : v) x *= 1e-3f;
+       }},
+      {DropReason::norm_high, [](auto& v, auto*) { std::fill(v.begin(), v.end(), 30000.0f); }},
+      {DropReason::duplicate,
+       [](auto& v, auto* reference) { v.assign(reference, reference + kDim); }},
+      // Keeps the sign, so the pair's cosine stays positive.
+      {DropReason::overflow, [](auto& v, auto*) { v[3] = std::copysign(70000.0f, v[3]); }},
+  };
+  for (const auto& reason : drop_reasons())
+    if (reason.reason != DropReason::pair_cos)
+      CHECK_MESSAGE(planters.count(reason.reason), "no planter for ", reason.name);
+
+  ValidationOptions options;
+  options.device = Device::cpu;
+  options.dedup = true;
+  options.pair_cos_min = 0.0;  // planted single-column failures leave the cosine positive
+  options.norm_max = 2e5;      // above an overflowing value's norm, below norm_high's planted 2.4e5
+  options.output_dtype = DType::f16;
+  options.on_overflow = OverflowPolicy::drop;
+  const Matrix clean = random_matrix(1, kDim, 17);
+  std::vector<float> question(clean.row(0), clean.row(0) + kDim), answer = question;
+  for (std::uint64_t i = 0; i < kDim; ++i) answer[i] *= 1.0f + 0.05f * float(int(i % 3) - 1);
+
+  // `planted[c]`: the reason planted in column c, or pair_cos (planted by negating column c).
+  auto verdict = [&](std::array<std::optional<DropReason>, 2> planted) {
+    Matrix q{kDim, question}, a{kDim, answer};
+    Matrix* columns[2] = {&q, &a};
+    for (unsigned c = 0; c < 2; ++c) {
+      std::vector<float> row = c == 0 ? question : answer;
+      if (planted[c] == DropReason::pair_cos)
+        for (float& x : row) x = -x;
+      else if (planted[c])
+        planters.at (*planted[c])(row, columns[c]->row(0));
+      columns[c]->push(row);
+    }
+    Run run_;
+    run_.columns = {&q, &a};
+    run_.options = options;
+    const auto& result = run(run_);
+    REQUIRE(result.rows == std::vector<std::uint64_t>{0});
+    REQUIRE(result.rejects.size() == 1);
+    return std::pair{result.rejects[0].reason, unsigned(result.rejects[0].column)};
+  };
+  auto first_of = [](DropReason x, DropReason y) {
+    return drop_reason_info(x).check_order < drop_reason_info(y).check_order ? x : y;
+  };
+  for (const auto& [x, plant_x] : planters) {
+    for (const auto& [y, plant_y] : planters) {
+      if (x == y) continue;
+      CAPTURE(drop_reason_name(x));
+      CAPTURE(drop_reason_name(y));
+      const DropReason winner = first_of(x, y);
+      CHECK(verdict({x, y}) == std::pair{winner, winner == x ? 0u : 1u});
+    }
+    for (unsigned c = 0; c < 2; ++c) {
+      CAPTURE(drop_reason_name(x));
+      CAPTURE(c);
+      std::array<std::optional<DropReason>, 2> planted;
+      planted[c] = x;
+      planted[1 - c] = DropReason::pair_cos;
+      const DropReason winner = first_of(x, DropReason::pair_cos);
+      // pair_cos names column 0.
+      CHECK(verdict(planted) == std::pair{winner, winner == x ? c : 0u});
+    }
+  }
 }
 
 TEST_CASE("pair cosine is q.a / (|q| |a|) and its bounds are inclusive") {

@@ -1,11 +1,32 @@
+#include <algorithm>
 #include <cstdio>
+#include <string>
 
+#include "commands.hpp"
 #include "gpucache/error.hpp"
 #include "gpucache/pack.hpp"
 #include "gpucache/validate.hpp"
-#include "commands.hpp"
 
 namespace gpucache::cli {
+namespace {
+
+// The drop reasons in check order, with their documentation, from the table in
+// gpucache/drop_reason.hpp.
+std::string drop_reasons_help() {
+  std::size_t width = 0;
+  for (const auto& reason : drop_reasons()) width = std::max(width, reason.name.size());
+  std::string text =
+      "A row is dropped with the first check it fails, in this order (rules named as in the\n"
+      "manifest: norm_min is --norm-min, on_overflow is --on-overflow, and so on):\n";
+  for (const DropReason reason : drop_reasons_in_check_order()) {
+    const DropReasonInfo& info = drop_reason_info(reason);
+    text += "  " + std::string(info.name) + std::string(width + 2 - info.name.size(), ' ') +
+            std::string(info.doc) + "\n";
+  }
+  return text + "The counts per reason are printed and stored in the manifest.";
+}
+
+}  // namespace
 
 Runner add_pack(CLI::App& app) {
   auto* command =
@@ -81,8 +102,7 @@ Runner add_pack(CLI::App& app) {
   gpucache pack emb.npy -o data/emb --dedup --norm-min 0.5 --rejects dropped.jsonl
   gpucache pack emb.npy -o data/emb --shuffle --seed 7 --sample 0.1 --device cpu
 
-Rows with NaN/Inf, an all-zero vector or an L2 norm outside [--norm-min, --norm-max] are dropped;
-the counts per reason are printed and stored in the manifest.)");
+)" + drop_reasons_help());
   return [command, args] {
     auto& options = args->options;
     if (!args->dtype.empty()) {

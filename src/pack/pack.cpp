@@ -6,12 +6,13 @@
 #include <nlohmann/json.hpp>
 
 #include "gpucache/common/hash.hpp"
+#include "gpucache/error.hpp"
+#include "gpucache/progress.hpp"
 #include "gpucache/shard/dataset_check.hpp"
 #include "gpucache/shard/manifest.hpp"
 #include "gpucache/shard_io/shard_reader.hpp"
 #include "gpucache/shard_io/shard_writer.hpp"
-#include "gpucache/error.hpp"
-#include "gpucache/progress.hpp"
+#include "gpucache/validation_json.hpp"
 #include "input_hashes.hpp"
 #include "output_dir.hpp"
 #include "pack_fill.hpp"
@@ -50,21 +51,6 @@ std::uint64_t source_file_size(const std::string& path) {
   return error ? 0 : static_cast<std::uint64_t>(size);
 }
 
-Json validation_json(const ValidationOptions& rules) {
-  auto optional = [](const auto& value) { return value ? Json(*value) : Json(nullptr); };
-  return {{"norm_min", rules.norm_min},
-          {"norm_max", rules.norm_max},
-          {"dedup", rules.dedup},
-          {"pair_cos_min", optional(rules.pair_cos_min)},
-          {"pair_cos_max", optional(rules.pair_cos_max)},
-          {"on_overflow", overflow_policy_name(rules.on_overflow)},
-          {"normalize", rules.normalize},
-          {"max_rows_per_source", optional(rules.max_rows_per_source)},
-          {"sample", optional(rules.sample_fraction)},
-          {"shuffle", rules.shuffle},
-          {"seed", rules.seed}};
-}
-
 // Everything that shapes the bytes. The device is deliberately absent: CPU and CUDA write
 // identical datasets.
 Json options_json(const PackOptions& options) {
@@ -76,7 +62,7 @@ Json options_json(const PackOptions& options) {
   json["compress"] =
       options.zstd_level == 0 ? "none" : "zstd:" + std::to_string(options.zstd_level);
   json["chunk_size"] = shard::kDefaultChunkSize;
-  json["validation"] = validation_json(options.validation);
+  json["validation"] = validation_options_to_json(options.validation);
   return json;
 }
 
@@ -239,10 +225,7 @@ std::string PackResult::to_json() const {
   json["rows"] = rows;
   json["bytes"] = bytes;
   json["device"] = device.empty() ? "none (no embedding columns)" : device;
-  Json reasons;
-  for (std::size_t r = 1; r < kDropReasonCount; ++r)
-    reasons[std::string(drop_reason_name(static_cast<DropReason>(r)))] = dropped[r];
-  json["dropped"] = reasons;
+  json["dropped"] = reason_counts_to_json(dropped);
   json["sampled_out"] = sampled_out;
   json["conversion"] = {{"overflowed_values", overflowed_values},
                         {"flushed_to_zero_values", flushed_to_zero_values}};
@@ -256,11 +239,12 @@ std::string PackResult::to_json() const {
 std::string PackResult::to_text() const {
   std::uint64_t dropped_total = 0;
   std::string reasons;
-  for (std::size_t r = 1; r < kDropReasonCount; ++r) {
-    dropped_total += dropped[r];
-    if (dropped[r])
-      reasons += (reasons.empty() ? "" : ", ") + std::to_string(dropped[r]) + " " +
-                 std::string(drop_reason_name(static_cast<DropReason>(r)));
+  for (const auto& reason : drop_reasons()) {
+    const std::uint64_t count = dropped[static_cast<std::size_t>(reason.reason)];
+    dropped_total += count;
+    if (count)
+      reasons +=
+          (reasons.empty() ? "" : ", ") + std::to_string(count) + " " + std::string(reason.name);
   }
   std::string text = "packed " + std::to_string(rows) + " of " + std::to_string(input_rows) +
                      " rows into " + std::to_string(shards.size()) + " shard" +

@@ -10,6 +10,7 @@
 #include "gpucache/common/atomic_file.hpp"
 #include "gpucache/common/parallel.hpp"
 #include "gpucache/error.hpp"
+#include "gpucache/validation_json.hpp"
 
 namespace gpucache::detail {
 namespace {
@@ -21,13 +22,6 @@ using Json = nlohmann::ordered_json;
 std::uint64_t batch_rows(std::uint64_t dim, Device device) {
   const std::uint64_t bytes = device == Device::cuda ? 64ull << 20 : 4ull << 20;
   return std::max<std::uint64_t>(1, bytes / (4 * std::max<std::uint64_t>(dim, 1)));
-}
-
-Json reason_counts(const ReasonCounts& counts) {
-  Json json;
-  for (std::size_t r = 1; r < kDropReasonCount; ++r)
-    json[std::string(drop_reason_name(static_cast<DropReason>(r)))] = counts[r];
-  return json;
 }
 
 // JSON has no NaN or infinity: such norms are written as strings.
@@ -166,7 +160,7 @@ void add_validation_sections(shard::Manifest& manifest, const ValidationOutcome&
   for (std::size_t c : outcome.columns) columns.push_back(inputs.first().columns[c].name);
   manifest.sections["validated_columns"] = columns;
   manifest.sections["rows_checked"] = result.rows_checked;
-  manifest.sections["dropped"] = reason_counts(result.reasons);
+  manifest.sections["dropped"] = reason_counts_to_json(result.reasons);
   manifest.sections["sampled_out"] = result.sampled_out;
   manifest.sections["clamped_rows"] = result.rows_clamped;
   Json sources = Json::array();
@@ -174,8 +168,8 @@ void add_validation_sections(shard::Manifest& manifest, const ValidationOutcome&
     sources.push_back({{"input", report.source},
                        {"path", inputs.sources()[report.source].path},
                        {"rows", report.rows},
-                       {"kept", report.reasons[0]},
-                       {"dropped", reason_counts(report.reasons)},
+                       {"kept", report.reasons[static_cast<std::size_t>(DropReason::kept)]},
+                       {"dropped", reason_counts_to_json(report.reasons)},
                        {"sampled_out", report.sampled_out}});
   manifest.sections["sources"] = sources;
   Json norms = Json::object();

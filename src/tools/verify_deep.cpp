@@ -4,10 +4,11 @@
 #include <filesystem>
 #include <memory>
 
-#include "gpucache/shard_io/shard_reader.hpp"
 #include "gpucache/common/float_convert.hpp"
 #include "gpucache/error.hpp"
+#include "gpucache/shard_io/shard_reader.hpp"
 #include "gpucache/validate.hpp"
+#include "gpucache/validation_json.hpp"
 
 namespace gpucache::detail {
 namespace {
@@ -27,41 +28,58 @@ double storage_tolerance(DType dtype) {
   }
 }
 
-double optional_number(const nlohmann::ordered_json& json, const char* key, double fallback) {
-  return json.contains(key) && json[key].is_number() ? json[key].get<double>() : fallback;
+// "norm_low (the L2 norm is below norm_min; norm 0.0123)": the reason as kDropReasons names and
+// documents it, with the value that broke it.
+std::string broken_rule(const RejectedRow& reject) {
+  const bool cosine = reject.reason == DropReason::pair_cos;
+  char value[64];
+  std::snprintf(value, sizeof value, "%s %.6g", cosine ? "cosine" : "norm",
+                cosine ? reject.pair_cosine : reject.norm);
+  const DropReasonInfo& info = drop_reason_info(reject.reason);
+  return std::string(info.name) + " (" + std::string(info.doc) + "; " + value + ")";
 }
 
 }  // namespace
+
+ValidationOptions deep_check_rules(const ValidationOptions& recorded, DType stored,
+                                   const VerifyOptions& options) {
+  const double tolerance = storage_tolerance(stored);
+  ValidationOptions rules;
+  rules.device = options.device;
+  rules.threads = options.threads;
+  if (recorded.normalize) {
+    rules.norm_min = 1.0 - 4 * tolerance;
+    rules.norm_max = 1.0 + 4 * tolerance;
+  } else {
+    rules.norm_min = recorded.norm_min * (1.0 - tolerance);
+    rules.norm_max = recorded.norm_max * (1.0 + tolerance);
+  }
+  // Rounding to f16/bf16 can make distinct rows equal, so duplicates are re-checked only in f32.
+  rules.dedup = recorded.dedup && stored == DType::f32;
+  if (recorded.pair_cos_min) rules.pair_cos_min = *recorded.pair_cos_min - 4 * tolerance;
+  if (recorded.pair_cos_max) rules.pair_cos_max = *recorded.pair_cos_max + 4 * tolerance;
+  return rules;
+}
 
 void check_recorded_rules(const std::string& dataset_dir, const shard::Manifest& manifest,
                           const VerifyOptions& options, std::vector<Problem>& problems) {
   if (!manifest.sections.contains("validated_columns") || !manifest.options.contains("validation"))
     return;
-  const auto& rules_json = manifest.options["validation"];
   std::vector<std::size_t> columns;
   for (const auto& name : manifest.sections["validated_columns"])
     for (std::size_t c = 0; c < manifest.columns.size(); ++c)
       if (manifest.columns[c].name == name.get<std::string>()) columns.push_back(c);
   if (columns.empty() || manifest.rows == 0) return;
 
-  const DType stored = manifest.columns[columns.front()].dtype;
-  const double tolerance = storage_tolerance(stored);
-  ValidationOptions rules;
-  rules.device = options.device;
-  rules.threads = options.threads;
-  if (rules_json.value("normalize", false)) {
-    rules.norm_min = 1.0 - 4 * tolerance;
-    rules.norm_max = 1.0 + 4 * tolerance;
-  } else {
-    rules.norm_min = optional_number(rules_json, "norm_min", 0.1) * (1.0 - tolerance);
-    rules.norm_max = optional_number(rules_json, "norm_max", 100.0) * (1.0 + tolerance);
+  ValidationOptions recorded;
+  try {
+    recorded = validation_options_from_json(manifest.options["validation"], shard::kManifestName);
+  } catch (const Error& error) {
+    problems.push_back({error.file(), error.location(), error.cause(), std::nullopt, std::nullopt});
+    return;
   }
-  // Rounding to f16/bf16 can make distinct rows equal, so duplicates are re-checked only in f32.
-  rules.dedup = rules_json.value("dedup", false) && stored == DType::f32;
-  if (rules_json.contains("pair_cos_min") && rules_json["pair_cos_min"].is_number())
-    rules.pair_cos_min = rules_json["pair_cos_min"].get<double>() - 4 * tolerance;
-  if (rules_json.contains("pair_cos_max") && rules_json["pair_cos_max"].is_number())
-    rules.pair_cos_max = rules_json["pair_cos_max"].get<double>() + 4 * tolerance;
+  const ValidationOptions rules =
+      deep_check_rules(recorded, manifest.columns[columns.front()].dtype, options);
 
   std::vector<std::unique_ptr<shard::ShardReader>> shards;
   try {
@@ -113,13 +131,9 @@ void check_recorded_rules(const std::string& dataset_dir, const shard::Manifest&
     const std::uint64_t row = reject.row - manifest.shards[s].first_row;
     const auto& column =
         manifest.columns[columns[std::min<std::size_t>(reject.column, columns.size() - 1)]];
-    char norm[64];
-    std::snprintf(norm, sizeof norm, "%.6g", reject.norm);
     problems.push_back(
         {manifest.shards[s].file, "column '" + column.name + "' row " + std::to_string(row),
-         "breaks the recorded rule: " + std::string(drop_reason_name(reject.reason)) + " (norm " +
-             norm + ")",
-         std::nullopt, std::nullopt});
+         "breaks the recorded rule: " + broken_rule(reject), std::nullopt, std::nullopt});
   }
 }
 

@@ -12,19 +12,7 @@
 
 namespace gpucache {
 
-static_assert(static_cast<std::uint8_t>(DropReason::kept) == detail::kReasonKept);
-static_assert(static_cast<std::uint8_t>(DropReason::nan_inf) == detail::kReasonNanInf);
-static_assert(static_cast<std::uint8_t>(DropReason::norm_low) == detail::kReasonNormLow);
-static_assert(static_cast<std::uint8_t>(DropReason::norm_high) == detail::kReasonNormHigh);
-static_assert(static_cast<std::uint8_t>(DropReason::zero) == detail::kReasonZero);
-static_assert(static_cast<std::uint8_t>(DropReason::duplicate) == detail::kReasonDuplicate);
-static_assert(static_cast<std::uint8_t>(DropReason::pair_cos) == detail::kReasonPairCos);
-static_assert(static_cast<std::uint8_t>(DropReason::overflow) == detail::kReasonOverflow);
-
 namespace {
-
-constexpr std::array<std::string_view, kDropReasonCount> kReasonNames{
-    "kept", "nan_inf", "norm_low", "norm_high", "zero", "duplicate", "pair_cos", "overflow"};
 
 [[noreturn]] void invalid_option(const std::string& option, const std::string& cause) {
   throw Error("", "validation option " + option, cause);
@@ -95,11 +83,6 @@ void grow(std::vector<T>& values, std::uint64_t size) {
 
 }  // namespace
 
-std::string_view drop_reason_name(DropReason reason) noexcept {
-  const auto index = static_cast<std::size_t>(reason);
-  return index < kReasonNames.size() ? kReasonNames[index] : std::string_view("unknown");
-}
-
 std::string_view overflow_policy_name(OverflowPolicy policy) noexcept {
   switch (policy) {
     case OverflowPolicy::drop:
@@ -169,7 +152,7 @@ void run_batch(detail::ValidatorState& state, std::uint64_t first_row, std::uint
 
   grow(state.status, end);
   for (std::uint64_t r = first_row; r < end; ++r)
-    if (state.status[r] & detail::kStatusSeen)
+    if (state.status[r].seen())
       throw Error("", fmt::format("rows {}..{}", first_row, end - 1),
                   fmt::format("batch overlaps row {}, which an earlier batch checked", r));
   for (unsigned c = 0; c < column_count; ++c) {
@@ -185,9 +168,8 @@ void run_batch(detail::ValidatorState& state, std::uint64_t first_row, std::uint
   for (std::uint64_t i = 0; i < rows; ++i) {
     const detail::RowRecord& record = state.records[i];
     const std::uint64_t r = first_row + i;
-    state.status[r] = static_cast<std::uint8_t>(
-        detail::kStatusSeen | record.reason | (record.column ? detail::kStatusColumn : 0) |
-        (record.would_overflow << detail::kStatusOverflowShift));
+    state.status[r] =
+        detail::RowStatus::checked(record.reason, record.column, record.would_overflow);
     for (unsigned c = 0; c < column_count; ++c) {
       state.norms[c][r] = record.norm[c];
       if (state.params.dedup) state.hashes[c][r] = record.hash[c];

@@ -1,5 +1,5 @@
 // Validator::finish(): duplicates, overflow drops, sampling, output order and the report.
-// Everything here works on the per-row status bytes and norms, never on row data, except the
+// Everything here works on the per-row statuses and norms, never on row data, except the
 // byte comparison of rows whose hashes collide (through the caller's RowFetcher).
 #include <fmt/format.h>
 
@@ -17,31 +17,10 @@ namespace {
 
 using detail::kMaxColumns;
 
-DropReason reason_of(std::uint8_t status) {
-  return static_cast<DropReason>(status & detail::kStatusReasonMask);
-}
-unsigned column_of(std::uint8_t status) {
-  return (status & detail::kStatusColumn) ? 1 : 0;
-}
-void set_reason(std::uint8_t& status, DropReason reason, unsigned column) {
-  status = static_cast<std::uint8_t>(
-      (status & ~(detail::kStatusReasonMask | detail::kStatusColumn)) |
-      static_cast<std::uint8_t>(reason) | (column ? detail::kStatusColumn : 0));
-}
-bool is_valid(std::uint8_t status) {
-  return reason_of(status) == DropReason::kept;
-}
-bool is_output(std::uint8_t status) {
-  return is_valid(status) && !(status & detail::kStatusSampledOut);
-}
-unsigned overflow_column(std::uint8_t status) {
-  return (status & (1u << detail::kStatusOverflowShift)) ? 0 : 1;
-}
-
 std::vector<std::uint32_t> row_sources(const detail::ValidatorState& state) {
   const std::uint64_t total = state.status.size();
   for (std::uint64_t r = 0; r < total; ++r)
-    if (!(state.status[r] & detail::kStatusSeen))
+    if (!state.status[r].seen())
       throw Error(
           "", fmt::format("row {}", r),
           fmt::format("no batch covered this row; batches must cover rows 0..{}", total - 1));
@@ -59,7 +38,7 @@ std::vector<std::uint64_t> duplicate_classes(detail::ValidatorState& state, unsi
   const std::uint64_t total = state.status.size();
   std::vector<std::uint64_t> keys, rows;
   for (std::uint64_t r = 0; r < total; ++r)
-    if (is_valid(state.status[r])) {
+    if (state.status[r].valid()) {
       keys.push_back(state.hashes[column][r]);
       rows.push_back(r);
     }
@@ -114,12 +93,12 @@ void resolve_duplicates(detail::ValidatorState& state, const RowFetcher& fetch_r
   std::vector<bool> claimed[kMaxColumns];
   for (unsigned c = 0; c < columns; ++c) claimed[c].assign(total, false);
   for (std::uint64_t r = 0; r < total; ++r) {
-    if (!is_valid(state.status[r])) continue;
+    if (!state.status[r].valid()) continue;
     unsigned duplicate_column = columns;
     for (unsigned c = 0; c < columns && duplicate_column == columns; ++c)
       if (claimed[c][representative[c][r]]) duplicate_column = c;
     if (duplicate_column < columns) {
-      set_reason(state.status[r], DropReason::duplicate, duplicate_column);
+      state.status[r].drop(DropReason::duplicate, duplicate_column);
       continue;
     }
     for (unsigned c = 0; c < columns; ++c) claimed[c][representative[c][r]] = true;
@@ -129,15 +108,15 @@ void resolve_duplicates(detail::ValidatorState& state, const RowFetcher& fetch_r
 void resolve_overflow(detail::ValidatorState& state, const std::vector<std::uint32_t>& sources) {
   if (state.options.on_overflow == OverflowPolicy::clamp) return;
   for (std::uint64_t r = 0; r < state.status.size(); ++r) {
-    std::uint8_t& status = state.status[r];
-    if (!is_valid(status) || !(status & detail::kStatusOverflowMask)) continue;
-    const unsigned column = overflow_column(status);
+    detail::RowStatus& status = state.status[r];
+    if (!status.valid() || !status.overflow_columns()) continue;
+    const unsigned column = status.first_overflow_column();
     if (state.options.on_overflow == OverflowPolicy::error)
       throw Error("", fmt::format("row {} (source {}) column {}", r, sources[r], column),
                   fmt::format("a value overflows {} on conversion (on_overflow=error; use clamp "
                               "or drop)",
                               dtype_name(state.options.output_dtype)));
-    set_reason(status, DropReason::overflow, column);
+    status.drop(DropReason::overflow, column);
   }
 }
 
@@ -151,7 +130,7 @@ void apply_sampling(detail::ValidatorState& state, const std::vector<std::uint32
   std::map<std::uint32_t, Quota> quotas;
   const std::uint64_t total = state.status.size();
   for (std::uint64_t r = 0; r < total; ++r)
-    if (is_valid(state.status[r])) ++quotas[sources[r]].valid;
+    if (state.status[r].valid()) ++quotas[sources[r]].valid;
   bool any_left_out = false;
   std::uint64_t valid_rows = 0;
   for (auto& [source, quota] : quotas) {
@@ -166,7 +145,7 @@ void apply_sampling(detail::ValidatorState& state, const std::vector<std::uint32
   }
   if (!any_left_out) return;
   std::vector<std::uint8_t> selected(total);
-  for (std::uint64_t r = 0; r < total; ++r) selected[r] = is_valid(state.status[r]);
+  for (std::uint64_t r = 0; r < total; ++r) selected[r] = state.status[r].valid();
   std::vector<std::uint64_t> order(valid_rows);
   state.backend.order_selected_rows(selected.data(), total, true, options.seed,
                                     detail::kPurposeSample, order.data());
@@ -175,7 +154,7 @@ void apply_sampling(detail::ValidatorState& state, const std::vector<std::uint32
     if (quota.taken < quota.take)
       ++quota.taken;
     else
-      state.status[row] |= detail::kStatusSampledOut;
+      state.status[row].sample_out();
   }
 }
 
@@ -194,7 +173,7 @@ NormStats norm_stats(const detail::ValidatorState& state, unsigned column) {
   stats.bin_counts.assign(kNormBins, 0);
   double sum = 0.0;
   for (std::uint64_t r = 0; r < state.status.size(); ++r) {
-    if (!is_output(state.status[r])) continue;
+    if (!state.status[r].stored()) continue;
     const double norm = state.norms[column][r];
     stats.min = stats.count ? std::min(stats.min, norm) : norm;
     stats.max = stats.count ? std::max(stats.max, norm) : norm;
@@ -229,12 +208,12 @@ ValidationResult Validator::finish(const RowFetcher& fetch_row) {
   std::map<std::uint32_t, SourceReport> reports;
   std::uint64_t output_rows = 0;
   for (std::uint64_t r = 0; r < total; ++r) {
-    const std::uint8_t status = state.status[r];
+    const detail::RowStatus status = state.status[r];
     SourceReport& report = reports[sources[r]];
     report.source = sources[r];
     const std::uint64_t source_row = report.rows++;
-    const DropReason reason = reason_of(status);
-    if (reason == DropReason::kept && (status & detail::kStatusSampledOut)) {
+    const DropReason reason = status.reason();
+    if (reason == DropReason::kept && status.sampled_out()) {
       ++report.sampled_out;
       ++result.sampled_out;
       continue;
@@ -243,10 +222,10 @@ ValidationResult Validator::finish(const RowFetcher& fetch_row) {
     ++result.reasons[static_cast<std::size_t>(reason)];
     if (reason == DropReason::kept) {
       ++output_rows;
-      if (status & detail::kStatusOverflowMask) ++result.rows_clamped;
+      if (status.overflow_columns()) ++result.rows_clamped;
       continue;
     }
-    const unsigned column = column_of(status);
+    const unsigned column = status.failing_column();
     RejectedRow reject;
     reject.row = r;
     reject.source = sources[r];
@@ -261,7 +240,7 @@ ValidationResult Validator::finish(const RowFetcher& fetch_row) {
   for (unsigned c = 0; c < state.params.columns; ++c) result.norms.push_back(norm_stats(state, c));
 
   std::vector<std::uint8_t> selected(total);
-  for (std::uint64_t r = 0; r < total; ++r) selected[r] = is_output(state.status[r]);
+  for (std::uint64_t r = 0; r < total; ++r) selected[r] = state.status[r].stored();
   result.rows.resize(output_rows);
   state.backend.order_selected_rows(selected.data(), total, state.options.shuffle,
                                     state.options.seed, detail::kPurposeShuffle,

@@ -5,22 +5,14 @@
 #include <cstdint>
 #include <vector>
 
+#include "compute_backend.hpp"
 #include "gpucache/validate.hpp"
 #include "kernels/row_checks.cuh"
-#include "compute_backend.hpp"
+#include "row_status.hpp"
 
 namespace gpucache {
 
 namespace detail {
-// Layout of the per-row status byte.
-inline constexpr std::uint8_t kStatusReasonMask =
-    0x07;                                            // DropReason code (provisional until finish)
-inline constexpr std::uint8_t kStatusColumn = 0x08;  // set: the failing column is column 1
-inline constexpr unsigned kStatusOverflowShift = 4;  // bits 4-5: column c would overflow
-inline constexpr std::uint8_t kStatusOverflowMask = 0x30;
-inline constexpr std::uint8_t kStatusSampledOut = 0x40;  // valid, but left out by sampling
-inline constexpr std::uint8_t kStatusSeen = 0x80;        // a batch covered this row
-
 struct ValidatorState {
   ValidatorState(ValidationOptions options_, std::vector<std::uint64_t> dims_, CheckParams params_,
                  ComputeBackend backend_)
@@ -38,7 +30,7 @@ struct ValidatorState {
   std::vector<std::uint64_t> dims;
   CheckParams params;
   ComputeBackend backend;
-  std::vector<std::uint8_t> status;
+  std::vector<RowStatus> status;  // indexed by global row
   std::vector<double> norms[kMaxColumns];
   std::vector<double> cosines;                     // only with pair_cos bounds
   std::vector<std::uint64_t> hashes[kMaxColumns];  // only with dedup

@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "gpucache/drop_reason.hpp"
+
 #ifdef __CUDACC__
 #define GPUCACHE_HD __host__ __device__ __forceinline__
 #else
@@ -20,17 +22,6 @@ namespace gpucache::detail {
 // Lane count of the canonical reduction: lane l takes elements l, l+32, l+64, ... of a row.
 inline constexpr unsigned kLanes = 32;
 inline constexpr unsigned kMaxColumns = 2;
-
-// Mirrors gpucache::DropReason (checked by static_assert in src/validate/validate.cpp); kept as
-// integers because the public header is C++20 and the kernels compile as C++17.
-inline constexpr std::uint8_t kReasonKept = 0;
-inline constexpr std::uint8_t kReasonNanInf = 1;
-inline constexpr std::uint8_t kReasonNormLow = 2;
-inline constexpr std::uint8_t kReasonNormHigh = 3;
-inline constexpr std::uint8_t kReasonZero = 4;
-inline constexpr std::uint8_t kReasonDuplicate = 5;
-inline constexpr std::uint8_t kReasonPairCos = 6;
-inline constexpr std::uint8_t kReasonOverflow = 7;
 
 enum class OutputType : std::uint8_t { f32 = 0, f16 = 1, bf16 = 2 };
 enum class OverflowMode : std::uint8_t { drop = 0, clamp = 1, error = 2 };
@@ -55,7 +46,7 @@ struct RowRecord {
   double norm[kMaxColumns];         // canonical fp64 L2 norm; 0 for an absent column
   double cosine;                    // q.a / (|q| |a|) when computed, else 0
   std::uint64_t hash[kMaxColumns];  // row hash when dedup is on, else 0
-  std::uint8_t reason;              // kReason*; duplicate and overflow-drop are decided later
+  DropReason reason;                // duplicate and overflow drops are decided later
   std::uint8_t column;              // first column that failed (0 when kept or pair_cos)
   std::uint8_t would_overflow;      // bit c: kept so far, and converting column c overflows
   std::uint8_t padding[5];
@@ -259,9 +250,10 @@ GPUCACHE_HD double norm_of(double sum_squares) {
   return sum_squares != sum_squares ? quiet_nan_double() : sqrt(sum_squares);
 }
 
-// First failing check in the documented order: nan_inf, zero, norm_low, norm_high (each over
-// all columns, column 0 first), then pair_cos. duplicate and overflow-drop are decided after the
-// whole dataset has been seen; would_overflow carries what the overflow check needs.
+// The row-level checks, each at its check_order in kDropReasons (gpucache/drop_reason.hpp): the
+// first that fails is the verdict. nan_inf, zero, norm_low, norm_high (each over all columns,
+// column 0 first), then pair_cos. duplicate and overflow drops are decided by Validator::finish()
+// once the whole dataset has been seen; would_overflow carries what the overflow check needs.
 GPUCACHE_HD RowRecord row_verdict(const CheckParams& params, const ColumnSummary* summaries,
                                   double dot) {
   // Loops run to the constant kMaxColumns so that nvcc unrolls them and keeps the record in
@@ -273,34 +265,36 @@ GPUCACHE_HD RowRecord row_verdict(const CheckParams& params, const ColumnSummary
     record.norm[c] = norm_of(summaries[c].sum_squares);
     record.hash[c] = params.dedup ? summaries[c].hash : 0;
   }
-  std::uint8_t reason = kReasonKept, column = 0;
+  DropReason reason = DropReason::kept;
+  std::uint8_t column = 0;
   for (unsigned c = 0; c < kMaxColumns; ++c)
-    if (c < columns && reason == kReasonKept && !(summaries[c].sum_squares < INFINITY)) {
-      reason = kReasonNanInf;
+    if (c < columns && reason == DropReason::kept && !(summaries[c].sum_squares < INFINITY)) {
+      reason = DropReason::nan_inf;
       column = static_cast<std::uint8_t>(c);
     }
   for (unsigned c = 0; c < kMaxColumns; ++c)
-    if (c < columns && reason == kReasonKept && summaries[c].sum_squares == 0.0) {
-      reason = kReasonZero;
+    if (c < columns && reason == DropReason::kept && summaries[c].sum_squares == 0.0) {
+      reason = DropReason::zero;
       column = static_cast<std::uint8_t>(c);
     }
   for (unsigned c = 0; c < kMaxColumns; ++c)
-    if (c < columns && reason == kReasonKept && record.norm[c] < params.norm_min) {
-      reason = kReasonNormLow;
+    if (c < columns && reason == DropReason::kept && record.norm[c] < params.norm_min) {
+      reason = DropReason::norm_low;
       column = static_cast<std::uint8_t>(c);
     }
   for (unsigned c = 0; c < kMaxColumns; ++c)
-    if (c < columns && reason == kReasonKept && record.norm[c] > params.norm_max) {
-      reason = kReasonNormHigh;
+    if (c < columns && reason == DropReason::kept && record.norm[c] > params.norm_max) {
+      reason = DropReason::norm_high;
       column = static_cast<std::uint8_t>(c);
     }
-  if (params.pair_cos && reason == kReasonKept) {
+  if (params.pair_cos && reason == DropReason::kept) {
     record.cosine = dot / (record.norm[0] * record.norm[1]);
-    if (record.cosine < params.cos_min || record.cosine > params.cos_max) reason = kReasonPairCos;
+    if (record.cosine < params.cos_min || record.cosine > params.cos_max)
+      reason = DropReason::pair_cos;
   }
   record.reason = reason;
   record.column = column;
-  if (reason == kReasonKept && params.output != OutputType::f32 && !params.normalize) {
+  if (reason == DropReason::kept && params.output != OutputType::f32 && !params.normalize) {
     // Rounding is monotonic, so the row overflows exactly when its largest magnitude does.
     // Normalised values are at most 1 in magnitude and never overflow.
     for (unsigned c = 0; c < kMaxColumns; ++c)

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "gpucache/device.hpp"
+#include "gpucache/drop_reason.hpp"
 #include "gpucache/dtype.hpp"
 
 namespace gpucache {
@@ -28,27 +29,12 @@ namespace detail {
 struct ValidatorState;
 }
 
-// Why a row was dropped. A row gets the first failing check in this order: nan_inf, zero,
-// norm_low, norm_high, pair_cos, duplicate, overflow (the enumerator values are storage codes,
-// not the order).
-enum class DropReason : std::uint8_t {
-  kept = 0,
-  nan_inf,    // a NaN or infinite value
-  norm_low,   // L2 norm < norm_min
-  norm_high,  // L2 norm > norm_max
-  zero,       // every value is (signed) zero
-  duplicate,  // byte-identical to an earlier kept row in the same column
-  pair_cos,   // question/answer cosine outside [pair_cos_min, pair_cos_max]
-  overflow,   // converting to output_dtype overflows and on_overflow is drop
-};
-inline constexpr std::size_t kDropReasonCount = 8;
-// "kept", "nan_inf", "norm_low", "norm_high", "zero", "duplicate", "pair_cos", "overflow".
-std::string_view drop_reason_name(DropReason reason) noexcept;
-
 enum class OverflowPolicy { drop, clamp, error };
 std::string_view overflow_policy_name(OverflowPolicy policy) noexcept;
 std::optional<OverflowPolicy> parse_overflow_policy(std::string_view name) noexcept;
 
+// The rules and how to run them. manifest.json records the rules (every field but output_dtype,
+// device and threads) through validation_options_to_json() in gpucache/validation_json.hpp.
 struct ValidationOptions {
   // Inclusive bounds on each embedding's L2 norm; 0 < norm_min <= norm_max < infinity.
   double norm_min = 0.1;
@@ -66,10 +52,18 @@ struct ValidationOptions {
   std::uint64_t seed = 0;
   Device device = Device::automatic;
   unsigned threads = 0;  // CPU threads; 0 = all hardware threads
+
+  bool operator==(const ValidationOptions&) const = default;
 };
 
 // Indexed by DropReason; the `kept` entry counts kept rows.
 using ReasonCounts = std::array<std::uint64_t, kDropReasonCount>;
+
+// The table rows of the reasons that drop a row (all but kept), in storage-code order: the order
+// of the "dropped" keys in --json and manifest.json.
+constexpr std::span<const DropReasonInfo> drop_reasons() noexcept {
+  return std::span<const DropReasonInfo>(kDropReasons).subspan(1);
+}
 
 struct SourceReport {
   std::uint32_t source = 0;

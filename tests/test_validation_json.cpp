@@ -1,0 +1,144 @@
+// The validation rules and drop counts as manifest.json records them: the text pack has always
+// written, a round trip of every rule, and what the reader does with missing, unknown and
+// malformed keys.
+#include <doctest/doctest.h>
+
+#include <cstddef>
+#include <string>
+#include <utility>
+
+#include "gpucache/error.hpp"
+#include "gpucache/validation_json.hpp"
+
+using namespace gpucache;
+using Json = nlohmann::ordered_json;
+
+namespace {
+
+// How many members an aggregate has: the most braced initialisers it accepts.
+struct AnyValue {
+  template <typename T>
+  operator T() const;
+};
+template <typename T, std::size_t... I>
+constexpr bool initialisable_with(std::index_sequence<I...>) {
+  return requires {
+    T{(void(I), AnyValue{})...};
+  };
+}
+template <typename T, std::size_t N = 0>
+constexpr std::size_t member_count() {
+  if constexpr (initialisable_with<T>(std::make_index_sequence<N + 1>{}))
+    return member_count<T, N + 1>();
+  else
+    return N;
+}
+
+// Every recorded rule away from its default.
+ValidationOptions unusual_rules() {
+  ValidationOptions options;
+  options.norm_min = 0.25;
+  options.norm_max = 12.5;
+  options.dedup = true;
+  options.pair_cos_min = -0.75;
+  options.pair_cos_max = 0.875;
+  options.on_overflow = OverflowPolicy::clamp;
+  options.normalize = true;
+  options.max_rows_per_source = 1234;
+  options.sample_fraction = 0.375;
+  options.shuffle = true;
+  options.seed = 0xfedcba9876543210ull;
+  return options;
+}
+
+std::string error_location(const Json& json) {
+  try {
+    validation_options_from_json(json, "manifest.json");
+  } catch (const Error& error) {
+    CHECK(error.file() == "manifest.json");
+    return error.location();
+  }
+  return "no error";
+}
+
+}  // namespace
+
+// 11 recorded rules, plus output_dtype, device and threads, which are not rules.
+static_assert(member_count<ValidationOptions>() == 14,
+              "ValidationOptions changed: record a new rule in kRecordedRules "
+              "(src/validate/validation_json.cpp) and in unusual_rules() here, or say here why it "
+              "is not a rule");
+
+TEST_CASE("the rules are written as pack has always written them") {
+  CHECK(validation_options_to_json({}).dump() ==
+        R"({"norm_min":0.1,"norm_max":100.0,"dedup":false,"pair_cos_min":null,)"
+        R"("pair_cos_max":null,"on_overflow":"error","normalize":false,)"
+        R"("max_rows_per_source":null,"sample":null,"shuffle":false,"seed":0})");
+  CHECK(validation_options_to_json(unusual_rules()).dump() ==
+        R"({"norm_min":0.25,"norm_max":12.5,"dedup":true,"pair_cos_min":-0.75,)"
+        R"("pair_cos_max":0.875,"on_overflow":"clamp","normalize":true,)"
+        R"("max_rows_per_source":1234,"sample":0.375,"shuffle":true,)"
+        R"("seed":18364758544493064720})");
+  // Not rules: they never change the bytes.
+  ValidationOptions run_choices;
+  run_choices.output_dtype = DType::bf16;
+  run_choices.device = Device::cpu;
+  run_choices.threads = 3;
+  CHECK(validation_options_to_json(run_choices) == validation_options_to_json({}));
+}
+
+TEST_CASE("every rule survives a round trip through JSON and its text") {
+  for (const ValidationOptions& options : {ValidationOptions{}, unusual_rules()}) {
+    const Json json = validation_options_to_json(options);
+    CHECK(validation_options_from_json(json, "m") == options);
+    CHECK(validation_options_from_json(Json::parse(json.dump(2)), "m") == options);
+  }
+  ValidationOptions one_sided;
+  one_sided.pair_cos_min = 0.5;
+  one_sided.on_overflow = OverflowPolicy::drop;
+  one_sided.seed = 0;
+  CHECK(validation_options_from_json(validation_options_to_json(one_sided), "m") == one_sided);
+}
+
+TEST_CASE("missing rules keep their defaults and unknown keys are ignored") {
+  CHECK(validation_options_from_json(Json::object(), "m") == ValidationOptions{});
+  const auto read = validation_options_from_json(
+      Json::parse(R"({"dedup": true, "a_rule_from_the_future": [1, 2], "seed": 5})"), "m");
+  ValidationOptions expected;
+  expected.dedup = true;
+  expected.seed = 5;
+  CHECK(read == expected);
+  // A whole number is a valid bound.
+  CHECK(validation_options_from_json(Json::parse(R"({"norm_max": 7})"), "m").norm_max == 7.0);
+}
+
+TEST_CASE("a rule of the wrong type is an error naming its key") {
+  CHECK(error_location(Json::parse(R"({"norm_min": "0.1"})")) == "options.validation.norm_min");
+  CHECK(error_location(Json::parse(R"({"dedup": 1})")) == "options.validation.dedup");
+  CHECK(error_location(Json::parse(R"({"pair_cos_max": false})")) ==
+        "options.validation.pair_cos_max");
+  CHECK(error_location(Json::parse(R"({"on_overflow": "wrap"})")) ==
+        "options.validation.on_overflow");
+  CHECK(error_location(Json::parse(R"({"seed": -1})")) == "options.validation.seed");
+  CHECK(error_location(Json::parse(R"({"max_rows_per_source": 2.5})")) ==
+        "options.validation.max_rows_per_source");
+  CHECK(error_location(Json::parse(R"([1, 2])")) == "options.validation");
+  CHECK_THROWS_WITH_AS(validation_options_from_json(Json::parse(R"({"sample": "half"})"), "m"),
+                       doctest::Contains("expected a number, got \"half\""), Error);
+}
+
+TEST_CASE("drop counts are named and ordered as in the drop-reason table") {
+  ReasonCounts counts{};
+  for (std::size_t code = 0; code < kDropReasonCount; ++code) counts[code] = 10 + code;
+  const Json json = reason_counts_to_json(counts);
+  CHECK(json.dump() ==
+        R"({"nan_inf":11,"norm_low":12,"norm_high":13,"zero":14,"duplicate":15,"pair_cos":16,)"
+        R"("overflow":17})");
+  REQUIRE(json.size() == drop_reasons().size());
+  std::size_t i = 0;
+  for (const auto& [key, value] : json.items()) {
+    CHECK(key == drop_reasons()[i].name);
+    CHECK(value == counts[static_cast<std::size_t>(drop_reasons()[i].reason)]);
+    ++i;
+  }
+}
