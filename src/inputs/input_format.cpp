@@ -120,7 +120,11 @@ std::string input_formats_help(std::span<const InputFormat> formats) {
     name.resize(name_width, ' ');
     extensions.resize(extensions_width, ' ');
     text += "\n  " + name + "  " + extensions + "  " + std::string(format.title);
-    if (!format.built()) text += " (" + not_built_message(format) + ")";
+    if (!format.built()) {
+      text += " (not built";
+      if (!format.build_hint.empty()) text += "; configure with " + std::string(format.build_hint);
+      text += ")";
+    }
   }
   return text;
 }

@@ -8,7 +8,9 @@
 // library needed), so that a file of that format is recognised and refused with one clear line
 // when the reader was left out. The pattern, for HDF5:
 //
-//   #if GPUCACHE_INPUT_HDF5
+//   #if !defined(GPUCACHE_INPUT_HDF5)
+//   #error "src/inputs/CMakeLists.txt must call gpucache_optional_input_format(hdf5 ...)"
+//   #elif GPUCACHE_INPUT_HDF5
 //   #include "gpucache/hdf5.hpp"
 //   constexpr ReadFn kReadHdf5 = &read_hdf5;
 //   #else
