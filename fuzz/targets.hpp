@@ -29,11 +29,12 @@
 #include "zip/zip.hpp"
 #include "gpucache/common/mapped_file.hpp"
 #include "gpucache/error.hpp"
+#include "gpucache/jsonl.hpp"
 #include "gpucache/npy.hpp"
 #include "gpucache/npz.hpp"
 #include "gpucache/probe.hpp"
 #include "gpucache/pt.hpp"
-#include "gpucache/readers.hpp"
+#include "gpucache/safetensors.hpp"
 #include "gpucache/schema.hpp"
 #include "gpucache/value.hpp"
 

@@ -7,7 +7,7 @@
 #include <string>
 
 #include "gpucache/error.hpp"
-#include "gpucache/readers.hpp"
+#include "gpucache/jsonl.hpp"
 #include "gpucache/schema.hpp"
 
 using namespace gpucache;

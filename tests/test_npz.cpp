@@ -4,9 +4,12 @@
 #include <filesystem>
 
 #include "expected_tree.hpp"
-#include "npy/npy_header.hpp"
+#include "gpucache/common/mapped_file.hpp"
 #include "gpucache/error.hpp"
 #include "gpucache/npz.hpp"
+#include "npy/npy_header.hpp"
+#include "test_support.hpp"
+#include "zip/zip.hpp"
 
 using namespace gpucache;
 namespace fs = std::filesystem;
@@ -78,6 +81,49 @@ TEST_CASE("stored members are views of the file, deflated ones own their bytes")
   const auto& inflated_first = *deflated.as_dict()->items[0].second.as_tensor();
   const auto& inflated_second = *deflated.as_dict()->items[1].second.as_tensor();
   CHECK(inflated_first.storage->owner != inflated_second.storage->owner);
+}
+
+TEST_CASE("deflated members read on several threads give the same arrays as on one") {
+  const std::string path = (kData / "deflated.npz").string();
+  const Value one = read_npz(path, ReadOptions{1});
+  for (unsigned threads : {2u, 8u, 0u}) {
+    CAPTURE(threads);
+    const Value many = read_npz(path, ReadOptions{threads});
+    const auto& want = one.as_dict()->items;
+    const auto& got = many.as_dict()->items;
+    REQUIRE(got.size() == want.size());
+    for (std::size_t i = 0; i < want.size(); ++i) {
+      CAPTURE(want[i].first);
+      CHECK(got[i].first == want[i].first);
+      const Tensor& a = *want[i].second.as_tensor();
+      const Tensor& b = *got[i].second.as_tensor();
+      CHECK(a.shape == b.shape);
+      CHECK(a.strides == b.strides);
+      const auto a_bytes = a.storage->bytes, b_bytes = b.storage->bytes;
+      CHECK(std::equal(a_bytes.begin(), a_bytes.end(), b_bytes.begin(), b_bytes.end()));
+    }
+  }
+}
+
+TEST_CASE("the error is the first bad member's, whatever the thread count") {
+  test_support::ScratchDir scratch;
+  const std::string copy = scratch / "two_bad.npz";
+  fs::copy_file(kData / "deflated.npz", copy);
+  std::vector<std::string> names;
+  {
+    const detail::ZipArchive archive(detail::MappedFile::open(copy));
+    REQUIRE(archive.members().size() > 9);
+    for (std::size_t bad : {3u, 9u}) {
+      const auto& member = archive.members()[bad];
+      names.push_back(member.name);
+      test_support::flip_byte(copy, member.data_offset + member.compressed_size / 2, 0xff);
+    }
+  }
+  for (unsigned threads : {1u, 2u, 8u}) {
+    CAPTURE(threads);
+    CHECK_THROWS_WITH_AS(read_npz(copy, ReadOptions{threads}),
+                         doctest::Contains((copy + ": member " + names[0] + ": ").c_str()), Error);
+  }
 }
 
 TEST_CASE("object arrays and non-zip files are refused") {

@@ -10,7 +10,7 @@
 
 #include "gpucache/common/mapped_file.hpp"
 #include "gpucache/error.hpp"
-#include "gpucache/readers.hpp"
+#include "gpucache/safetensors.hpp"
 
 using namespace gpucache;
 namespace fs = std::filesystem;

@@ -4,6 +4,7 @@
 
 #include "commands.hpp"
 #include "gpucache/error.hpp"
+#include "gpucache/input.hpp"
 #include "gpucache/pack.hpp"
 #include "gpucache/validate.hpp"
 
@@ -38,9 +39,7 @@ Runner add_pack(CLI::App& app) {
     bool json = false, quiet = false;
   };
   auto args = std::make_shared<Arguments>();
-  command
-      ->add_option("inputs", args->options.inputs,
-                   "Input files: .pt/.pth, .safetensors, .npy, .npz, .jsonl")
+  command->add_option("inputs", args->options.inputs, "Input files, of the formats listed below")
       ->required();
   add_mapping_options(*command, args->mapping);
   command->add_option("-o,--output", args->options.output_dir, "Output dataset directory")
@@ -91,7 +90,9 @@ Runner add_pack(CLI::App& app) {
                       "Write every dropped row to this JSON-lines file");
   command->add_flag("--json", args->json, "Print the result as JSON");
   command->add_flag("-q,--quiet", args->quiet, "No progress line");
-  command->footer(R"(Examples:
+  command->footer(input_formats_help() + R"(
+
+Examples:
   gpucache pack cache/dialogue_dataset/*.pt -o data/dialogue --dtype f16
   gpucache pack cache/llm_*.pt -o data/llm_cache
   gpucache pack vectors.pt -o data/emb --kind embeddings --field embedding=data.vectors

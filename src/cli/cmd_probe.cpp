@@ -15,13 +15,16 @@ Runner add_probe(CLI::App& app) {
     bool json = false;
   };
   auto args = std::make_shared<Arguments>();
-  command->add_option("files", args->files, "Input files (.pt, .safetensors, .npy, .npz, .jsonl)")
-      ->required();
+  command->add_option("files", args->files, "Input files, of the formats listed below")->required();
   add_mapping_options(*command, args->mapping);
   command->add_flag("--json", args->json, "Print as JSON (one object per file, in a list)");
   command->footer(
       R"(Prints the object tree (keys, types, dtypes, shapes, string counts), the layout detected and the
 columns pack would make, without loading tensor data and without running any pickle code.
+
+)" + input_formats_help() +
+      R"(
+
 Examples:
   gpucache probe cache/dialogue_dataset/train.pt
   gpucache probe emb.pt --field embedding=data.vectors

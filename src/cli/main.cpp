@@ -1,7 +1,5 @@
 // The gpucache command line: parses arguments with CLI11 and calls the library. Nothing else.
 // Exit codes: 0 ok, 1 a problem was found (verify), 2 bad usage or unreadable input.
-#include <malloc.h>
-
 #include <cstdio>
 #include <map>
 
@@ -9,10 +7,6 @@
 #include "commands.hpp"
 
 int main(int argc, char** argv) {
-  // Reading a torch.save list of dicts builds and frees millions of small objects; with glibc's
-  // fastbins every large free then consolidates them all (a quarter of the time of packing a
-  // 100k-row dialogue file). Without fastbins small blocks still come from the thread cache.
-  mallopt(M_MXFAST, 0);
   CLI::App app{"gpucache: verified, GPU-ready embedding datasets"};
   app.set_version_flag("--version", GPUCACHE_VERSION);
   app.require_subcommand(1);

@@ -1,7 +1,7 @@
+// Everything that follows from the registry's table: detection, dispatch, and the format lists of
+// messages and help. Nothing here names a format; the table is in input_registry.cpp.
 #include <algorithm>
-#include <array>
 #include <cctype>
-#include <cstring>
 
 #include "gpucache/common/mapped_file.hpp"
 #include "gpucache/error.hpp"
@@ -20,76 +20,113 @@ std::string lower_extension(std::string_view path) {
   return extension;
 }
 
-std::uint64_t load_u64_le(std::string_view bytes) {
-  std::uint64_t value = 0;
-  for (std::size_t i = 8; i-- > 0;) value = (value << 8) | static_cast<unsigned char>(bytes[i]);
-  return value;
+// Calls fn(extension) for each of a format's space-separated extensions.
+template <class Fn>
+void for_each_extension(const InputFormat& format, Fn&& fn) {
+  std::string_view rest = format.extensions;
+  while (!rest.empty()) {
+    const auto space = rest.find(' ');
+    const std::string_view extension = rest.substr(0, space);
+    if (!extension.empty()) fn(extension);
+    rest.remove_prefix(space == std::string_view::npos ? rest.size() : space + 1);
+  }
 }
 
-std::uint16_t load_u16_le(std::string_view bytes) {
-  return static_cast<std::uint16_t>(static_cast<unsigned char>(bytes[0]) |
-                                    (static_cast<unsigned char>(bytes[1]) << 8));
+// ".pt/.pth/.bin"
+std::string dotted_extensions(const InputFormat& format) {
+  std::string text;
+  for_each_extension(format, [&](std::string_view extension) {
+    text += text.empty() ? "." : "/.";
+    text += extension;
+  });
+  return text;
+}
+
+// "hdf5 input was not built into this gpucache (configure with -DGPUCACHE_HDF5=ON and ...)"
+std::string not_built_message(const InputFormat& format) {
+  std::string text = std::string(format.name) + " input was not built into this gpucache";
+  if (!format.build_hint.empty())
+    text += " (configure with " + std::string(format.build_hint) + ")";
+  return text;
 }
 
 }  // namespace
 
-std::string_view input_format_name(InputFormat format) noexcept {
-  switch (format) {
-    case InputFormat::pt:
-      return "pt";
-    case InputFormat::safetensors:
-      return "safetensors";
-    case InputFormat::npy:
-      return "npy";
-    case InputFormat::npz:
-      return "npz";
-    case InputFormat::jsonl:
-      return "jsonl";
-  }
-  return "unknown";
+const InputFormat* find_input_format(std::string_view name) noexcept {
+  for (const auto& format : input_formats())
+    if (format.name == name) return &format;
+  return nullptr;
 }
 
-std::optional<InputFormat> format_from_extension(std::string_view path) noexcept {
+const InputFormat* format_from_extension(std::string_view path,
+                                         std::span<const InputFormat> formats) noexcept {
   const std::string extension = lower_extension(path);
-  if (extension == "pt" || extension == "pth" || extension == "bin") return InputFormat::pt;
-  if (extension == "safetensors") return InputFormat::safetensors;
-  if (extension == "npy") return InputFormat::npy;
-  if (extension == "npz") return InputFormat::npz;
-  if (extension == "jsonl" || extension == "ndjson" || extension == "json")
-    return InputFormat::jsonl;
-  return std::nullopt;
+  if (extension.empty()) return nullptr;
+  for (const auto& format : formats) {
+    bool match = false;
+    for_each_extension(format,
+                       [&](std::string_view candidate) { match |= candidate == extension; });
+    if (match) return &format;
+  }
+  return nullptr;
 }
 
-std::optional<InputFormat> format_from_magic(std::string_view head,
-                                             std::uint64_t file_size) noexcept {
-  if (head.substr(0, 6) == "\x93NUMPY") return InputFormat::npy;
-  if (head.size() >= 30 && head.substr(0, 4) == std::string_view("PK\x03\x04", 4)) {
-    // Local file header: the name length is at byte 26, the name at byte 30.
-    const std::uint16_t name_length = load_u16_le(head.substr(26, 2));
-    const std::string_view name = head.substr(30, name_length);
-    const bool npy_entry = name.size() >= 4 && name.substr(name.size() - 4) == ".npy";
-    return npy_entry ? InputFormat::npz : InputFormat::pt;
-  }
-  if (!head.empty() && static_cast<unsigned char>(head[0]) == 0x80) return InputFormat::pt;
-  if (head.size() >= 9 && file_size >= 8 && head[8] == '{') {
-    const std::uint64_t header_length = load_u64_le(head);
-    if (header_length <= file_size - 8) return InputFormat::safetensors;
-  }
-  const auto first = head.find_first_not_of(" \t\r\n");
-  if (first != std::string_view::npos && head[first] == '{') return InputFormat::jsonl;
-  return std::nullopt;
+const InputFormat* format_from_magic(std::string_view head, std::uint64_t file_size,
+                                     std::span<const InputFormat> formats) noexcept {
+  for (const auto& format : formats)
+    if (format.sniff && format.sniff(head, file_size)) return &format;
+  return nullptr;
 }
 
-InputFormat detect_input_format(const std::string& path) {
-  if (auto format = format_from_extension(path)) return *format;
+const InputFormat& detect_input_format(const std::string& path,
+                                       std::span<const InputFormat> formats) {
+  if (const auto* format = format_from_extension(path, formats)) return *format;
   auto file = detail::MappedFile::open(path);
   const std::string_view head(reinterpret_cast<const char*>(file->data()),
                               std::min<std::size_t>(file->size(), 4096));
-  if (auto format = format_from_magic(head, file->size())) return *format;
-  throw Error(
-      path, "",
-      "cannot tell its format from the extension or the first bytes; supported: .pt/.pth/.bin "
-      "(torch.save), .safetensors, .npy, .npz, .jsonl/.json (JSON lines)");
+  if (const auto* format = format_from_magic(head, file->size(), formats)) return *format;
+  throw Error(path, "",
+              "cannot tell its format from the extension or the first bytes; supported: " +
+                  supported_input_formats(formats));
+}
+
+// The one place a reader is called.
+Value read_input(const std::string& path, const ReadOptions& options,
+                 std::span<const InputFormat> formats) {
+  const InputFormat& format = detect_input_format(path, formats);
+  if (!format.built()) throw Error(path, "", not_built_message(format));
+  return format.read(path, options);
+}
+
+std::string supported_input_formats(std::span<const InputFormat> formats) {
+  std::string text;
+  for (const auto& format : formats) {
+    if (!format.built()) continue;
+    if (!text.empty()) text += ", ";
+    text += std::string(format.name) + " (" + dotted_extensions(format) + ")";
+  }
+  return text;
+}
+
+std::string input_formats_help(std::span<const InputFormat> formats) {
+  std::size_t name_width = 0, extensions_width = 0;
+  for (const auto& format : formats) {
+    name_width = std::max(name_width, format.name.size());
+    extensions_width = std::max(extensions_width, dotted_extensions(format).size());
+  }
+  std::string text = "Input formats (by extension, else by the first bytes):";
+  for (const auto& format : formats) {
+    std::string name(format.name), extensions = dotted_extensions(format);
+    name.resize(name_width, ' ');
+    extensions.resize(extensions_width, ' ');
+    text += "\n  " + name + "  " + extensions + "  " + std::string(format.title);
+    if (!format.built()) {
+      text += " (not built";
+      if (!format.build_hint.empty()) text += "; configure with " + std::string(format.build_hint);
+      text += ")";
+    }
+  }
+  return text;
 }
 
 }  // namespace gpucache

@@ -15,7 +15,7 @@
 
 #include "gpucache/common/mapped_file.hpp"
 #include "gpucache/error.hpp"
-#include "gpucache/readers.hpp"
+#include "gpucache/jsonl.hpp"
 
 namespace gpucache {
 namespace {
@@ -220,7 +220,7 @@ bool is_blank(std::string_view line) {
 
 }  // namespace
 
-Value read_jsonl(const std::string& path) {
+Value read_jsonl(const std::string& path, const ReadOptions&) {
   auto file = detail::MappedFile::open(path);
   std::string_view text(reinterpret_cast<const char*>(file->data()), file->size());
   if (text.substr(0, 3) == "\xEF\xBB\xBF") text.remove_prefix(3);  // a UTF-8 byte-order mark

@@ -19,7 +19,7 @@ Tensor parse_npy(std::span<const std::byte> file, std::shared_ptr<const void> ow
   return detail::npy_tensor(file, std::move(owner), origin);
 }
 
-Value read_npy(const std::string& path) {
+Value read_npy(const std::string& path, const ReadOptions&) {
   auto file = detail::MappedFile::open(path);
   return Value(std::make_shared<Tensor>(parse_npy(file->bytes(), file, path)));
 }

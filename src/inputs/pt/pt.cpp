@@ -1,8 +1,13 @@
 #include "gpucache/pt.hpp"
 
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
+
 #include <cstring>
 #include <exception>
 #include <future>
+#include <mutex>
 #include <optional>
 #include <string_view>
 #include <vector>
@@ -15,6 +20,18 @@
 namespace gpucache {
 namespace detail {
 namespace {
+
+// Unpickling a torch.save list of dicts builds and frees millions of small objects; with glibc's
+// fastbins every large free then consolidates them all (a quarter of the time of packing a
+// 100k-row dialogue file). Without fastbins small blocks still come from the thread cache. The
+// setting is process-wide, so it is made once, here, where those allocations happen: the CLI and
+// library users (the Python package) get the same speed.
+void tune_allocator_once() {
+#if defined(__GLIBC__)
+  static std::once_flag once;
+  std::call_once(once, [] { mallopt(M_MXFAST, 0); });
+#endif
+}
 
 constexpr std::uint64_t kMaxFormatVersion = 10;  // caffe2 kMaxSupportedFileFormatVersion
 
@@ -162,11 +179,8 @@ void check_storage_tensors(const PickleResult& result, const std::string& path) 
 
 }  // namespace detail
 
-Value read_pt(const std::string& path) {
-  return read_pt(path, ReadOptions{});
-}
-
 Value read_pt(const std::string& path, const ReadOptions& options) {
+  detail::tune_allocator_once();
   auto file = detail::MappedFile::open(path);
   const auto bytes = file->bytes();
   const bool zip_magic = bytes.size() >= 4 && std::memcmp(bytes.data(), "PK\x03\x04", 4) == 0;

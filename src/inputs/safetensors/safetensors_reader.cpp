@@ -17,7 +17,7 @@
 #include "gpucache/common/checked_math.hpp"
 #include "gpucache/common/mapped_file.hpp"
 #include "gpucache/error.hpp"
-#include "gpucache/readers.hpp"
+#include "gpucache/safetensors.hpp"
 
 namespace gpucache {
 namespace {
@@ -244,7 +244,7 @@ Tensor make_tensor(const TensorEntry& entry, const detail::MappedFile& file,
 
 }  // namespace
 
-Value read_safetensors(const std::string& path) {
+Value read_safetensors(const std::string& path, const ReadOptions&) {
   auto file = detail::MappedFile::open(path);
   detail::ByteReader reader(file->bytes(), path);
   if (file->size() < 8)

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "gpucache/dtype.hpp"
+#include "gpucache/readers.hpp"
 #include "gpucache/value.hpp"
 
 namespace gpucache {
@@ -18,8 +19,9 @@ namespace gpucache {
 // and structured dtypes. `origin` names the file (or npz member) in errors.
 Tensor parse_npy(std::span<const std::byte> file, std::shared_ptr<const void> owner,
                  const std::string& origin);
-// Maps path and returns its array as a tensor Value.
-Value read_npy(const std::string& path);
+// Maps path and returns its array as a tensor Value (src/inputs/npy/FORMAT.md). Ignores
+// `options`: the array is a view of the map, so there is no work to share out.
+Value read_npy(const std::string& path, const ReadOptions& options = {});
 
 // Writes a C-order little-endian .npy atomically. fill(out, first_row, rows) writes `rows` rows of
 // row_bytes each into out, and is called with blocks of rows so memory stays bounded.

@@ -14,9 +14,12 @@ namespace gpucache {
 // _use_new_zipfile_serialization=False). Tensor data is not read. Pickled objects are limited to
 // an allowlist of torch and numpy types (src/inputs/pt/FORMAT.md); anything else, and any malformed
 // input, throws gpucache::Error naming the file and where.
-Value read_pt(const std::string& path);
-// The same; with `options.threads` other than 1, a zip archive's directory is read on a second
-// thread while data.pkl is unpickled (a dataset saved as one tensor per row has a record each).
-Value read_pt(const std::string& path, const ReadOptions& options);
+//
+// With `options.threads` other than 1, a zip archive's directory is read on a second thread while
+// data.pkl is unpickled (a dataset saved as one tensor per row has a record each).
+//
+// The first call turns off glibc's fastbins for the whole process (see pt.cpp): unpickling a list
+// of dicts builds and frees millions of small objects.
+Value read_pt(const std::string& path, const ReadOptions& options = {});
 
 }  // namespace gpucache
