@@ -347,8 +347,8 @@ TEST_CASE("inputs with different dims are refused, listing every file and its di
     FAIL("expected an error");
   } catch (const Error& error) {
     const std::string text = error.what();
-    CHECK(text.find("a.npy: f32 dim 8") != std::string::npos);
-    CHECK(text.find("b.npy: f32 dim 9") != std::string::npos);
+    CHECK(text.find("a.npy: embedding f32 [8]") != std::string::npos);
+    CHECK(text.find("b.npy: embedding f32 [9]") != std::string::npos);
   }
   CHECK_FALSE(fs::exists(scratch / "ds"));
 }

@@ -158,8 +158,13 @@ TEST_CASE("a dict holding one 2-D float tensor under any key, nested or not, is 
             {"model", str("minilm")}});
   const SourceMapping mapping = map_source(flat, "flat.pt");
   CHECK(mapping.kind == SourceKind::embeddings);
-  CHECK(column_names(mapping) == std::vector<std::string>{"embedding"});
+  // The other array with the same rows comes along as an extra tensor column, named after its
+  // key; the string is metadata.
+  CHECK(column_names(mapping) == std::vector<std::string>{"embedding", "ids"});
   CHECK(mapping.find("embedding")->path == "vectors");
+  CHECK(mapping.find("embedding")->role == ColumnRole::embedding);
+  CHECK(mapping.find("ids")->role == ColumnRole::tensor);
+  CHECK(mapping.find("ids")->row_shape == std::vector<std::uint64_t>{1});
 
   const Value nested =
       dict({{"meta", dict({{"n", Value(std::int64_t{3})}})},
@@ -364,7 +369,7 @@ TEST_CASE("unrecognised inputs say what was found") {
   const std::string message = mapping_error(root);
   CAPTURE(message);
   CHECK(message.find(
-            "no known layout (dialogue, embeddings or llm-cache): found dict{count: int, names: "
+            "no known layout (dialogue, embeddings, llm-cache or tensors): found dict{count: int, names: "
             "list[1] of str}") != std::string::npos);
   CHECK(message.find("No float tensor or list of numbers was found") != std::string::npos);
   CHECK(mapping_error(list({})).find("no known layout") != std::string::npos);
@@ -450,10 +455,10 @@ TEST_CASE("several inputs must agree on kind, columns and dims") {
   } catch (const Error& error) {
     const std::string message = error.what();
     CAPTURE(message);
-    CHECK(message.find("disagree on column embedding (dims differ)") != std::string::npos);
-    CHECK(message.find("a.pt: f32 dim 4") != std::string::npos);
-    CHECK(message.find("b.pt: f32 dim 8") != std::string::npos);
-    CHECK(message.find("c.pt: f32 dim 4") != std::string::npos);
+    CHECK(message.find("disagree on column embedding (row shapes differ)") != std::string::npos);
+    CHECK(message.find("a.pt: embedding f32 [4]") != std::string::npos);
+    CHECK(message.find("b.pt: embedding f32 [8]") != std::string::npos);
+    CHECK(message.find("c.pt: embedding f32 [4]") != std::string::npos);
   }
   const SourceMapping with_text =
       map_source(dict({{"embeddings", f32_iota({1, 4})}, {"texts", list({str("x")})}}), "t.pt");

@@ -20,6 +20,27 @@ std::optional<ColumnKind> parse_column_kind(std::string_view name) noexcept {
   return std::nullopt;
 }
 
+std::string_view column_role_name(ColumnRole role) noexcept {
+  switch (role) {
+    case ColumnRole::embedding:
+      return "embedding";
+    case ColumnRole::tensor:
+      return "tensor";
+    case ColumnRole::sequence:
+      return "sequence";
+    case ColumnRole::text:
+      return "text";
+  }
+  return "unknown";
+}
+
+std::optional<ColumnRole> parse_column_role(std::string_view name) noexcept {
+  for (ColumnRole role :
+       {ColumnRole::embedding, ColumnRole::tensor, ColumnRole::sequence, ColumnRole::text})
+    if (column_role_name(role) == name) return role;
+  return std::nullopt;
+}
+
 std::uint64_t Column::dim() const noexcept {
   if (kind == ColumnKind::sequence) return 0;
   return row_shape.empty() ? 1 : row_shape.back();

@@ -33,6 +33,10 @@ void check_options(const PackOptions& options) {
   if (options.dtype && *options.dtype != DType::f32 && *options.dtype != DType::f16 &&
       *options.dtype != DType::bf16)
     throw UsageError("--dtype must be f32, f16 or bf16");
+  for (const auto& [column, dtype] : options.column_dtypes)
+    if (dtype != DType::f32 && dtype != DType::f16 && dtype != DType::bf16)
+      throw UsageError("--dtype " + column + "=" + std::string(dtype_name(dtype)) +
+                       ": float columns are stored as f32, f16 or bf16");
   if (options.pad_to == 0 || options.pad_to > 4096)
     throw UsageError("--pad-to must be between 1 and 4096");
   if (options.shard_rows && *options.shard_rows == 0)
@@ -96,13 +100,36 @@ std::optional<shard::WrittenShard> reuse_shard(const std::string& path, const Sh
   }
 }
 
+// One converter per column whose rows change on the way: embeddings (storage type, padding,
+// normalisation) and float tensor columns stored in another float type than an input holds.
 std::vector<std::unique_ptr<RowConverter>> make_converters(
-    const std::vector<Column>& specs, const std::vector<std::size_t>& embedding,
-    const ValidationOptions& rules, unsigned threads) {
+    const std::vector<Column>& specs, const PackInputs& inputs,
+    const std::vector<std::size_t>& embedding, const ValidationOptions& rules, unsigned threads) {
   std::vector<std::unique_ptr<RowConverter>> converters(specs.size());
   for (std::size_t c : embedding) {
     ConversionOptions conversion = conversion_options(rules, specs[c].padded_dim);
     conversion.output_dtype = specs[c].dtype;
+    conversion.threads = threads;
+    converters[c] = std::make_unique<RowConverter>(conversion);
+  }
+  for (std::size_t c = 0; c < inputs.first().columns.size(); ++c) {
+    if (converters[c] || specs[c].kind != ColumnKind::tensor || !dtype_is_float(specs[c].dtype))
+      continue;
+    const bool converted = std::any_of(
+        inputs.sources().begin(), inputs.sources().end(),
+        [&](const detail::Source& source) { return source.columns[c].dtype != specs[c].dtype; });
+    if (!converted) continue;
+    if (specs[c].dtype != DType::f32 && specs[c].dtype != DType::f16 &&
+        specs[c].dtype != DType::bf16)
+      throw UsageError("column '" + specs[c].name + "' is " +
+                       std::string(dtype_name(specs[c].dtype)) +
+                       " in one input and another float type in another; pass --dtype " +
+                       specs[c].name + "=f32 (or f16, bf16)");
+    ConversionOptions conversion;
+    conversion.output_dtype = specs[c].dtype;
+    conversion.padded_dim = specs[c].row_elements();
+    conversion.on_overflow = rules.on_overflow;
+    conversion.device = rules.device;
     conversion.threads = threads;
     converters[c] = std::make_unique<RowConverter>(conversion);
   }
@@ -117,7 +144,7 @@ PackResult pack(const PackOptions& options) {
   std::vector<detail::Source> sources;
   std::vector<SourceMapping> mappings;
   for (const auto& input : options.inputs) {
-    sources.push_back(detail::open_source(input, {options.kind, options.fields, options.threads}));
+    sources.push_back(detail::open_source(input, {options.kind, options.fields, options.roles, options.threads}));
     mappings.push_back(*sources.back().mapping);
   }
   check_compatible(mappings);
@@ -156,8 +183,8 @@ PackResult pack(const PackOptions& options) {
 
   // Pass 2: fill, convert and write each shard.
   auto converters = make_converters(
-      specs, outcome.columns, detail::effective_validation_options(options, specs, outcome.columns),
-      options.threads);
+      specs, inputs, outcome.columns,
+      detail::effective_validation_options(options, specs, outcome.columns), options.threads);
   PackResult result;
   result.output_dir = options.output_dir;
   result.input_rows = inputs.total_rows();
@@ -174,15 +201,15 @@ PackResult pack(const PackOptions& options) {
     }
     if (!written) {
       const auto shard_rows = rows.subspan(plan.first, plan.rows);
-      std::vector<std::uint64_t> text_bytes(specs.size(), 0);
+      std::vector<std::uint64_t> value_bytes(specs.size(), 0);
       for (std::size_t c = 0; c < specs.size(); ++c)
-        if (specs[c].kind == ColumnKind::text)
-          for (std::uint64_t row : shard_rows) text_bytes[c] += inputs.text(c, row).size();
+        if (specs[c].variable_length())
+          for (std::uint64_t row : shard_rows) value_bytes[c] += inputs.value_bytes(c, row);
       // Uncompressed shards are filled straight into their (temporary) file's page cache.
       shard::ShardBuilder builder =
           options.zstd_level == 0
-              ? shard::ShardBuilder(specs, plan.rows, text_bytes, output.file(file))
-              : shard::ShardBuilder(specs, plan.rows, text_bytes);
+              ? shard::ShardBuilder(specs, plan.rows, value_bytes, output.file(file))
+              : shard::ShardBuilder(specs, plan.rows, value_bytes);
       const auto counts = detail::fill_shard(builder, specs, inputs, shard_rows, converters,
                                              options.threads, progress);
       result.overflowed_values += counts.overflowed;

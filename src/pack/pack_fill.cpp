@@ -35,10 +35,11 @@ std::uint64_t page_block_rows(std::uint64_t pitch, std::uint64_t target) {
   return std::max<std::uint64_t>(1, target / (pitch * page_rows)) * page_rows;
 }
 
-// Converts the rows a block at a time into a reused buffer stored with one write (so the output
-// pages are written whole, never faulted in and zeroed first). f32 rows stored contiguously in a
-// mapped input are converted where they lie; others are read into an f32 staging buffer first.
-void fill_embedding(shard::ShardBuilder& builder, std::size_t column, std::uint64_t dim,
+// Converts the rows (`dim` values each: an embedding's vector, a tensor row's flattened values) a
+// block at a time into a reused buffer stored with one write (so the output pages are written
+// whole, never faulted in and zeroed first). f32 rows stored contiguously in a mapped input are
+// converted where they lie; others are read into an f32 staging buffer first.
+void fill_converted(shard::ShardBuilder& builder, std::size_t column, std::uint64_t dim,
                     const PackInputs& inputs, std::span<const std::uint64_t> rows,
                     RowConverter& converter, unsigned threads, ConversionCounts& counts) {
   const std::uint64_t pitch = builder.columns()[column].row_pitch_bytes();
@@ -113,10 +114,20 @@ void fill_embedding(shard::ShardBuilder& builder, std::size_t column, std::uint6
   background.finish();
 }
 
+// Rows stored as they are (any dtype, no padding): copied file to file when every run lies in a
+// mapped input, else read into the shard.
 void fill_raw(shard::ShardBuilder& builder, std::size_t column, const PackInputs& inputs,
               std::span<const std::uint64_t> rows, unsigned threads) {
   const auto& entry = builder.columns()[column];
   const std::uint64_t row_bytes = entry.row_elements() * dtype_size(entry.dtype);
+  bool direct = row_bytes == entry.row_pitch_bytes();
+  inputs.for_each_run(rows, [&](std::uint64_t, std::uint64_t first, std::uint64_t count) {
+    direct = direct && inputs.direct_rows(column, first, count) != nullptr;
+  });
+  if (direct && !rows.empty()) {
+    store_unchanged_rows(builder, column, row_bytes, inputs, rows, threads);
+    return;
+  }
   std::byte* out = builder.tensor_data(column).data();
   const auto runs = runs_of(inputs, rows);
   parallel_for_each(runs.size(), threads, [&](std::uint64_t r) {
@@ -134,18 +145,28 @@ void fill_raw(shard::ShardBuilder& builder, std::size_t column, const PackInputs
   });
 }
 
-void fill_text(shard::ShardBuilder& builder, std::size_t column, const PackInputs& inputs,
-               std::span<const std::uint64_t> rows) {
-  auto offsets = builder.text_offsets(column);
-  auto bytes = builder.text_bytes(column);
-  std::uint64_t cursor = 0;
+// Text and sequences: each row's values after the last, and the offsets (counting values) that
+// say where each row starts.
+void fill_variable(shard::ShardBuilder& builder, std::size_t column, const PackInputs& inputs,
+                   std::span<const std::uint64_t> rows) {
+  auto offsets = builder.offsets(column);
+  auto values = builder.values(column);
+  const std::uint64_t itemsize = dtype_size(builder.columns()[column].dtype);
+  const bool text = builder.columns()[column].kind == ColumnKind::text;
+  std::uint64_t cursor = 0;  // in bytes
   for (std::uint64_t r = 0; r < rows.size(); ++r) {
-    offsets[r] = cursor;
-    const auto text = inputs.text(column, rows[r]);
-    std::memcpy(bytes.data() + cursor, text.data(), text.size());
-    cursor += text.size();
+    offsets[r] = cursor / itemsize;
+    if (text) {
+      const auto row = inputs.text(column, rows[r]);
+      std::memcpy(values.data() + cursor, row.data(), row.size());
+      cursor += row.size();
+    } else {
+      const std::uint64_t bytes = inputs.value_bytes(column, rows[r]);
+      inputs.read_sequence(column, rows[r], values.subspan(cursor, bytes));
+      cursor += bytes;
+    }
   }
-  offsets[rows.size()] = cursor;
+  offsets[rows.size()] = cursor / itemsize;
 }
 
 }  // namespace
@@ -158,10 +179,11 @@ ConversionCounts fill_shard(shard::ShardBuilder& builder,
   ConversionCounts counts;
   const std::size_t input_columns = specs.size() - 2;  // then source, source_row
   for (std::size_t c = 0; c < input_columns; ++c) {
-    if (specs[c].kind == ColumnKind::text)
-      fill_text(builder, c, inputs, rows);
+    if (specs[c].variable_length())
+      fill_variable(builder, c, inputs, rows);
     else if (converters[c])
-      fill_embedding(builder, c, specs[c].dim(), inputs, rows, *converters[c], threads, counts);
+      fill_converted(builder, c, specs[c].row_elements(), inputs, rows, *converters[c], threads,
+                     counts);
     else
       fill_raw(builder, c, inputs, rows, threads);
     progress.advance(builder.columns()[c].data_size + builder.columns()[c].aux_size);

@@ -27,6 +27,8 @@ std::vector<Source> PackInputs::release_rows() {
       column.direct_rows = nullptr;
       column.row_pointers = nullptr;
       column.text_row = nullptr;
+      column.row_length = nullptr;
+      column.read_sequence = nullptr;
       kept.columns.push_back(std::move(column));
     }
     sources_.push_back(std::move(kept));
@@ -81,6 +83,26 @@ const float* PackInputs::direct_f32(std::size_t column, std::uint64_t global_fir
   return reinterpret_cast<const float*>(rows);
 }
 
+const std::byte* PackInputs::direct_rows(std::size_t column, std::uint64_t global_first,
+                                         std::uint64_t count) const {
+  const InputRow at = locate(global_first);
+  const InputColumn& source_column = sources_[at.source].columns[column];
+  return source_column.direct_rows ? source_column.direct_rows(at.row, count) : nullptr;
+}
+
+std::uint64_t PackInputs::value_bytes(std::size_t column, std::uint64_t global_row) const {
+  const InputRow at = locate(global_row);
+  const InputColumn& source_column = sources_[at.source].columns[column];
+  if (source_column.kind == ColumnKind::text) return source_column.text_row(at.row).size();
+  return source_column.row_length(at.row) * dtype_size(source_column.dtype);
+}
+
+void PackInputs::read_sequence(std::size_t column, std::uint64_t global_row,
+                               std::span<std::byte> out) const {
+  const InputRow at = locate(global_row);
+  sources_[at.source].columns[column].read_sequence(at.row, out);
+}
+
 DType PackInputs::dtype(std::size_t column, std::uint64_t global_row) const {
   return sources_[locate(global_row).source].columns[column].dtype;
 }
@@ -104,8 +126,8 @@ std::string_view PackInputs::text(std::size_t column, std::uint64_t global_row) 
   return sources_[at.source].columns[column].text_row(at.row);
 }
 
-bool is_embedding_column(const Column& column) noexcept {
-  return column.kind == ColumnKind::tensor && dtype_is_float(column.dtype);
+bool is_embedding_column(const InputColumn& column) noexcept {
+  return column.role == ColumnRole::embedding;
 }
 
 }  // namespace gpucache::detail

@@ -48,7 +48,14 @@ class PackInputs {
                     const std::byte** out) const;
   // Lets the input pages of rows read in place leave the resident set.
   void release(std::size_t column, std::uint64_t global_first, std::uint64_t count) const;
+  // The same rows where they lie, of the column's own dtype, or nullptr (then use read_raw).
+  const std::byte* direct_rows(std::size_t column, std::uint64_t global_first,
+                               std::uint64_t count) const;
   std::string_view text(std::size_t column, std::uint64_t global_row) const;
+  // Variable-length columns: the bytes a row's values take (its UTF-8 bytes for text), and a
+  // sequence row's values copied into out.
+  std::uint64_t value_bytes(std::size_t column, std::uint64_t global_row) const;
+  void read_sequence(std::size_t column, std::uint64_t global_row, std::span<std::byte> out) const;
 
   // Calls visit(offset, global_first, count) for each maximal run of rows[offset...] whose global
   // rows are consecutive and inside one input, so each run is one bulk read.
@@ -72,7 +79,7 @@ class PackInputs {
   std::uint64_t total_ = 0;
 };
 
-// Float tensor columns: the ones validation checks and conversion converts.
-bool is_embedding_column(const Column& column) noexcept;
+// Embedding columns: the ones validation checks as embeddings (docs/validation.md).
+bool is_embedding_column(const InputColumn& column) noexcept;
 
 }  // namespace gpucache::detail

@@ -12,11 +12,16 @@ namespace gpucache::detail {
 
 namespace {
 
-// --dtype applies to embedding columns; other columns keep their type.
+// --dtype (or its per-column form) converts float columns; integer and bool columns keep their
+// type. Without it embeddings keep f32, f16 and bf16 and store f64 as f32; other columns keep
+// their type.
 DType output_dtype(const InputColumn& column, const PackOptions& options) {
-  if (!is_embedding_column(column)) return column.dtype;
+  if (!dtype_is_float(column.dtype)) return column.dtype;
+  for (const auto& [name, dtype] : options.column_dtypes)
+    if (name == column.name) return dtype;
   if (options.dtype) return *options.dtype;
-  return column.dtype == DType::f64 ? DType::f32 : column.dtype;
+  if (is_embedding_column(column) && column.dtype == DType::f64) return DType::f32;
+  return column.dtype;
 }
 
 }  // namespace
@@ -27,16 +32,16 @@ std::vector<Column> output_columns(const Source& source, const PackOptions& opti
     Column spec;
     spec.name = column.name;
     spec.kind = column.kind;
+    spec.dtype = column.kind == ColumnKind::text ? DType::u8 : output_dtype(column, options);
     if (column.kind == ColumnKind::tensor) {
-      spec.dtype = output_dtype(column, options);
-      // Float columns are embeddings, vectors even of one value; other columns with one value a
-      // row are scalars. Vectors are padded to the tensor-core pitch.
-      if (dtype_is_float(column.dtype) || column.dim() != 1) {
-        spec.row_shape = {column.dim()};
-        spec.padded_dim = shard::padded_dim_for(column.dim(), spec.dtype, options.pad_to);
-      }
-    } else {
-      spec.dtype = DType::u8;
+      // Padding is a property of the column: embedding rows are padded to the tensor-core pitch,
+      // everything else is stored densely.
+      spec.row_shape = column.row_shape;
+      spec.padded_dim = is_embedding_column(column)
+                            ? shard::padded_dim_for(column.dim(), spec.dtype, options.pad_to)
+                            : column.dim();
+    } else if (column.kind == ColumnKind::sequence) {
+      spec.padded_dim = 0;
     }
     specs.push_back(spec);
   }
@@ -49,7 +54,7 @@ std::vector<Column> output_columns(const Source& source, const PackOptions& opti
 std::uint64_t aligned_rows_quantum(const std::vector<Column>& specs) {
   std::uint64_t quantum = 1;
   for (const auto& spec : specs) {
-    if (spec.kind == ColumnKind::text) continue;  // its offsets are per shard and never joined
+    if (spec.variable_length()) continue;  // its offsets are per shard and never joined
     const std::uint64_t pitch = spec.row_pitch_bytes();
     quantum = std::lcm(quantum, shard::kAlignment / std::gcd(pitch, shard::kAlignment));
   }
@@ -60,11 +65,11 @@ std::vector<ShardPlan> plan_shards(const std::vector<Column>& specs, const PackI
                                    std::span<const std::uint64_t> rows,
                                    const PackOptions& options) {
   std::uint64_t fixed_row_bytes = 0;
-  std::vector<std::size_t> text_columns;
+  std::vector<std::size_t> variable_columns;  // text and sequences: offsets, then values
   for (std::size_t i = 0; i < specs.size(); ++i) {
-    if (specs[i].kind == ColumnKind::text) {
+    if (specs[i].variable_length()) {
       fixed_row_bytes += 8;
-      text_columns.push_back(i);
+      variable_columns.push_back(i);
     } else {
       fixed_row_bytes += specs[i].row_pitch_bytes();
     }
@@ -81,7 +86,7 @@ std::vector<ShardPlan> plan_shards(const std::vector<Column>& specs, const PackI
     return rows >= quantum ? rows / quantum * quantum : rows;
   };
   std::vector<ShardPlan> plans;
-  if (text_columns.empty()) {
+  if (variable_columns.empty()) {
     // Fixed-size rows: every shard but the last holds the same number of rows.
     const std::uint64_t per_shard = round_to_quantum(std::clamp<std::uint64_t>(
         budget / std::max<std::uint64_t>(fixed_row_bytes, 1), 1, max_rows));
@@ -91,7 +96,7 @@ std::vector<ShardPlan> plan_shards(const std::vector<Column>& specs, const PackI
   }
   auto row_bytes = [&](std::uint64_t row) {
     std::uint64_t bytes = fixed_row_bytes;
-    for (std::size_t i : text_columns) bytes += inputs.text(i, rows[row]).size();
+    for (std::size_t i : variable_columns) bytes += inputs.value_bytes(i, rows[row]);
     return bytes;
   };
   ShardPlan current;

@@ -79,14 +79,13 @@ void store_unchanged_rows(shard::ShardBuilder& builder, std::size_t column, std:
                           unsigned threads) {
   ReopenedInputs reopened;
   auto copy = [&](std::uint64_t offset, std::uint64_t first, std::uint64_t n) {
-    const std::span in{reinterpret_cast<const std::byte*>(inputs.direct_f32(column, first, n)),
-                       n * pitch};
+    const std::span in{inputs.direct_rows(column, first, n), n * pitch};
     const auto mapped = find_mapped_file_range(in.data(), in.size());
     builder.copy_from_file(column, offset * pitch, in, mapped ? reopened.descriptor(*mapped) : -1,
                            mapped ? mapped->offset : 0);
   };
   auto hash = [&](std::uint64_t offset, std::uint64_t first, std::uint64_t n) {
-    const auto* in = reinterpret_cast<const std::byte*>(inputs.direct_f32(column, first, n));
+    const std::byte* in = inputs.direct_rows(column, first, n);
     builder.hash_stored(column, offset * pitch, {in, n * pitch});
     inputs.release(column, first, n);
   };

@@ -37,7 +37,7 @@ class BackgroundStore {
   std::future<void> pending_;
 };
 
-// Stores f32 rows that need no conversion, all lying in mapped input files (PackInputs::direct_f32
+// Stores rows that need no conversion, all lying in mapped input files (PackInputs::direct_rows
 // for every run): copied from the input file to the shard file inside the kernel, as cp does,
 // while another thread hashes them from the input mapping and starts their writeback as they are
 // copied. `pitch` is the column's row pitch, equal to the rows' size.

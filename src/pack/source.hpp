@@ -23,6 +23,7 @@ struct Source {
 struct SourceOptions {
   std::optional<SourceKind> kind;  // --kind; detected when unset
   std::vector<FieldSpec> fields;   // --field COLUMN=PATH
+  std::vector<RoleSpec> roles;     // --role COLUMN=ROLE
   unsigned threads = 0;            // --threads: what the reader may use (ReadOptions)
 };
 

@@ -27,6 +27,25 @@ void wire_row_access(InputColumn& column, std::shared_ptr<const TreeColumn> tree
     return;
   }
   const std::size_t itemsize = dtype_size(column.dtype);
+  if (column.kind == ColumnKind::sequence) {
+    column.row_length = [tree](std::uint64_t row) -> std::uint64_t {
+      if (!tree->row_tensors.empty()) return tree->row_tensors[row]->numel();
+      if (tree->matrix) return tree->row_elements;
+      return tree->sequence_offsets[row + 1] - tree->sequence_offsets[row];
+    };
+    column.read_sequence = [tree, itemsize](std::uint64_t row, std::span<std::byte> out) {
+      if (!tree->row_tensors.empty()) {
+        tree->row_tensors[row]->copy_row_major(0, out);
+      } else if (tree->matrix) {
+        tree->matrix->copy_row_major(row * tree->row_elements, out);
+      } else {
+        std::memcpy(out.data(),
+                    tree->sequence_values.data() + tree->sequence_offsets[row] * itemsize,
+                    out.size());
+      }
+    };
+    return;
+  }
   const DType dtype = column.dtype;
   column.read_rows = [tree, itemsize](std::uint64_t first, std::uint64_t count,
                                       std::span<std::byte> out) {

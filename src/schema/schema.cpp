@@ -17,21 +17,23 @@ namespace {
 
 struct StandardColumn {
   std::string_view name;
-  ColumnKind kind;
+  ColumnRole role;
   bool required;
 };
 
 std::vector<StandardColumn> standard_columns(SourceKind kind) {
   switch (kind) {
     case SourceKind::dialogue:
-      return {{"question_embedding", ColumnKind::tensor, true},
-              {"answer_embedding", ColumnKind::tensor, true},
-              {"question", ColumnKind::text, false},
-              {"answer", ColumnKind::text, false}};
+      return {{"question_embedding", ColumnRole::embedding, true},
+              {"answer_embedding", ColumnRole::embedding, true},
+              {"question", ColumnRole::text, false},
+              {"answer", ColumnRole::text, false}};
     case SourceKind::embeddings:
-      return {{"embedding", ColumnKind::tensor, true}, {"text", ColumnKind::text, false}};
+      return {{"embedding", ColumnRole::embedding, true}, {"text", ColumnRole::text, false}};
     case SourceKind::llm_cache:
-      return {{"text", ColumnKind::text, true}, {"embedding", ColumnKind::tensor, true}};
+      return {{"text", ColumnRole::text, true}, {"embedding", ColumnRole::embedding, true}};
+    case SourceKind::tensors:
+      return {};
   }
   return {};
 }
@@ -45,7 +47,10 @@ const StandardColumn* find_standard(const std::vector<StandardColumn>& columns,
 
 // Embeddings and LLM caches have the same columns; only the label differs.
 bool interchangeable(SourceKind a, SourceKind b) {
-  return a == b || (a != SourceKind::dialogue && b != SourceKind::dialogue);
+  auto embedding_kind = [](SourceKind kind) {
+    return kind == SourceKind::embeddings || kind == SourceKind::llm_cache;
+  };
+  return a == b || (embedding_kind(a) && embedding_kind(b));
 }
 
 bool valid_column_name(std::string_view name) {
@@ -79,22 +84,6 @@ bool has_column(const std::vector<FieldSpec>& fields, std::string_view column) {
                      [&](const FieldSpec& field) { return field.column == column; });
 }
 
-void check_column_type(const InputColumn& column, const StandardColumn& standard) {
-  const std::string where = "column " + column.name + " (path '" + column.path + "')";
-  if (standard.kind == ColumnKind::text && column.kind != ColumnKind::text)
-    throw Error(column.origin, where,
-                "must be text but holds numbers (" + std::string(dtype_name(column.dtype)) + ", " +
-                    std::to_string(column.dim()) + " per row)");
-  if (standard.kind == ColumnKind::tensor) {
-    if (column.kind != ColumnKind::tensor)
-      throw Error(column.origin, where, "must hold vectors but holds text");
-    if (!detail::widens_to_f32(column.dtype))
-      throw Error(column.origin, where,
-                  "has dtype " + std::string(dtype_name(column.dtype)) +
-                      "; embeddings must be f16, bf16, f32 or f64");
-  }
-}
-
 std::string column_names(const SourceMapping& mapping) {
   std::string text;
   for (const auto& column : mapping.columns) text += (text.empty() ? "" : ", ") + column.name;
@@ -111,6 +100,8 @@ std::string_view source_kind_name(SourceKind kind) noexcept {
       return "embeddings";
     case SourceKind::llm_cache:
       return "llm-cache";
+    case SourceKind::tensors:
+      return "tensors";
   }
   return "unknown";
 }
@@ -119,6 +110,7 @@ std::optional<SourceKind> parse_source_kind(std::string_view name) noexcept {
   if (name == "dialogue") return SourceKind::dialogue;
   if (name == "embeddings") return SourceKind::embeddings;
   if (name == "llm-cache" || name == "llm_cache") return SourceKind::llm_cache;
+  if (name == "tensors") return SourceKind::tensors;
   return std::nullopt;
 }
 
@@ -132,6 +124,21 @@ FieldSpec parse_field_spec(std::string_view text) {
                      "' must match [a-z_][a-z0-9_]* (at most 64 characters)");
   detail::parse_path(field.path);  // throws UsageError with the column of the mistake
   return field;
+}
+
+RoleSpec parse_role_spec(std::string_view text) {
+  const auto equals = text.find('=');
+  if (equals == std::string_view::npos)
+    throw UsageError("--role '" + std::string(text) + "': expected COLUMN=ROLE");
+  const std::string column(text.substr(0, equals));
+  if (!valid_column_name(column))
+    throw UsageError("--role '" + std::string(text) + "': column name '" + column +
+                     "' must match [a-z_][a-z0-9_]* (at most 64 characters)");
+  const auto role = parse_column_role(text.substr(equals + 1));
+  if (!role)
+    throw UsageError("--role '" + std::string(text) +
+                     "': the role must be embedding, tensor, sequence or text");
+  return {column, *role};
 }
 
 std::string format_field_flag(const FieldSpec& field) {
@@ -154,7 +161,8 @@ const InputColumn* SourceMapping::find(std::string_view column) const noexcept {
 }
 
 SourceMapping map_source(const Value& root, const std::string& origin,
-                         std::optional<SourceKind> kind, const std::vector<FieldSpec>& fields) {
+                         std::optional<SourceKind> kind, const std::vector<FieldSpec>& fields,
+                         const std::vector<RoleSpec>& roles) {
   for (std::size_t i = 0; i < fields.size(); ++i) {
     if (!valid_column_name(fields[i].column))
       throw UsageError("--field column name '" + fields[i].column +
@@ -187,8 +195,18 @@ SourceMapping map_source(const Value& root, const std::string& origin,
     final_kind = detected->kind;
   } else if (has_column(fields, "embedding")) {
     final_kind = SourceKind::embeddings;
+  } else if (!fields.empty()) {
+    final_kind = SourceKind::tensors;  // columns named by --field alone
   } else {
     throw *detection_error;
+  }
+  // --kind tensors over a layout detected as something else: every array is a column.
+  if (final_kind == SourceKind::tensors && (!detected || detected->kind != SourceKind::tensors)) {
+    detected = detail::detect_tensor_columns(root, origin);
+    if (!detected && fields.empty())
+      throw Error(origin, "layout",
+                  "--kind tensors needs a dict of arrays (or one array) at the root; name the "
+                  "columns with --field COLUMN=PATH");
   }
   const auto standards = standard_columns(final_kind);
 
@@ -198,7 +216,10 @@ SourceMapping map_source(const Value& root, const std::string& origin,
   bool used_detection = false;
   if (detection_fits) {
     for (const auto& field : detected->fields) {
-      if (find_standard(standards, field.column) && !has_column(plan, field.column)) {
+      // Standard columns the fields leave out; extra columns of the layout too, unless the
+      // fields name columns explicitly.
+      const bool wanted = find_standard(standards, field.column) || fields.empty();
+      if (wanted && !has_column(plan, field.column)) {
         plan.push_back(field);
         used_detection = true;
       }
@@ -232,14 +253,24 @@ SourceMapping map_source(const Value& root, const std::string& origin,
   for (const auto& field : plan)
     if (!find_standard(standards, field.column)) ordered.push_back(field);
 
+  for (const auto& role : roles) {
+    if (!has_column(ordered, role.column)) {
+      std::string names;
+      for (const auto& field : ordered) names += (names.empty() ? "" : ", ") + field.column;
+      throw UsageError("--role names column '" + role.column + "', which " + origin +
+                       " does not map (its columns: " + names + ")");
+    }
+  }
   SourceMapping mapping;
   mapping.kind = final_kind;
   mapping.origin = origin;
   for (const auto& field : ordered) {
-    mapping.columns.push_back(detail::build_column(root, origin, field));
+    std::optional<ColumnRole> role;
+    if (const auto* standard = find_standard(standards, field.column)) role = standard->role;
+    for (const auto& given : roles)
+      if (given.column == field.column) role = given.role;
+    mapping.columns.push_back(detail::build_column(root, origin, field, role));
     const InputColumn& column = mapping.columns.back();
-    if (const auto* standard = find_standard(standards, column.name))
-      check_column_type(column, *standard);
     mapping.fields.push_back({column.name, column.path});
   }
 
@@ -300,23 +331,30 @@ void check_compatible(const std::vector<SourceMapping>& mappings) {
   for (const auto& column : first.columns) {
     auto describe = [&](const SourceMapping& mapping) {
       const InputColumn& other = *mapping.find(column.name);
-      if (other.kind == ColumnKind::text) return std::string("text");
-      return std::string(dtype_name(other.dtype)) + " dim " + std::to_string(other.dim());
+      std::string text = std::string(column_role_name(other.role)) + " " +
+                         std::string(dtype_name(other.dtype));
+      if (other.kind == ColumnKind::tensor) {
+        text += " [";
+        for (std::size_t d = 0; d < other.row_shape.size(); ++d)
+          text += (d ? ", " : "") + std::to_string(other.row_shape[d]);
+        text += "]";
+      }
+      return text;
     };
     for (const auto& mapping : mappings) {
       const InputColumn& other = *mapping.find(column.name);
-      const bool same_kind = other.kind == column.kind;
-      const bool same_dim = other.dim() == column.dim();
+      const bool same_kind = other.kind == column.kind && other.role == column.role;
+      const bool same_shape = other.row_shape == column.row_shape;
       const bool both_float =
           detail::widens_to_f32(other.dtype) && detail::widens_to_f32(column.dtype);
       const bool same_dtype =
           column.kind == ColumnKind::text || other.dtype == column.dtype || both_float;
-      if (!same_kind || !same_dim || !same_dtype)
+      if (!same_kind || !same_shape || !same_dtype)
         throw Error("", "inputs",
                     "disagree on column " + column.name + " (" +
-                        (!same_kind  ? "text vs numbers"
-                         : !same_dim ? "dims differ"
-                                     : "dtypes differ") +
+                        (!same_kind    ? "kinds or roles differ"
+                         : !same_shape ? "row shapes differ"
+                                       : "dtypes differ") +
                         "):" + listing(describe));
     }
   }

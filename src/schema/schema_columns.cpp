@@ -1,6 +1,8 @@
 #include "schema_columns.hpp"
 
+#include <algorithm>
 #include <cstring>
+#include <optional>
 
 #include "gpucache/error.hpp"
 #include "schema_path.hpp"
@@ -10,9 +12,33 @@
 namespace gpucache::detail {
 namespace {
 
+bool integer_dtype(DType dtype) { return !dtype_is_float(dtype) && dtype != DType::boolean; }
+
+std::vector<std::uint64_t> extents(const std::vector<std::int64_t>& shape, std::size_t from) {
+  std::vector<std::uint64_t> out;
+  for (std::size_t i = from; i < shape.size(); ++i)
+    out.push_back(static_cast<std::uint64_t>(shape[i]));
+  return out;
+}
+
+std::uint64_t product(const std::vector<std::uint64_t>& shape) {
+  std::uint64_t elements = 1;
+  for (std::uint64_t extent : shape) elements *= extent;
+  return elements;
+}
+
+// A shape without its dimensions of 1: [1, D] and [D] rows are the same vector.
+std::vector<std::int64_t> squeezed(const std::vector<std::int64_t>& shape) {
+  std::vector<std::int64_t> out;
+  for (std::int64_t extent : shape)
+    if (extent != 1) out.push_back(extent);
+  return out;
+}
+
 class ColumnBuilder {
  public:
-  ColumnBuilder(InputColumn& column, TreeColumn& tree) : column_(column), tree_(tree) {}
+  ColumnBuilder(InputColumn& column, TreeColumn& tree, std::optional<ColumnRole> role)
+      : column_(column), tree_(tree), role_(role) {}
 
   void from_target(const PathTarget& target) {
     switch (target.form) {
@@ -22,6 +48,30 @@ class ColumnBuilder {
         return from_rows(target.gathered);
       case PathTarget::Form::node:
         return from_node(*target.node);
+    }
+  }
+
+  // Makes the column what `role` needs, where the rows allow it: embedding rows are float vectors
+  // ([1, D] and [D, 1] rows are vectors too), a tensor column of sequences needs rows of one
+  // length, sequences are read from 1-D rows.
+  void apply_role(ColumnRole role) {
+    switch (role) {
+      case ColumnRole::embedding:
+        return make_embedding();
+      case ColumnRole::tensor:
+        if (column_.kind == ColumnKind::sequence) return sequences_to_tensor();
+        if (column_.kind == ColumnKind::text) fail("holds text, not a tensor");
+        column_.role = ColumnRole::tensor;
+        return;
+      case ColumnRole::sequence:
+        if (column_.kind == ColumnKind::tensor) return tensor_to_sequences();
+        if (column_.kind == ColumnKind::text) fail("holds text, not sequences of numbers");
+        column_.role = ColumnRole::sequence;
+        return;
+      case ColumnRole::text:
+        if (column_.kind != ColumnKind::text)
+          fail("must be text but holds numbers (" + std::string(dtype_name(column_.dtype)) + ")");
+        return;
     }
   }
 
@@ -60,37 +110,45 @@ class ColumnBuilder {
     }
   }
 
+  void set_tensor_rows(DType dtype, std::uint64_t rows, std::vector<std::uint64_t> row_shape) {
+    if (row_shape.size() > kMaxRowDims)
+      fail("rows have " + std::to_string(row_shape.size()) + " dimensions; at most " +
+           std::to_string(kMaxRowDims) + " are stored");
+    column_.kind = ColumnKind::tensor;
+    column_.role = ColumnRole::tensor;
+    column_.dtype = dtype;
+    column_.rows = rows;
+    tree_.row_elements = product(row_shape);
+    column_.padded_dim = row_shape.empty() ? 1 : row_shape.back();
+    column_.row_shape = std::move(row_shape);
+  }
+
+  void set_sequence_rows(DType dtype, std::uint64_t rows) {
+    column_.kind = ColumnKind::sequence;
+    column_.role = ColumnRole::sequence;
+    column_.dtype = dtype;
+    column_.rows = rows;
+    column_.row_shape.clear();
+    column_.padded_dim = 0;
+  }
+
   void from_matrix(const std::shared_ptr<Tensor>& tensor) {
     const auto& shape = tensor->shape;
     if (shape.empty()) fail("is a 0-d tensor (a single value), not a column");
-    for (std::size_t i = 1; i + 1 < shape.size(); ++i) {
-      if (shape[i] != 1)
-        fail("is " + tensor_text(*tensor) +
-             "; a column is [rows, dim], with any dims between those equal to 1");
-    }
     check_bounds(*tensor, -1);
-    column_.kind = ColumnKind::tensor;
-    column_.dtype = tensor->dtype;
-    column_.rows = static_cast<std::uint64_t>(shape.front());
-    const std::uint64_t dim = shape.size() == 1 ? 1 : static_cast<std::uint64_t>(shape.back());
-    if (dim == 0) fail("is " + tensor_text(*tensor) + ": its rows hold no values");
-    set_vector_rows(dim, shape.size() > 1);
+    auto row_shape = extents(shape, 1);
+    if (std::find(row_shape.begin(), row_shape.end(), 0) != row_shape.end())
+      fail("is " + tensor_text(*tensor) + ": its rows hold no values");
+    set_tensor_rows(tensor->dtype, static_cast<std::uint64_t>(shape.front()), std::move(row_shape));
     tree_.matrix = tensor;
   }
 
   void from_texts(const std::vector<std::string_view>& texts) {
     column_.kind = ColumnKind::text;
+    column_.role = ColumnRole::text;
     column_.dtype = DType::u8;
     column_.rows = texts.size();
     tree_.row_texts = texts;
-  }
-
-  // Rows of `dim` values: [dim] rows, or scalars when the input has no row dimension.
-  void set_vector_rows(std::uint64_t dim, bool has_row_dimension) {
-    column_.row_shape = has_row_dimension ? std::vector<std::uint64_t>{dim}
-                                          : std::vector<std::uint64_t>{};
-    column_.padded_dim = dim;
-    tree_.row_elements = dim;
   }
 
   void from_rows(const std::vector<const Value*>& rows) {
@@ -122,35 +180,46 @@ class ColumnBuilder {
     from_texts(texts);
   }
 
+  // A tensor per row: rows of one shape make a tensor column, [rows, *shape] (shapes that differ
+  // only in dimensions of 1 are one shape: [D] and [1, D]); 1-D rows of integers, or of lengths
+  // that differ, make a sequence column (token ids). Embedding rows must be vectors of one size.
   void from_tensor_rows(const std::vector<const Value*>& rows) {
     const Tensor& first = *rows.front()->as_tensor();
-    column_.kind = ColumnKind::tensor;
-    column_.dtype = first.dtype;
-    column_.rows = rows.size();
+    const bool embedding = role_ == ColumnRole::embedding;
+    const auto first_squeezed = squeezed(first.shape);
+    bool same_shape = true, same_squeezed = true, one_dimensional = true;
     tree_.row_tensors.reserve(rows.size());
     for (std::size_t row = 0; row < rows.size(); ++row) {
       const Tensor* tensor = rows[row]->as_tensor();
       if (!tensor) mismatch(row, *rows[row], "a tensor");
-      const auto& shape = tensor->shape;
-      for (std::size_t i = 0; i + 1 < shape.size(); ++i) {
-        if (shape[i] != 1)
-          fail(row_name(row) + " is " + tensor_text(*tensor) +
-               "; each row must be one vector, [D] or [1, D]");
-      }
-      const std::uint64_t dim = shape.empty() ? 1 : static_cast<std::uint64_t>(shape.back());
-      if (row == 0) {
-        if (dim == 0) fail("row 0 is " + tensor_text(*tensor) + ": it holds no values");
-        set_vector_rows(dim, !shape.empty());
-      } else if (dim != tree_.row_elements) {
-        fail(row_name(row) + " has " + std::to_string(dim) + " values (" + tensor_text(*tensor) +
-             ") but row 0 has " + std::to_string(tree_.row_elements));
-      }
-      if (tensor->dtype != column_.dtype)
+      if (embedding && squeezed(tensor->shape).size() > 1)
+        fail(row_name(row) + " is " + tensor_text(*tensor) +
+             "; each row must be one vector, [D] or [1, D]");
+      if (embedding && tensor->numel() != first.numel())
+        fail(row_name(row) + " has " + std::to_string(tensor->numel()) + " values (" +
+             tensor_text(*tensor) + ") but row 0 has " + std::to_string(first.numel()));
+      if (tensor->dtype != first.dtype)
         fail(row_name(row) + " is " + std::string(dtype_name(tensor->dtype)) + " but row 0 is " +
-             std::string(dtype_name(column_.dtype)));
+             std::string(dtype_name(first.dtype)));
+      same_shape = same_shape && tensor->shape == first.shape;
+      same_squeezed = same_squeezed && squeezed(tensor->shape) == first_squeezed;
+      one_dimensional = one_dimensional && tensor->shape.size() == 1;
       check_bounds(*tensor, static_cast<std::int64_t>(row));
       tree_.row_tensors.push_back(tensor);
     }
+    if (!embedding && one_dimensional && (!same_shape || integer_dtype(first.dtype))) {
+      set_sequence_rows(first.dtype, rows.size());
+      return;
+    }
+    if (!same_squeezed) {
+      for (std::size_t row = 1; row < rows.size(); ++row)
+        if (squeezed(rows[row]->as_tensor()->shape) != first_squeezed)
+          fail(row_name(row) + " is " + tensor_text(*rows[row]->as_tensor()) + " but row 0 is " +
+               tensor_text(first) + "; rows of a tensor column have one shape");
+    }
+    auto row_shape = same_shape ? extents(first.shape, 0) : extents(first_squeezed, 0);
+    if (first.numel() == 0) fail("row 0 is " + tensor_text(first) + ": it holds no values");
+    set_tensor_rows(first.dtype, rows.size(), std::move(row_shape));
   }
 
   // Python numbers in a pickle (or a JSON column of scalars) have no tensor to point into: they
@@ -169,42 +238,57 @@ class ColumnBuilder {
     std::vector<std::byte> bytes(rows.size() * dtype_size(dtype));
     for (std::size_t row = 0; row < rows.size(); ++row)
       store_number(*rows[row], dtype, bytes.data() + row * dtype_size(dtype));
-    own_matrix(
-        Tensor::from_buffer(dtype, {static_cast<std::int64_t>(rows.size()), 1}, std::move(bytes)),
-        false);
+    own_matrix(Tensor::from_buffer(dtype, {static_cast<std::int64_t>(rows.size())},
+                                   std::move(bytes)));
   }
 
+  // Lists of numbers: of integers they are sequences (token ids; lengths may differ, a row may be
+  // empty), with a float among them vectors of one length (f64).
   void from_number_list_rows(const std::vector<const Value*>& rows) {
-    const std::size_t dim = rows.front()->as_list()->items.size();
-    if (dim == 0) fail("row 0 is an empty list: it holds no values");
     bool any_float = false;
+    std::uint64_t total = 0;
+    const std::size_t first_length = rows.front()->as_list() ? rows.front()->as_list()->items.size() : 0;
+    bool same_length = true;
     for (std::size_t row = 0; row < rows.size(); ++row) {
       const List* list = rows[row]->as_list();
       if (!list) mismatch(row, *rows[row], "a list of numbers");
-      if (list->items.size() != dim)
-        fail(row_name(row) + " has " + std::to_string(list->items.size()) +
-             " values but row 0 has " + std::to_string(dim));
-      for (std::size_t i = 0; i < dim; ++i) {
+      for (std::size_t i = 0; i < list->items.size(); ++i) {
         const Value& item = list->items[i];
         if (!item.as_int() && !item.as_float())
           fail(row_name(row) + " element " + std::to_string(i) + " is " +
-               std::string(item.type_name()) + "; a vector holds only numbers");
+               std::string(item.type_name()) + "; a row holds only numbers");
         any_float = any_float || item.as_float();
       }
+      same_length = same_length && list->items.size() == first_length;
+      total += list->items.size();
     }
     const DType dtype = any_float ? DType::f64 : DType::i64;
-    std::vector<std::byte> bytes(rows.size() * dim * 8);
+    std::vector<std::byte> bytes(total * 8);
+    std::vector<std::uint64_t> offsets{0};
+    offsets.reserve(rows.size() + 1);
     std::byte* out = bytes.data();
     for (const Value* row : rows) {
       for (const auto& item : row->as_list()->items) {
         store_number(item, dtype, out);
         out += 8;
       }
+      offsets.push_back(offsets.back() + row->as_list()->items.size());
     }
+    if (!any_float) {
+      set_sequence_rows(dtype, rows.size());
+      tree_.sequence_values = std::move(bytes);
+      tree_.sequence_offsets = std::move(offsets);
+      return;
+    }
+    if (!same_length)
+      for (std::size_t row = 1; row < rows.size(); ++row)
+        if (rows[row]->as_list()->items.size() != first_length)
+          fail(row_name(row) + " has " + std::to_string(rows[row]->as_list()->items.size()) +
+               " values but row 0 has " + std::to_string(first_length));
+    if (first_length == 0) fail("row 0 is an empty list: it holds no values");
     own_matrix(Tensor::from_buffer(
-        dtype, {static_cast<std::int64_t>(rows.size()), static_cast<std::int64_t>(dim)},
-        std::move(bytes)),
-        true);
+        dtype, {static_cast<std::int64_t>(rows.size()), static_cast<std::int64_t>(first_length)},
+        std::move(bytes)));
   }
 
   static void store_number(const Value& value, DType dtype, std::byte* out) {
@@ -219,21 +303,81 @@ class ColumnBuilder {
     }
   }
 
-  void own_matrix(Tensor tensor, bool vector_rows) {
-    column_.kind = ColumnKind::tensor;
-    column_.dtype = tensor.dtype;
-    column_.rows = static_cast<std::uint64_t>(tensor.shape[0]);
-    set_vector_rows(static_cast<std::uint64_t>(tensor.shape[1]), vector_rows);
+  void own_matrix(Tensor tensor) {
+    set_tensor_rows(tensor.dtype, static_cast<std::uint64_t>(tensor.shape[0]),
+                    extents(tensor.shape, 1));
     tree_.matrix = std::make_shared<const Tensor>(std::move(tensor));
+  }
+
+  // Embedding rows are float vectors: dimensions of 1 are dropped ([1, D] rows, [N, 1, D] and
+  // scalar rows read as [D] and [1]), anything else is refused.
+  void make_embedding() {
+    if (column_.kind == ColumnKind::text) fail("must hold vectors but holds text");
+    if (!dtype_is_float(column_.dtype) || column_.dtype == DType::fp8_e4m3 ||
+        column_.dtype == DType::fp8_e5m2)
+      fail("has dtype " + std::string(dtype_name(column_.dtype)) +
+           "; embeddings must be f16, bf16, f32 or f64");
+    if (column_.kind == ColumnKind::sequence) sequences_to_tensor();
+    std::vector<std::uint64_t> vector;
+    for (std::uint64_t extent : column_.row_shape)
+      if (extent != 1) vector.push_back(extent);
+    if (vector.size() > 1)
+      fail("has rows of shape " + shape_text(column_.row_shape) +
+           "; an embedding row is one vector (use --role " + column_.name + "=tensor)");
+    column_.row_shape = {vector.empty() ? 1 : vector.front()};
+    column_.padded_dim = column_.row_shape.front();
+    column_.role = ColumnRole::embedding;
+  }
+
+  void sequences_to_tensor() {
+    std::uint64_t length = 0;
+    for (std::uint64_t row = 0; row < column_.rows; ++row) {
+      const std::uint64_t this_length = column_.rows == 0 ? 0 : sequence_length(row);
+      if (row == 0) length = this_length;
+      if (this_length != length)
+        fail(row_name(row) + " has " + std::to_string(this_length) + " values" +
+             (tree_.row_tensors.empty() ? "" : " (" + tensor_text(*tree_.row_tensors[row]) + ")") +
+             " but row 0 has " + std::to_string(length));
+    }
+    if (length == 0) fail("row 0 is empty: it holds no values");
+    const DType dtype = column_.dtype;
+    if (!tree_.sequence_offsets.empty()) {
+      own_matrix(Tensor::from_buffer(
+          dtype, {static_cast<std::int64_t>(column_.rows), static_cast<std::int64_t>(length)},
+          std::move(tree_.sequence_values)));
+      tree_.sequence_offsets.clear();
+    } else {
+      set_tensor_rows(dtype, column_.rows, {length});
+    }
+  }
+
+  void tensor_to_sequences() {
+    if (column_.row_shape.size() > 1)
+      fail("has rows of shape " + shape_text(column_.row_shape) + "; a sequence row is 1-D");
+    set_sequence_rows(column_.dtype, column_.rows);
+  }
+
+  std::uint64_t sequence_length(std::uint64_t row) const {
+    if (!tree_.row_tensors.empty()) return tree_.row_tensors[row]->numel();
+    return tree_.sequence_offsets[row + 1] - tree_.sequence_offsets[row];
+  }
+
+  static std::string shape_text(const std::vector<std::uint64_t>& shape) {
+    std::string text = "[";
+    for (std::size_t d = 0; d < shape.size(); ++d)
+      text += (d ? ", " : "") + std::to_string(shape[d]);
+    return text + "]";
   }
 
   InputColumn& column_;
   TreeColumn& tree_;
+  std::optional<ColumnRole> role_;
 };
 
 }  // namespace
 
-InputColumn build_column(const Value& root, const std::string& origin, const FieldSpec& field) {
+InputColumn build_column(const Value& root, const std::string& origin, const FieldSpec& field,
+                         std::optional<ColumnRole> role) {
   const KeyPath path = parse_path(field.path);
   InputColumn column;
   column.name = field.column;
@@ -241,7 +385,9 @@ InputColumn build_column(const Value& root, const std::string& origin, const Fie
   column.origin = origin;
   auto tree = std::make_shared<TreeColumn>();
   tree->keep_alive = root;
-  ColumnBuilder(column, *tree).from_target(resolve_path(root, path, origin));
+  ColumnBuilder builder(column, *tree, role);
+  builder.from_target(resolve_path(root, path, origin));
+  if (role) builder.apply_role(*role);
   wire_row_access(column, std::move(tree));
   return column;
 }

@@ -115,6 +115,43 @@ std::uint64_t row_count(const Value& value) {
   return 0;
 }
 
+// A value that holds `rows` rows of a column: a tensor [rows, ...], or a list of `rows` strings,
+// numbers, tensors or lists of numbers.
+bool column_of(const Value& value, std::uint64_t rows) {
+  if (const Tensor* tensor = value.as_tensor())
+    return !tensor->shape.empty() && static_cast<std::uint64_t>(tensor->shape.front()) == rows;
+  const List* list = value.as_list();
+  if (!list || list->items.size() != rows || rows == 0) return false;
+  const Value& first = list->items.front();
+  auto same_type = [&](auto&& test) {
+    return std::all_of(list->items.begin(), list->items.end(), test);
+  };
+  if (first.as_string()) return same_type([](const Value& v) { return v.as_string() != nullptr; });
+  if (first.as_tensor()) return same_type([](const Value& v) { return v.as_tensor() != nullptr; });
+  if (first.as_int() || first.as_float())
+    return same_type([](const Value& v) { return v.as_int() || v.as_float(); });
+  if (first.as_list())
+    return same_type([](const Value& v) {
+      const List* row = v.as_list();
+      return row && std::all_of(row->items.begin(), row->items.end(),
+                                [](const Value& item) { return item.as_int() || item.as_float(); });
+    });
+  return false;
+}
+
+// A column name from a dict key or a file name: lower case, [a-z0-9_] only, not starting with a
+// digit; empty when nothing of the key is left.
+std::string column_name_for(std::string_view key) {
+  std::string name;
+  for (char c : key) {
+    const auto u = static_cast<unsigned char>(c);
+    name += std::isalnum(u) ? static_cast<char>(std::tolower(u)) : '_';
+  }
+  if (!name.empty() && std::isdigit(static_cast<unsigned char>(name.front()))) name = "c_" + name;
+  if (name.size() > 63) name.resize(63);
+  return std::all_of(name.begin(), name.end(), [](char c) { return c == '_'; }) ? "" : name;
+}
+
 std::string describe_keys(const Dict& dict) {
   std::string text;
   std::size_t shown = 0;
@@ -171,6 +208,10 @@ std::string suggestions(const std::vector<Candidate>& vectors,
 class Detector {
  public:
   explicit Detector(const std::string& origin) : origin_(origin) {}
+
+  // Every array of the dict, when all share one row count: the `tensors` layout.
+  static std::optional<DetectedLayout> tensors_layout(const Dict& dict, const KeyPath& prefix,
+                                                      const std::string& description);
 
   std::optional<DetectedLayout> node(const Value& value, const KeyPath& prefix, int depth) {
     if (depth > kMaxDepth) return std::nullopt;
@@ -308,7 +349,7 @@ class Detector {
         (!slots[question_embedding].empty() && !slots[answer_embedding].empty())) {
       const bool per_row =
           !slots[embedding].empty() && !dict.find(slots[embedding].front())->as_tensor();
-      return from_slots(slots, path_of, per_row, description);
+      return with_extra_columns(from_slots(slots, path_of, per_row, description), dict, prefix);
     }
 
     // text -> vector: an LLM cache keyed by the text that produced each embedding.
@@ -342,7 +383,7 @@ class Detector {
           description};
       if (text_key) layout.fields.push_back({"text", path_of(*text_key)});
       layout.fields.push_back({"embedding", path_of(blocks.front())});
-      return layout;
+      return with_extra_columns(std::move(layout), dict, prefix);
     }
     if (blocks.size() > 1) {
       std::vector<Candidate> vector_candidates, text_candidates;
@@ -356,6 +397,9 @@ class Detector {
                       candidate_list(vector_candidates) + "." +
                       suggestions(vector_candidates, text_candidates));
     }
+
+    // Arrays sharing their first dimension: images, labels, keypoints, ... one column each.
+    if (auto layout = tensors_layout(dict, prefix, description)) return layout;
 
     // Nothing at this level: one (and only one) child may hold the dataset.
     std::vector<std::pair<std::string, DetectedLayout>> found;
@@ -376,8 +420,64 @@ class Detector {
     return std::nullopt;
   }
 
+  // The other arrays of `dict` with the layout's row count become extra columns, named after
+  // their keys (keys that make no column name, or clash with one, are left out).
+  static std::optional<DetectedLayout> with_extra_columns(std::optional<DetectedLayout> layout,
+                                                          const Dict& dict, const KeyPath& prefix) {
+    if (!layout) return layout;
+    const Value* first_column = nullptr;
+    std::vector<std::string> used;
+    for (const auto& field : layout->fields) {
+      used.push_back(field.column);
+      for (const auto& [key, value] : dict.items)
+        if (format_path(with_key(prefix, key)) == field.path) {
+          used.push_back("key:" + key);
+          if (!first_column) first_column = &value;
+        }
+    }
+    if (!first_column) return layout;  // rows spread over a list of dicts: no parallel arrays
+    const std::uint64_t rows = row_count(*first_column);
+    for (const auto& [key, value] : dict.items) {
+      const std::string name = column_name_for(key);
+      if (name.empty() || !column_of(value, rows) ||
+          std::find(used.begin(), used.end(), "key:" + key) != used.end() ||
+          std::find(used.begin(), used.end(), name) != used.end())
+        continue;
+      layout->fields.push_back({name, format_path(with_key(prefix, key))});
+      used.push_back(name);
+    }
+    return layout;
+  }
+
+
   const std::string& origin_;
 };
+
+std::optional<DetectedLayout> Detector::tensors_layout(const Dict& dict, const KeyPath& prefix,
+                                                       const std::string& description) {
+  // The row count is the first array of numbers'; every array of numbers must have it. Lists of
+  // strings of another length are metadata (class names, say), left out.
+  std::optional<std::uint64_t> rows;
+  for (const auto& [key, value] : dict.items)
+    if (value.as_tensor() || (value.as_list() && !text_list(value))) {
+      rows = row_count(value);
+      break;
+    }
+  if (!rows || *rows == 0) return std::nullopt;
+  DetectedLayout layout{SourceKind::tensors, {}, description};
+  std::vector<std::string> names;
+  for (const auto& [key, value] : dict.items) {
+    if (!value.as_tensor() && !value.as_list()) continue;  // metadata: scalars, strings, dicts
+    if (text_list(value) && row_count(value) != *rows) continue;
+    if (!column_of(value, *rows)) return std::nullopt;
+    const std::string name = column_name_for(key);
+    if (name.empty() || std::find(names.begin(), names.end(), name) != names.end())
+      return std::nullopt;
+    names.push_back(name);
+    layout.fields.push_back({name, format_path(with_key(prefix, key))});
+  }
+  return layout;
+}
 
 // Every path that could be a column, for the "nothing recognised" message.
 void collect(const Value& value, const KeyPath& path, int depth, std::vector<Candidate>& vectors,
@@ -410,8 +510,25 @@ void collect(const Value& value, const KeyPath& path, int depth, std::vector<Can
 
 }  // namespace
 
+std::optional<DetectedLayout> detect_tensor_columns(const Value& root, const std::string& origin) {
+  if (const Dict* dict = root.as_dict())
+    return Detector::tensors_layout(*dict, {}, "a dict with keys " + describe_keys(*dict));
+  // One array on its own (an images.npy): one column, named after the file.
+  if (const Tensor* tensor = root.as_tensor(); tensor && !tensor->shape.empty()) {
+    std::string stem = origin.substr(origin.find_last_of('/') + 1);
+    stem = stem.substr(0, stem.find('.'));
+    const std::string name = column_name_for(stem);
+    return DetectedLayout{SourceKind::tensors,
+                          {{name.empty() ? "data" : name, "."}},
+                          "a " + tensor_text(*tensor)};
+  }
+  return std::nullopt;
+}
+
 DetectedLayout detect_layout(const Value& root, const std::string& origin) {
   if (auto layout = Detector(origin).node(root, {}, 0)) return std::move(*layout);
+  if (root.as_tensor())
+    if (auto layout = detect_tensor_columns(root, origin)) return std::move(*layout);
   std::vector<Candidate> vectors, texts;
   collect(root, {}, 0, vectors, texts);
   std::string found = "found " + value_signature(root, 2, 3);
@@ -419,7 +536,7 @@ DetectedLayout detect_layout(const Value& root, const std::string& origin) {
     found += "; columns it could hold: " + candidate_list(vectors) +
              (vectors.empty() || texts.empty() ? "" : ", ") + candidate_list(texts);
   throw Error(origin, "layout",
-              "no known layout (dialogue, embeddings or llm-cache): " + found + "." +
+              "no known layout (dialogue, embeddings, llm-cache or tensors): " + found + "." +
                   suggestions(vectors, texts));
 }
 

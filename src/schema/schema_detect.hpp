@@ -1,6 +1,7 @@
 // Recognises the three source kinds in a Value tree and proposes the --field paths for them.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,5 +18,8 @@ struct DetectedLayout {
 // Throws gpucache::Error (location "layout") when nothing is recognised or several candidates
 // fit; the message says what was found and which --kind/--field flags would resolve it.
 DetectedLayout detect_layout(const Value& root, const std::string& origin);
+// The `tensors` layout of a root dict (every array sharing one row count, named after its key)
+// or of a root tensor (one column named after the file); nothing when the root is neither.
+std::optional<DetectedLayout> detect_tensor_columns(const Value& root, const std::string& origin);
 
 }  // namespace gpucache::detail

@@ -30,6 +30,18 @@ inline constexpr std::size_t kMaxRowDims = 8;
 GPUCACHE_API std::string_view column_kind_name(ColumnKind kind) noexcept;
 GPUCACHE_API std::optional<ColumnKind> parse_column_kind(std::string_view name) noexcept;
 
+// What a column is for, which decides how pack stores and checks it (docs/cli.md, "Column
+// roles"). Not a storage property: the manifest records it, the shards do not need it.
+enum class ColumnRole : std::uint8_t {
+  embedding,  // float [D] rows: padded to the tensor-core pitch, finite, norm range, non-zero
+  tensor,     // any dtype and row shape, stored densely: float rows checked finite
+  sequence,   // a run of values of its own length per row (token ids)
+  text,       // a UTF-8 string per row
+};
+// "embedding", "tensor", "sequence", "text".
+GPUCACHE_API std::string_view column_role_name(ColumnRole role) noexcept;
+GPUCACHE_API std::optional<ColumnRole> parse_column_role(std::string_view name) noexcept;
+
 struct GPUCACHE_API Column {
   std::string name;
   ColumnKind kind = ColumnKind::tensor;

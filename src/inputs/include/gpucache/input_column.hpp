@@ -18,6 +18,9 @@ namespace gpucache {
 // unpadded (padded_dim == dim()).
 struct InputColumn : Column {
   std::uint64_t rows = 0;
+  // What the column is for, as far as the input tells (schema mapping decides embedding columns
+  // and --role overrides): tensor, sequence or text by kind.
+  ColumnRole role = ColumnRole::tensor;
   std::string path;    // where in the input it comes from, as --field accepts it
   std::string origin;  // the input, for messages
 
@@ -35,6 +38,10 @@ struct InputColumn : Column {
   std::function<void(std::uint64_t first, std::uint64_t count)> release_rows;
   // Text columns: the UTF-8 text of one row, valid while the column lives.
   std::function<std::string_view(std::uint64_t row)> text_row;
+  // Sequence columns: how many values row `row` holds, and its values (little-endian dtype) copied
+  // into out (row_length(row) × dtype size bytes).
+  std::function<std::uint64_t(std::uint64_t row)> row_length;
+  std::function<void(std::uint64_t row, std::span<std::byte> out)> read_sequence;
 };
 
 // Rows [first, first + count) of a tensor column as out_dtype: the column's own dtype, or f32 for

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gpucache/dtype.hpp"
@@ -19,9 +20,12 @@ struct PackOptions {
   std::optional<SourceKind> kind;
   std::vector<FieldSpec> fields;
   std::string output_dir;
-  // Storage type of float (embedding) columns: f32, f16 or bf16. Unset keeps f32/f16/bf16 inputs
-  // as they are and stores f64 inputs as f32.
+  // Storage type of float columns: f32, f16 or bf16. Unset keeps float columns as they are, except
+  // that embeddings store f64 as f32. column_dtypes sets it per column (--dtype COLUMN=DTYPE).
   std::optional<DType> dtype;
+  std::vector<std::pair<std::string, DType>> column_dtypes;
+  // --role COLUMN=ROLE: what a column is for, when the layout says otherwise (schema.hpp).
+  std::vector<RoleSpec> roles;
   std::uint64_t shard_size = 1ull << 30;  // bytes per shard, at most (one row always fits)
   std::optional<std::uint64_t> shard_rows;
   std::uint64_t pad_to = 16;  // row pitch: a multiple of this many elements (and of 16 bytes)

@@ -1,6 +1,7 @@
 // Schema mapping: turns the object tree any reader produced into the dataset columns `pack`
-// writes. Three kinds of source are recognised on their own (see map_source); anything else, or
+// writes. Four kinds of source are recognised on their own (see map_source); anything else, or
 // anything ambiguous, is mapped with --kind and --field, and the error says which flags to use.
+// Every column gets a role (gpucache/column.hpp ColumnRole), which --role overrides.
 //
 // Field paths (--field COLUMN=PATH) walk the tree from the root:
 //   key, a.b        dict keys          ["odd.key"]   a quoted key (any characters, \" and \\)
@@ -8,8 +9,9 @@
 //   @keys           the keys of a dict                a dict: one row each (at most one [*])
 //   . or empty      the root itself
 // e.g. `t`, `data.vectors`, `[*].q_emb`, `a.b[*].c`, `cache.@keys`.
-// A path that ends on a list reads one row per element; on an [N, D] tensor, one row per
-// tensor row; on a 1-D [N] tensor, one value per row.
+// A path that ends on a list reads one row per element; on an [N, ...] tensor, one row per
+// tensor row (of any shape); on a 1-D [N] tensor, one value per row. Lists of integers, and 1-D
+// integer tensors (one per row), make sequence columns (token ids).
 #pragma once
 
 #include <cstddef>
@@ -27,9 +29,9 @@
 
 namespace gpucache {
 
-enum class SourceKind { dialogue, embeddings, llm_cache };
+enum class SourceKind { dialogue, embeddings, llm_cache, tensors };
 
-// "dialogue", "embeddings", "llm-cache".
+// "dialogue", "embeddings", "llm-cache", "tensors".
 std::string_view source_kind_name(SourceKind kind) noexcept;
 // Accepts the names above ("llm_cache" too).
 std::optional<SourceKind> parse_source_kind(std::string_view name) noexcept;
@@ -43,6 +45,14 @@ struct FieldSpec {
 // Parses "COLUMN=PATH" as given to --field. Throws UsageError for a missing '=', a column name
 // that is not [a-z_][a-z0-9_]*, or a path that does not parse.
 FieldSpec parse_field_spec(std::string_view text);
+
+// --role COLUMN=ROLE: what a column is for (embedding, tensor, sequence, text).
+struct RoleSpec {
+  std::string column;
+  ColumnRole role = ColumnRole::tensor;
+  bool operator==(const RoleSpec&) const = default;
+};
+RoleSpec parse_role_spec(std::string_view text);
 
 struct SourceMapping {
   SourceKind kind = SourceKind::embeddings;
@@ -68,19 +78,26 @@ struct SourceMapping {
 //               optional text list.
 //   llm-cache   text + embedding from a dict text -> [D] tensor, a list of {text, embedding}
 //               dicts, or {texts, embeddings} with one vector per text.
+//   tensors     a dict of arrays sharing their first dimension ({images [N, 3, H, W], labels
+//               [N], keypoints [N, 21, 3]}): one column per key, named after it.
+// In a dict of arrays, the other arrays with the dataset's row count are extra columns too.
+// Roles: the embedding columns of the first three kinds are `embedding` (float vectors, padded
+// and validated), text columns `text`; every other column `tensor` or `sequence` by its rows.
 // `kind` forces the kind; `fields` name columns explicitly (standard columns the fields leave
-// out are still detected when detection succeeds; any other column name adds an extra column).
+// out are still detected when detection succeeds; any other column name adds an extra column);
+// `roles` override roles.
 // Touches no tensor data. Throws gpucache::Error naming `origin`: for an ambiguous or unknown
 // layout (with what was found and the exact --kind/--field flags to use), for columns whose row
 // counts differ (listing each), and for rows whose vectors differ in size or dtype (naming the
 // row).
 SourceMapping map_source(const Value& root, const std::string& origin,
                          std::optional<SourceKind> kind = std::nullopt,
-                         const std::vector<FieldSpec>& fields = {});
+                         const std::vector<FieldSpec>& fields = {},
+                         const std::vector<RoleSpec>& roles = {});
 
-// Several inputs packed into one dataset must agree on kind, column names and kinds, per-column
-// dims and integer dtypes (float columns may differ in float dtype: all become f32). Throws
-// gpucache::Error listing every input with its values when they do not.
+// Several inputs packed into one dataset must agree on kind, column names, kinds and roles, row
+// shapes and integer dtypes (float columns may differ in float dtype). Throws gpucache::Error
+// listing every input with its values when they do not.
 void check_compatible(const std::vector<SourceMapping>& mappings);
 
 // "--field 'question_embedding=[*].q_emb'": shell-quoted where needed.
