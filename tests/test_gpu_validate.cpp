@@ -9,9 +9,9 @@
 #include <limits>
 #include <random>
 
+#include "compute_backend.hpp"
 #include "gpucache/validate.hpp"
 #include "kernels/row_checks.cuh"
-#include "compute_backend.hpp"
 
 using namespace gpucache;
 
@@ -72,17 +72,45 @@ std::vector<float> make_rows(std::uint64_t rows, std::uint64_t dim, std::uint64_
   return values;
 }
 
-void check_same_records(const std::vector<detail::RowRecord>& cpu,
-                        const std::vector<detail::RowRecord>& cuda) {
+// Byte-for-byte equality of two arrays of fixed-layout records (summaries, dot products).
+template <typename Record>
+void check_same_records(const std::vector<Record>& cpu, const std::vector<Record>& cuda) {
   REQUIRE(cpu.size() == cuda.size());
   std::uint64_t differing = 0, first = ~0ull;
   for (std::size_t r = 0; r < cpu.size(); ++r)
-    if (std::memcmp(&cpu[r], &cuda[r], sizeof(detail::RowRecord)) != 0) {
+    if (std::memcmp(&cpu[r], &cuda[r], sizeof(Record)) != 0) {
       ++differing;
       first = std::min<std::uint64_t>(first, r);
     }
   INFO("first differing row: ", first);
   CHECK(differing == 0);
+}
+
+// The rows of `values` widened-and-narrowed into `input`'s encoding (f16/bf16 by the conversion
+// kernel's rounding, f64 exactly), so every input type sees the same adversarial rows.
+std::vector<std::byte> encode_rows(const std::vector<float>& values, detail::InputType input) {
+  std::vector<std::byte> bytes(values.size() * detail::input_size(input));
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    switch (input) {
+      case detail::InputType::f32:
+        std::memcpy(bytes.data() + 4 * i, &values[i], 4);
+        break;
+      case detail::InputType::f64: {
+        const double wide = values[i];
+        std::memcpy(bytes.data() + 8 * i, &wide, 8);
+        break;
+      }
+      case detail::InputType::f16:
+      case detail::InputType::bf16: {
+        const auto output =
+            input == detail::InputType::f16 ? detail::OutputType::f16 : detail::OutputType::bf16;
+        const std::uint16_t bits = detail::convert_bits(detail::float_bits(values[i]), output).bits;
+        std::memcpy(bytes.data() + 2 * i, &bits, 2);
+        break;
+      }
+    }
+  }
+  return bytes;
 }
 
 bool same_bits(double a, double b) {
@@ -122,31 +150,29 @@ void check_same_results(const ValidationResult& cpu, const ValidationResult& cud
 
 }  // namespace
 
-TEST_CASE("check pass: CUDA records equal the CPU reference byte for byte") {
+TEST_CASE("check pass: CUDA summaries and dot products equal the CPU reference byte for byte") {
   detail::ComputeBackend cpu(Device::cpu, 0), cuda(Device::cuda, 0);
   for (const std::uint64_t dim : {1, 5, 31, 32, 33, 384, 768, 1000, 4096}) {
     const std::uint64_t rows = dim >= 1000 ? 2000 : 5000;
     const auto q = make_rows(rows, dim, dim), a = make_rows(rows, dim, dim + 1);
-    for (const unsigned columns : {1u, 2u}) {
-      for (const bool dedup : {false, true}) {
-        detail::CheckParams params;
-        params.columns = columns;
-        params.dims[0] = dim;
-        params.dims[1] = columns == 2 ? dim : 0;
-        params.dedup = dedup;
-        params.output = dedup ? detail::OutputType::f16 : detail::OutputType::bf16;
-        if (columns == 2) {
-          params.pair_cos = 1;
-          params.cos_min = -0.05;
-          params.cos_max = 0.05;
-        }
-        const float* pointers[2] = {q.data(), a.data()};
-        std::vector<detail::RowRecord> on_cpu(rows), on_cuda(rows);
-        cpu.check_rows(params, pointers, rows, on_cpu.data());
-        cuda.check_rows(params, pointers, rows, on_cuda.data());
-        INFO("dim ", dim, " columns ", columns, " dedup ", dedup);
+    for (const auto input : {detail::InputType::f32, detail::InputType::f16,
+                             detail::InputType::bf16, detail::InputType::f64}) {
+      const auto q_bytes = encode_rows(q, input), a_bytes = encode_rows(a, input);
+      for (const bool hash : {false, true}) {
+        const detail::SummaryParams params{dim, input, hash};
+        std::vector<detail::ColumnSummary> on_cpu(rows), on_cuda(rows);
+        cpu.summarize_rows(params, q_bytes.data(), rows, on_cpu.data());
+        cuda.summarize_rows(params, q_bytes.data(), rows, on_cuda.data());
+        INFO("dim ", dim, " input ", int(input), " hash ", hash);
         check_same_records(on_cpu, on_cuda);
       }
+      const detail::DotParams dot{dim, input, detail::InputType::f32};
+      const auto a_f32 = encode_rows(a, detail::InputType::f32);
+      std::vector<double> dot_cpu(rows), dot_cuda(rows);
+      cpu.dot_rows(dot, q_bytes.data(), a_f32.data(), rows, dot_cpu.data());
+      cuda.dot_rows(dot, q_bytes.data(), a_f32.data(), rows, dot_cuda.data());
+      INFO("dot: dim ", dim, " input ", int(input));
+      check_same_records(dot_cpu, dot_cuda);
     }
   }
 }
@@ -155,15 +181,13 @@ TEST_CASE("check pass over many chunks and both staging slots") {
   detail::ComputeBackend cpu(Device::cpu, 0), cuda(Device::cuda, 0);
   const std::uint64_t rows = 300000, dim = 256;  // ~300 MB: several 64 MiB chunks
   const auto q = make_rows(rows, dim, 77);
-  detail::CheckParams params;
-  params.dims[0] = dim;
-  params.dedup = 1;
-  const float* pointers[1] = {q.data()};
-  std::vector<detail::RowRecord> on_cpu(rows), on_cuda(rows);
-  cpu.check_rows(params, pointers, rows, on_cpu.data());
-  cuda.check_rows(params, pointers, rows, on_cuda.data());
+  const auto bytes = encode_rows(q, detail::InputType::f32);
+  const detail::SummaryParams params{dim, detail::InputType::f32, 1};
+  std::vector<detail::ColumnSummary> on_cpu(rows), on_cuda(rows);
+  cpu.summarize_rows(params, bytes.data(), rows, on_cpu.data());
+  cuda.summarize_rows(params, bytes.data(), rows, on_cuda.data());
   check_same_records(on_cpu, on_cuda);
-  cuda.check_rows(params, pointers, 17, on_cuda.data());  // a tiny batch after a large one
+  cuda.summarize_rows(params, bytes.data(), 17, on_cuda.data());  // a tiny batch after a large one
   on_cuda.resize(17);
   on_cpu.resize(17);
   check_same_records(on_cpu, on_cuda);

@@ -228,6 +228,18 @@ ValidationOptions recorded_rules(const std::string& dataset) {
   return validation_options_from_json(manifest.options["validation"], "manifest.json");
 }
 
+// The per-column checks recorded for `dataset`, one per validated column.
+std::vector<ColumnChecks> recorded_checks(const std::string& dataset) {
+  bool hash_ok = false;
+  const auto manifest = shard::read_manifest(dataset + "/manifest.json", hash_ok);
+  REQUIRE(hash_ok);
+  std::vector<std::string> validated;
+  for (const auto& name : manifest.sections["validated_columns"])
+    validated.push_back(name.get<std::string>());
+  return resolve_column_checks(
+      validation_options_from_json(manifest.options["validation"], "manifest.json"), validated);
+}
+
 // Rewrites one recorded rule (and the manifest's hash, so only --deep can tell).
 void record_rule(const std::string& dataset, const std::string& key, const nlohmann::json& value) {
   bool hash_ok = false;
@@ -276,16 +288,24 @@ TEST_CASE("verify --deep reads back the rules pack recorded, widened only by the
   pack(options);
   const ValidationOptions recorded = recorded_rules(options.output_dir);
   CHECK(recorded == as_recorded(options.validation));
-  const ValidationOptions f32_rules = detail::deep_check_rules(recorded, DType::f32, deep);
-  CHECK(f32_rules.norm_min <= 0.5);
-  CHECK(f32_rules.norm_min > 0.5 * (1 - 1e-5));
-  CHECK(f32_rules.norm_max >= 40.0);
-  CHECK(f32_rules.norm_max < 40.0 * (1 + 1e-5));
-  CHECK(f32_rules.dedup);
+  const auto checks = recorded_checks(options.output_dir);
+  REQUIRE(checks.size() == 1);
+  const ValidationOptions f32_rules =
+      detail::deep_check_rules(recorded, checks, {DType::f32}, deep);
+  REQUIRE(f32_rules.columns);
+  REQUIRE(f32_rules.columns->size() == 1);
+  const ColumnChecks& f32_column = f32_rules.columns->front();
+  CHECK(f32_column.norm_min <= 0.5);
+  CHECK(f32_column.norm_min > 0.5 * (1 - 1e-5));
+  CHECK(f32_column.norm_max >= 40.0);
+  CHECK(f32_column.norm_max < 40.0 * (1 + 1e-5));
+  CHECK(f32_column.checks.has(Check::dedup));
   CHECK_FALSE(f32_rules.pair_cos_min);
   CHECK_FALSE(f32_rules.pair_cos_max);
   // Rounding to f16 can make distinct rows equal: duplicates are then not re-checked.
-  CHECK_FALSE(detail::deep_check_rules(recorded, DType::f16, deep).dedup);
+  CHECK_FALSE(detail::deep_check_rules(recorded, checks, {DType::f16}, deep)
+                  .columns->front()
+                  .checks.has(Check::dedup));
   CHECK(verify(options.output_dir, deep).ok());
 
   PackOptions dialogue;
@@ -299,11 +319,17 @@ TEST_CASE("verify --deep reads back the rules pack recorded, widened only by the
   pack(dialogue);
   const ValidationOptions dialogue_recorded = recorded_rules(dialogue.output_dir);
   CHECK(dialogue_recorded == as_recorded(dialogue.validation));
-  const auto f16_rules = detail::deep_check_rules(dialogue_recorded, DType::f16, deep);
+  const auto dialogue_checks = recorded_checks(dialogue.output_dir);
+  REQUIRE(dialogue_checks.size() == 2);
+  const auto f16_rules =
+      detail::deep_check_rules(dialogue_recorded, dialogue_checks, {DType::f16, DType::f16}, deep);
   // Normalised rows have norm 1, whatever norm_min and norm_max were.
-  CHECK(f16_rules.norm_min < 1.0);
-  CHECK(f16_rules.norm_max > 1.0);
-  CHECK(f16_rules.norm_max - f16_rules.norm_min < 0.1);
+  for (const auto& column : *f16_rules.columns) {
+    CHECK(column.norm_min < 1.0);
+    CHECK(column.norm_max > 1.0);
+    CHECK(column.norm_max - column.norm_min < 0.1);
+    CHECK(column.checks.has(Check::pair_cos));
+  }
   REQUIRE(f16_rules.pair_cos_min);
   REQUIRE(f16_rules.pair_cos_max);
   CHECK(*f16_rules.pair_cos_min < -0.9);
@@ -358,13 +384,32 @@ TEST_CASE("verify --deep finds rows that break each recorded rule it re-checks")
 TEST_CASE("pack --help lists the drop reasons from the table, in check order") {
   const auto help = test_support::run_cli({"pack", "--help"});
   REQUIRE(help.exit_code == 0);
-  std::size_t previous = 0;
+  // Some checks share their name with their drop reason: look after the reasons' heading.
+  std::size_t previous = help.out.find("A row is dropped with the first check it fails");
+  REQUIRE(previous != std::string::npos);
   for (const DropReason reason : drop_reasons_in_check_order()) {
     const DropReasonInfo& info = drop_reason_info(reason);
     CAPTURE(info.name);
-    const auto line = help.out.find("\n  " + std::string(info.name) + " ");
+    const auto line = help.out.find("\n  " + std::string(info.name) + " ", previous);
     REQUIRE(line != std::string::npos);
     CHECK(line > previous);
+    const auto end = help.out.find('\n', line + 1);
+    CHECK(help.out.substr(line, end - line).ends_with(info.doc));
+    previous = line;
+  }
+}
+
+TEST_CASE("pack --help lists the checks from the check table, in table order") {
+  const auto help = test_support::run_cli({"pack", "--help"});
+  REQUIRE(help.exit_code == 0);
+  std::size_t previous = help.out.find("Checks, per column");
+  REQUIRE(previous != std::string::npos);
+  const std::size_t reasons = help.out.find("A row is dropped with the first check it fails");
+  for (const CheckInfo& info : kChecks) {
+    CAPTURE(info.name);
+    const auto line = help.out.find("\n  " + std::string(info.name) + " ", previous);
+    REQUIRE(line != std::string::npos);
+    CHECK(line < reasons);
     const auto end = help.out.find('\n', line + 1);
     CHECK(help.out.substr(line, end - line).ends_with(info.doc));
     previous = line;

@@ -443,7 +443,8 @@ TEST_CASE("the drop-reason table keeps the codes, names and check order datasets
   CHECK(drop_reasons().front().reason == DropReason::nan_inf);
   CHECK(drop_reason_name(static_cast<DropReason>(200)) == "unknown");
   // The kernels' verdicts carry the same enum, not a copy of its codes.
-  static_assert(std::is_same_v<decltype(detail::RowRecord::reason), DropReason>);
+  static_assert(
+      std::is_same_v<decltype(detail::column_verdict(detail::ColumnRule{}, 0.0, 0.0)), DropReason>);
 }
 
 TEST_CASE("the drop-reason table checks reject a broken table") {
@@ -1016,9 +1017,12 @@ TEST_CASE("invalid options are refused") {
     options.device = Device::cpu;
     CHECK_THROWS_AS(Validator(options, dims), Error);
   };
-  refuses({.norm_min = 0.0}, {8});
+  refuses({.norm_min = -0.5}, {8});
+  refuses({.norm_min = std::nan("")}, {8});
+  refuses({.norm_max = 0.0}, {8});
+  refuses({.norm_min = 0.0, .norm_max = 0.0}, {8});
   refuses({.norm_min = 2.0, .norm_max = 1.0}, {8});
-  refuses({.norm_max = std::numeric_limits<double>::infinity()}, {8});
+  refuses({.norm_max = std::nan("")}, {8});
   refuses({.pair_cos_min = 0.5}, {8});      // one column
   refuses({.pair_cos_min = 0.5}, {8, 16});  // different dims
   refuses({.pair_cos_min = 0.5, .pair_cos_max = 0.1}, {8, 8});

@@ -3,6 +3,7 @@
 // malformed keys.
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <cstddef>
 #include <string>
 #include <utility>
@@ -48,6 +49,9 @@ ValidationOptions unusual_rules() {
   options.sample_fraction = 0.375;
   options.shuffle = true;
   options.seed = 0xfedcba9876543210ull;
+  options.columns = {{"images", {Check::finite}},
+                     {"keypoints", {Check::finite, Check::norm}, 0.0, INFINITY},
+                     {"embedding", {Check::nonzero, Check::norm, Check::dedup}, 0.5, 2.0, true}};
   return options;
 }
 
@@ -63,8 +67,8 @@ std::string error_location(const Json& json) {
 
 }  // namespace
 
-// 11 recorded rules, plus output_dtype, device and threads, which are not rules.
-static_assert(member_count<ValidationOptions>() == 14,
+// 12 recorded rules, plus output_dtype, device and threads, which are not rules.
+static_assert(member_count<ValidationOptions>() == 15,
               "ValidationOptions changed: record a new rule in kRecordedRules "
               "(src/validate/validation_json.cpp) and in unusual_rules() here, or say here why it "
               "is not a rule");
@@ -78,13 +82,58 @@ TEST_CASE("the rules are written as pack has always written them") {
         R"({"norm_min":0.25,"norm_max":12.5,"dedup":true,"pair_cos_min":-0.75,)"
         R"("pair_cos_max":0.875,"on_overflow":"clamp","normalize":true,)"
         R"("max_rows_per_source":1234,"sample":0.375,"shuffle":true,)"
-        R"("seed":18364758544493064720})");
+        R"("seed":18364758544493064720,"columns":{"images":{"checks":["finite"]},)"
+        R"("keypoints":{"checks":["finite","norm"],"norm_min":0.0,"norm_max":"inf"},)"
+        R"("embedding":{"checks":["nonzero","norm","dedup"],"norm_min":0.5,"norm_max":2.0,)"
+        R"("normalized":true}}})");
   // Not rules: they never change the bytes.
   ValidationOptions run_choices;
   run_choices.output_dtype = DType::bf16;
   run_choices.device = Device::cpu;
   run_choices.threads = 3;
   CHECK(validation_options_to_json(run_choices) == validation_options_to_json({}));
+}
+
+TEST_CASE(
+    "columns with the rules embeddings always had are not written, so manifests stay as they "
+    "were") {
+  // Dialogue with dedup, pair bounds and normalisation: what pack records for its two embedding
+  // columns is what the rules alone always meant.
+  ValidationOptions dialogue;
+  dialogue.dedup = true;
+  dialogue.pair_cos_min = 0.25;
+  dialogue.normalize = true;
+  const Json without_columns = validation_options_to_json(dialogue);
+  dialogue.columns = legacy_column_checks(dialogue, {"question_embedding", "answer_embedding"});
+  CHECK(validation_options_to_json(dialogue) == without_columns);
+  CHECK_FALSE(validation_options_to_json(dialogue).contains("columns"));
+  dialogue.columns->clear();  // nothing checked: nothing to say either
+  CHECK(validation_options_to_json(dialogue) == without_columns);
+  // Reading such a manifest back gives the legacy rules for its validated columns.
+  const auto read = validation_options_from_json(without_columns, "m");
+  CHECK_FALSE(read.columns);
+  const auto resolved = resolve_column_checks(read, {"question_embedding", "answer_embedding"});
+  REQUIRE(resolved.size() == 2);
+  CHECK(resolved[0].checks ==
+        CheckSet{Check::finite, Check::nonzero, Check::norm, Check::pair_cos, Check::dedup});
+  CHECK(resolved[1].column == "answer_embedding");
+  CHECK(resolved[1].normalized);
+  CHECK(resolved[1].norm_min == 0.1);
+
+  // Any difference from the legacy rules is written: a bound, a check, normalisation, a column.
+  for (int change = 0; change < 4; ++change) {
+    ValidationOptions changed = dialogue;
+    changed.columns = legacy_column_checks(dialogue, {"question_embedding", "answer_embedding"});
+    ColumnChecks& column = changed.columns->back();
+    if (change == 0) column.norm_max = 50.0;
+    if (change == 1) column.checks.remove(Check::nonzero);
+    if (change == 2) column.normalized = false;
+    if (change == 3) changed.columns->push_back({"weights", {Check::finite}});
+    CAPTURE(change);
+    const Json json = validation_options_to_json(changed);
+    REQUIRE(json.contains("columns"));
+    CHECK(validation_options_from_json(json, "m") == changed);
+  }
 }
 
 TEST_CASE("every rule survives a round trip through JSON and its text") {
@@ -98,6 +147,13 @@ TEST_CASE("every rule survives a round trip through JSON and its text") {
   one_sided.on_overflow = OverflowPolicy::drop;
   one_sided.seed = 0;
   CHECK(validation_options_from_json(validation_options_to_json(one_sided), "m") == one_sided);
+  // Open norm bounds: JSON has no infinity, so it is the string "inf".
+  ValidationOptions open;
+  open.norm_min = 0.0;
+  open.norm_max = INFINITY;
+  const Json json = validation_options_to_json(open);
+  CHECK(json["norm_max"] == "inf");
+  CHECK(validation_options_from_json(Json::parse(json.dump()), "m") == open);
 }
 
 TEST_CASE("missing rules keep their defaults and unknown keys are ignored") {
@@ -125,6 +181,26 @@ TEST_CASE("a rule of the wrong type is an error naming its key") {
   CHECK(error_location(Json::parse(R"([1, 2])")) == "options.validation");
   CHECK_THROWS_WITH_AS(validation_options_from_json(Json::parse(R"({"sample": "half"})"), "m"),
                        doctest::Contains("expected a number, got \"half\""), Error);
+  CHECK(error_location(Json::parse(R"({"columns": [1]})")) == "options.validation.columns");
+  CHECK(error_location(Json::parse(R"({"columns": {"x": 1}})")) == "options.validation.columns.x");
+  CHECK(error_location(Json::parse(R"({"columns": {"x": {}}})")) ==
+        "options.validation.columns.x.checks");
+  CHECK(error_location(Json::parse(R"({"columns": {"x": {"checks": ["finite", "sharp"]}}})")) ==
+        "options.validation.columns.x.checks");
+  // overflow is no per-column check: it is never recorded, and not read.
+  CHECK(error_location(Json::parse(R"({"columns": {"x": {"checks": ["overflow"]}}})")) ==
+        "options.validation.columns.x.checks");
+  CHECK(error_location(Json::parse(R"({"columns": {"x": {"checks": [], "norm_max": "lots"}}})")) ==
+        "options.validation.columns.x.norm_max");
+  CHECK(error_location(Json::parse(R"({"columns": {"x": {"checks": [], "normalized": 1}}})")) ==
+        "options.validation.columns.x.normalized");
+  // A norm check recorded without bounds takes the dataset-wide ones; unknown keys are ignored.
+  const auto read = validation_options_from_json(
+      Json::parse(R"({"norm_min": 0.5, "columns": {"x": {"checks": ["norm"], "later": 1}}})"), "m");
+  REQUIRE(read.columns);
+  REQUIRE(read.columns->size() == 1);
+  CHECK(read.columns->front().norm_min == 0.5);
+  CHECK(read.columns->front().norm_max == 100.0);
 }
 
 TEST_CASE("drop counts are named and ordered as in the drop-reason table") {

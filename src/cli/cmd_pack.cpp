@@ -3,6 +3,7 @@
 #include <string>
 
 #include "commands.hpp"
+#include "gpucache/checks.hpp"
 #include "gpucache/error.hpp"
 #include "gpucache/input.hpp"
 #include "gpucache/pack.hpp"
@@ -10,6 +11,21 @@
 
 namespace gpucache::cli {
 namespace {
+
+// The checks --checks takes, with their documentation, from the table in gpucache/checks.hpp.
+std::string checks_help() {
+  std::size_t width = 0;
+  for (const auto& info : kChecks) width = std::max(width, info.name.size());
+  std::string text =
+      "Checks, per column (--checks COLUMN=CHECK,... replaces a column's defaults; none for no\n"
+      "checks). Defaults by role: embedding finite, nonzero, norm (+ dedup with --dedup, + "
+      "pair_cos\n"
+      "for the dialogue pair with --pair-cos-*); float tensor finite; anything else none.\n";
+  for (const auto& info : kChecks)
+    text += "  " + std::string(info.name) + std::string(width + 2 - info.name.size(), ' ') +
+            std::string(info.doc) + "\n";
+  return text;
+}
 
 // The drop reasons in check order, with their documentation, from the table in
 // gpucache/drop_reason.hpp.
@@ -36,6 +52,7 @@ Runner add_pack(CLI::App& app) {
     PackOptions options;
     std::string dtype, shard_size = "1G", compress, device = "auto", on_overflow = "error";
     MappingArguments mapping;
+    std::vector<std::string> checks;
     bool json = false, quiet = false;
   };
   auto args = std::make_shared<Arguments>();
@@ -63,9 +80,20 @@ Runner add_pack(CLI::App& app) {
   auto& rules = args->options.validation;
   command->add_option("--device", args->device, "Validation backend: auto, cpu or cuda")
       ->capture_default_str();
-  command->add_option("--norm-min", rules.norm_min, "Drop rows whose L2 norm is below this")
+  command
+      ->add_option("--checks", args->checks,
+                   "COLUMN=CHECK,CHECK,...: the checks of a column, replacing its defaults "
+                   "(finite, nonzero, norm or norm:MIN:MAX, pair_cos, dedup; or none); repeatable")
+      ->type_name("COLUMN=CHECKS");
+  command->add_flag("--no-checks", args->options.no_checks,
+                    "Check no column (--on-overflow still applies to f16/bf16 storage)");
+  command
+      ->add_option("--norm-min", rules.norm_min,
+                   "Norm check: drop rows whose L2 norm is below this (0: no lower bound)")
       ->capture_default_str();
-  command->add_option("--norm-max", rules.norm_max, "Drop rows whose L2 norm is above this")
+  command
+      ->add_option("--norm-max", rules.norm_max,
+                   "Norm check: drop rows whose L2 norm is above this (inf: no upper bound)")
       ->capture_default_str();
   command->add_flag("--dedup", rules.dedup,
                     "Drop exact duplicate rows (the first occurrence is kept)");
@@ -102,8 +130,11 @@ Examples:
   gpucache pack part-*.npy -o data/emb --resume      # after an interrupted run
   gpucache pack emb.npy -o data/emb --dedup --norm-min 0.5 --rejects dropped.jsonl
   gpucache pack emb.npy -o data/emb --shuffle --seed 7 --sample 0.1 --device cpu
+  gpucache pack images.npz -o data/img --checks keypoints=finite --checks weights=none
+  gpucache pack emb.npy -o data/emb --checks embedding=finite,norm:0:inf --norm-min 0
 
-)" + drop_reasons_help());
+)" + checks_help() +
+                  "\n" + drop_reasons_help());
   return [command, args] {
     auto& options = args->options;
     if (!args->dtype.empty()) {
@@ -113,6 +144,7 @@ Examples:
     }
     options.shard_size = parse_size(args->shard_size, "--shard-size");
     apply_mapping_options(args->mapping, options.kind, options.fields);
+    for (const auto& spec : args->checks) options.checks.push_back(parse_checks_spec(spec));
     if (args->device == "auto")
       options.validation.device = Device::automatic;
     else if (args->device == "cpu")

@@ -56,8 +56,8 @@ std::uint64_t source_file_size(const std::string& path) {
 }
 
 // Everything that shapes the bytes. The device is deliberately absent: CPU and CUDA write
-// identical datasets.
-Json options_json(const PackOptions& options) {
+// identical datasets. `rules`: the validation rules with each checked column's checks.
+Json options_json(const PackOptions& options, const ValidationOptions& rules) {
   Json json;
   json["dtype"] = options.dtype ? std::string(dtype_name(*options.dtype)) : "keep";
   json["pad_to"] = options.pad_to;
@@ -66,7 +66,7 @@ Json options_json(const PackOptions& options) {
   json["compress"] =
       options.zstd_level == 0 ? "none" : "zstd:" + std::to_string(options.zstd_level);
   json["chunk_size"] = shard::kDefaultChunkSize;
-  json["validation"] = validation_options_to_json(options.validation);
+  json["validation"] = validation_options_to_json(rules);
   return json;
 }
 
@@ -144,20 +144,22 @@ PackResult pack(const PackOptions& options) {
   std::vector<detail::Source> sources;
   std::vector<SourceMapping> mappings;
   for (const auto& input : options.inputs) {
-    sources.push_back(detail::open_source(input, {options.kind, options.fields, options.roles, options.threads}));
+    sources.push_back(
+        detail::open_source(input, {options.kind, options.fields, options.roles, options.threads}));
     mappings.push_back(*sources.back().mapping);
   }
   check_compatible(mappings);
   mappings.clear();  // copies: the sources keep what they point into
   PackInputs inputs(std::move(sources));
   const auto specs = detail::output_columns(inputs.first(), options);
+  const auto rules = detail::recorded_rules(detail::plan_validation(inputs, specs, options));
 
   detail::OutputDir output(options.output_dir, options.resume  ? detail::OutputMode::resume
                                                : options.force ? detail::OutputMode::replace
                                                                : detail::OutputMode::fresh);
   shard::Manifest manifest;
   manifest.tool_version = GPUCACHE_VERSION;
-  manifest.options = options_json(options);
+  manifest.options = options_json(options, rules);
   std::uint64_t input_bytes = 0;
   for (const auto& source : inputs.sources()) input_bytes += source_file_size(source.path);
 

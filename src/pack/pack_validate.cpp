@@ -6,6 +6,8 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <numeric>
+#include <optional>
+#include <sstream>
 
 #include "gpucache/common/atomic_file.hpp"
 #include "gpucache/common/parallel.hpp"
@@ -17,11 +19,11 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
-// Rows per validation batch, so memory stays flat: about 64 MiB of f32 per column for a GPU, which
-// wants big transfers, and 4 MiB for the CPU, whose gathered rows then stay in cache.
-std::uint64_t batch_rows(std::uint64_t dim, Device device) {
+// Rows per validation batch, so memory stays flat: about 64 MiB of rows for a GPU, which wants
+// big transfers, and 4 MiB for the CPU, whose gathered rows then stay in cache.
+std::uint64_t batch_rows(std::uint64_t row_bytes, Device device) {
   const std::uint64_t bytes = device == Device::cuda ? 64ull << 20 : 4ull << 20;
-  return std::max<std::uint64_t>(1, bytes / (4 * std::max<std::uint64_t>(dim, 1)));
+  return std::max<std::uint64_t>(1, bytes / std::max<std::uint64_t>(row_bytes, 1));
 }
 
 // JSON has no NaN or infinity: such norms are written as strings.
@@ -34,6 +36,44 @@ std::vector<std::uint64_t> identity(std::uint64_t count) {
   std::vector<std::uint64_t> rows(count);
   std::iota(rows.begin(), rows.end(), 0);
   return rows;
+}
+
+// The float types the Validator reads.
+bool checkable(DType dtype) {
+  return dtype == DType::f32 || dtype == DType::f16 || dtype == DType::bf16 || dtype == DType::f64;
+}
+
+std::string column_list(const Source& source) {
+  std::string names;
+  for (const auto& column : source.columns) names += (names.empty() ? "" : ", ") + column.name;
+  return names;
+}
+
+std::string bound_text(const std::optional<double>& bound) {
+  if (!bound) return "";
+  std::ostringstream text;
+  text << *bound;
+  return text.str();
+}
+
+// "--checks 'images=finite,norm:0:inf'", as the user typed it, for messages.
+std::string spec_text(const ChecksSpec& spec) {
+  std::string list;
+  for (const auto& info : kChecks) {
+    if (!spec.checks.has(info.check)) continue;
+    list += (list.empty() ? "" : ",") + std::string(info.name);
+    if (info.check == Check::norm && (spec.norm_min || spec.norm_max))
+      list += ":" + bound_text(spec.norm_min) + ":" + bound_text(spec.norm_max);
+  }
+  return "--checks '" + spec.column + "=" + (list.empty() ? "none" : list) + "'";
+}
+
+// Stored as f16 or bf16 from another type in some input, and not at unit norm: may overflow.
+bool may_overflow(const PackInputs& inputs, std::size_t c, DType stored, bool normalized) {
+  if ((stored != DType::f16 && stored != DType::bf16) || normalized) return false;
+  return std::any_of(inputs.sources().begin(), inputs.sources().end(), [&](const Source& source) {
+    return checkable(source.columns[c].dtype) && source.columns[c].dtype != stored;
+  });
 }
 
 }  // namespace
@@ -58,97 +98,211 @@ ValidationOptions effective_validation_options(const PackOptions& options,
   return validation;
 }
 
-ValidationOutcome validate_inputs(const PackInputs& inputs,
-                                  const std::vector<Column>& specs,
+ValidationPlan plan_validation(const PackInputs& inputs, const std::vector<Column>& specs,
+                               const PackOptions& options) {
+  const ValidationOptions& given = options.validation;
+  const Source& first = inputs.first();
+  const bool pair_bounds = given.pair_cos_min || given.pair_cos_max;
+  if (options.no_checks && !options.checks.empty())
+    throw UsageError("--no-checks turns every check off; it cannot be combined with --checks");
+  if (options.no_checks && given.dedup)
+    throw UsageError(
+        "--dedup adds the dedup check, which --no-checks turns off; use --checks "
+        "COLUMN=dedup for the columns to deduplicate");
+  if (options.no_checks && pair_bounds)
+    throw UsageError(
+        "--pair-cos-min/--pair-cos-max need the pair_cos check, which --no-checks "
+        "turns off");
+  // Each --checks names one column of the inputs, once.
+  std::vector<const ChecksSpec*> given_checks(first.columns.size(), nullptr);
+  for (const auto& spec : options.checks) {
+    std::size_t c = 0;
+    while (c < first.columns.size() && first.columns[c].name != spec.column) ++c;
+    if (c == first.columns.size())
+      throw UsageError(spec_text(spec) + ": there is no column '" + spec.column +
+                       "'; the columns are " + column_list(first));
+    if (given_checks[c]) throw UsageError("--checks names column '" + spec.column + "' twice");
+    given_checks[c] = &spec;
+    for (const auto& info : kChecks)
+      if (spec.checks.has(info.check)) {
+        const InputColumn& column = first.columns[c];
+        const std::string refusal =
+            check_refusal(info.check, column.name, column.role, column.dtype);
+        if (!refusal.empty()) throw UsageError(spec_text(spec) + ": " + refusal);
+      }
+  }
+
+  std::vector<ColumnChecks> checks(first.columns.size());
+  for (std::size_t c = 0; c < first.columns.size(); ++c) {
+    const InputColumn& column = first.columns[c];
+    ColumnChecks& column_checks = checks[c];
+    column_checks.column = column.name;
+    column_checks.normalized = given.normalize && is_embedding_column(column);
+    column_checks.norm_min = given.norm_min;
+    column_checks.norm_max = given.norm_max;
+    if (const ChecksSpec* spec = given_checks[c]) {
+      column_checks.checks = spec->checks;
+      column_checks.norm_min = spec->norm_min.value_or(given.norm_min);
+      column_checks.norm_max = spec->norm_max.value_or(given.norm_max);
+    } else if (!options.no_checks) {
+      column_checks.checks = default_checks(column.role, column.dtype, given.dedup);
+    }
+  }
+  // The dialogue pair: the two embedding columns, unless --checks chose their checks.
+  const auto embeddings = embedding_columns(first);
+  if (pair_bounds && embeddings.size() == 2)
+    for (std::size_t c : embeddings)
+      if (!given_checks[c]) checks[c].checks.add(Check::pair_cos);
+  std::vector<std::size_t> pair;
+  for (std::size_t c = 0; c < checks.size(); ++c)
+    if (checks[c].checks.has(Check::pair_cos)) pair.push_back(c);
+  if (!pair.empty() && !pair_bounds)
+    throw UsageError("the pair_cos check of --checks needs --pair-cos-min or --pair-cos-max");
+  if (pair_bounds && pair.size() != 2)
+    throw UsageError(
+        "--pair-cos-min/--pair-cos-max check the cosine of two columns (a dialogue's "
+        "question and answer embeddings, or two with pair_cos in --checks), but " +
+        std::to_string(pair.size()) + " have the pair_cos check");
+  if (pair.size() == 2 &&
+      first.columns[pair[0]].row_elements() != first.columns[pair[1]].row_elements())
+    throw UsageError(
+        "pair_cos needs two columns of the same values per row; '" + first.columns[pair[0]].name +
+        "' has " + std::to_string(first.columns[pair[0]].row_elements()) + " and '" +
+        first.columns[pair[1]].name + "' " + std::to_string(first.columns[pair[1]].row_elements()));
+  for (std::size_t c = 0; c < checks.size(); ++c) {
+    const ColumnChecks& column = checks[c];
+    if (column.checks.has(Check::norm) &&
+        !(column.norm_min >= 0.0 && column.norm_max > 0.0 && column.norm_min <= column.norm_max))
+      throw UsageError((given_checks[c] ? spec_text(*given_checks[c]) : "--norm-min/--norm-max") +
+                       ": the norm bounds of '" + column.column +
+                       "' need 0 <= MIN <= MAX and 0 < MAX (0 and inf are open bounds), got " +
+                       bound_text(column.norm_min) + " and " + bound_text(column.norm_max));
+  }
+
+  ValidationPlan plan;
+  plan.rules = given;
+  plan.rules.threads = options.threads;
+  plan.rules.columns.emplace();
+  for (std::size_t c = 0; c < checks.size(); ++c) {
+    const InputColumn& column = first.columns[c];
+    const bool overflow = column.kind == ColumnKind::tensor && dtype_is_float(column.dtype) &&
+                          may_overflow(inputs, c, specs[c].dtype, checks[c].normalized);
+    if (checks[c].checks.empty() && !overflow) continue;
+    plan.columns.push_back(c);
+    plan.layouts.emplace_back(column.row_elements(), specs[c].dtype);
+    plan.rules.columns->push_back(checks[c]);
+  }
+  plan.runs =
+      !plan.columns.empty() || given.sample_fraction || given.max_rows_per_source || given.shuffle;
+  return plan;
+}
+
+ValidationOptions recorded_rules(const ValidationPlan& plan) {
+  ValidationOptions recorded = plan.rules;
+  recorded.columns.emplace();
+  for (std::size_t k = 0; k < plan.columns.size(); ++k)
+    if (plan.checked(k)) recorded.columns->push_back((*plan.rules.columns)[k]);
+  return recorded;
+}
+
+ValidationOutcome validate_inputs(const PackInputs& inputs, const std::vector<Column>& specs,
                                   const PackOptions& options, Progress& progress) {
   ValidationOutcome outcome;
   outcome.columns = embedding_columns(inputs.first());
-  if (outcome.columns.empty()) {
-    // Nothing to check (no float vectors): every row is kept, in input order.
+  outcome.plan = plan_validation(inputs, specs, options);
+  const ValidationPlan& plan = outcome.plan;
+  if (!plan.runs) {
+    // Nothing to check, sample or shuffle: every row is kept, in input order.
     outcome.result.rows = identity(inputs.total_rows());
     outcome.result.rows_checked = inputs.total_rows();
     return outcome;
   }
-  if (outcome.columns.size() > 2)
-    throw UsageError(
-        "validation checks one embedding column or a question/answer pair, but the inputs have " +
-        std::to_string(outcome.columns.size()) + "; select columns with --field");
-  std::vector<std::uint64_t> dims;
-  for (std::size_t c : outcome.columns) dims.push_back(inputs.first().columns[c].dim());
-  Validator validator(effective_validation_options(options, specs, outcome.columns), dims);
+  Validator validator(plan.rules, plan.layouts);
   outcome.device_description = validator.device_description();
 
-  const std::uint64_t max_dim = *std::max_element(dims.begin(), dims.end());
-  const std::uint64_t rows_per_batch = batch_rows(max_dim, validator.device());
+  const std::size_t count_columns = plan.columns.size();
+  std::uint64_t widest_row = 0;  // bytes of one row over every column, at 8 bytes a value
+  for (const auto& layout : plan.layouts) widest_row += 8 * layout.values;
+  const std::uint64_t rows_per_batch = batch_rows(widest_row, validator.device());
   // Every value is overwritten by the reads: no zero-filling first.
-  std::vector<std::unique_ptr<float[]>> buffers(outcome.columns.size());
-  // Where each row of a batch lies, per column, when every column's rows are f32 lying apart.
-  std::vector<std::vector<const std::byte*>> apart_rows(outcome.columns.size());
-  std::vector<const float* const*> apart_columns(outcome.columns.size());
-  auto rows_apart = [&](std::uint64_t first, std::uint64_t count) {
-    if (validator.device() != Device::cpu) return false;  // a GPU takes gathered batches
-    for (std::size_t k = 0; k < outcome.columns.size(); ++k) {
-      apart_rows[k].resize(count);
-      if (inputs.dtype(outcome.columns[k], first) != DType::f32 ||
-          !inputs.row_pointers(outcome.columns[k], first, count, apart_rows[k].data()))
-        return false;
-      // The checks read floats: a row stored at an odd offset (a hand-made zip) is read instead.
-      if (!std::all_of(apart_rows[k].begin(), apart_rows[k].end(), [](const std::byte* row) {
-            return reinterpret_cast<std::uintptr_t>(row) % alignof(float) == 0;
-          }))
-        return false;
-      apart_columns[k] = reinterpret_cast<const float* const*>(apart_rows[k].data());
-    }
-    return true;
-  };
-  // Checks rows read in place (f32 stored contiguously in a mapped input) or into the buffers;
-  // true when some were read in place (release() them).
-  auto check_read_rows = [&](std::uint64_t first_row, std::uint64_t count, std::uint32_t source) {
-    std::vector<const float*> pointers;
-    bool direct = false;
-    for (std::size_t k = 0; k < outcome.columns.size(); ++k) {
-      if (const float* rows = inputs.direct_f32(outcome.columns[k], first_row, count)) {
-        pointers.push_back(rows);
-        direct = true;
+  std::vector<std::unique_ptr<std::byte[]>> buffers(count_columns);
+  // Where each row of a batch lies, per column, when the CPU checks rows where they lie.
+  std::vector<std::vector<const std::byte*>> row_pointers(count_columns);
+  std::vector<ColumnBatch> batches(count_columns);
+  std::vector<ColumnRowPointers> apart(count_columns);
+  auto read_batch = [&](std::uint64_t first_row, std::uint64_t count, std::uint32_t source) {
+    bool any_apart = false;
+    std::vector<bool> in_place(count_columns, false);
+    for (std::size_t k = 0; k < count_columns; ++k) {
+      const std::size_t column = plan.columns[k];
+      const DType dtype = inputs.dtype(column, first_row);
+      const std::size_t size = dtype_size(dtype);
+      const std::uint64_t row_bytes = plan.layouts[k].values * size;
+      auto aligned = [size](const std::byte* at) {
+        return reinterpret_cast<std::uintptr_t>(at) % size == 0;
+      };
+      // Rows stored contiguously in a mapped input are checked where they lie.
+      if (const std::byte* rows = inputs.direct_rows(column, first_row, count);
+          rows && aligned(rows)) {
+        batches[k] = {rows, dtype};
+        in_place[k] = true;
+        continue;
+      }
+      // Rows lying apart (a tensor each) are checked where they lie by the CPU; a GPU takes
+      // gathered batches.
+      row_pointers[k].resize(count);
+      if (validator.device() == Device::cpu &&
+          inputs.row_pointers(column, first_row, count, row_pointers[k].data()) &&
+          std::all_of(row_pointers[k].begin(), row_pointers[k].end(), aligned)) {
+        apart[k] = {reinterpret_cast<const void* const*>(row_pointers[k].data()), dtype};
+        batches[k] = {nullptr, dtype};
+        any_apart = true;
         continue;
       }
       if (!buffers[k])
-        buffers[k] = std::make_unique_for_overwrite<float[]>(rows_per_batch * dims[k]);
-      // Reading (page faults, strides, widening) is the slow part: split it across threads.
+        buffers[k] = std::make_unique_for_overwrite<std::byte[]>(rows_per_batch * 8 *
+                                                                 plan.layouts[k].values);
+      // Reading (page faults, strides) is the slow part: split it across threads.
       const std::uint64_t piece = std::max<std::uint64_t>(1, (count + 15) / 16);
       parallel_for_each((count + piece - 1) / piece, options.threads, [&](std::uint64_t p) {
         const std::uint64_t first = p * piece, n = std::min(piece, count - first);
-        inputs.read_f32(outcome.columns[k], first_row + first, n,
-                        buffers[k].get() + first * dims[k]);
+        inputs.read_raw(column, first_row + first, n, buffers[k].get() + first * row_bytes);
       });
-      pointers.push_back(buffers[k].get());
+      batches[k] = {buffers[k].get(), dtype};
     }
-    validator.check_batch(pointers.data(), first_row, count, source);
-    return direct;
+    if (any_apart) {
+      // Some columns lie apart: every column goes as row pointers.
+      for (std::size_t k = 0; k < count_columns; ++k) {
+        if (!batches[k].rows) continue;
+        row_pointers[k].resize(count);
+        const std::uint64_t row_bytes = plan.layouts[k].values * dtype_size(batches[k].dtype);
+        for (std::uint64_t r = 0; r < count; ++r)
+          row_pointers[k][r] = static_cast<const std::byte*>(batches[k].rows) + r * row_bytes;
+        apart[k] = {reinterpret_cast<const void* const*>(row_pointers[k].data()), batches[k].dtype};
+      }
+      validator.check_rows(apart, first_row, count, source);
+    } else {
+      validator.check_batch(batches, first_row, count, source);
+    }
+    for (std::size_t k = 0; k < count_columns; ++k)
+      if (in_place[k]) inputs.release(plan.columns[k], first_row, count);
   };
   std::uint64_t global = 0;
   for (std::uint32_t s = 0; s < inputs.sources().size(); ++s) {
     const std::uint64_t source_end = global + inputs.sources()[s].rows;
     while (global < source_end) {
       const std::uint64_t count = std::min(rows_per_batch, source_end - global);
-      bool direct = false;
-      if (rows_apart(global, count))
-        // f32 rows lying apart (a tensor each) are checked where they lie, not gathered first.
-        validator.check_rows(apart_columns.data(), global, count, s);
-      else
-        direct = check_read_rows(global, count, s);
-      if (direct)
-        for (std::size_t k = 0; k < outcome.columns.size(); ++k)
-          inputs.release(outcome.columns[k], global, count);
+      read_batch(global, count, s);
       std::uint64_t bytes = 0;
-      for (std::size_t k = 0; k < dims.size(); ++k) bytes += count * dims[k] * 4;
+      for (std::size_t k = 0; k < count_columns; ++k)
+        bytes += count * plan.layouts[k].values * dtype_size(batches[k].dtype);
       progress.advance(bytes);
       global += count;
     }
   }
   outcome.result =
       validator.finish([&](std::uint64_t row, std::size_t column, std::span<float> out) {
-        inputs.read_f32(outcome.columns[column], row, 1, out.data());
+        inputs.read_f32(plan.columns[column], row, 1, out.data());
       });
   return outcome;
 }
@@ -156,8 +310,11 @@ ValidationOutcome validate_inputs(const PackInputs& inputs,
 void add_validation_sections(shard::Manifest& manifest, const ValidationOutcome& outcome,
                              const PackInputs& inputs) {
   const auto& result = outcome.result;
+  const ValidationPlan& plan = outcome.plan;
+  auto name_of = [&](std::size_t k) { return inputs.first().columns[plan.columns[k]].name; };
   Json columns = Json::array();
-  for (std::size_t c : outcome.columns) columns.push_back(inputs.first().columns[c].name);
+  for (std::size_t k = 0; k < plan.columns.size(); ++k)
+    if (plan.checked(k)) columns.push_back(name_of(k));
   manifest.sections["validated_columns"] = columns;
   manifest.sections["rows_checked"] = result.rows_checked;
   manifest.sections["dropped"] = reason_counts_to_json(result.reasons);
@@ -173,15 +330,13 @@ void add_validation_sections(shard::Manifest& manifest, const ValidationOutcome&
                        {"sampled_out", report.sampled_out}});
   manifest.sections["sources"] = sources;
   Json norms = Json::object();
-  for (std::size_t k = 0; k < result.norms.size() && k < outcome.columns.size(); ++k) {
-    const auto& stats = result.norms[k];
-    norms[inputs.first().columns[outcome.columns[k]].name] = {
+  for (const auto& stats : result.norms)
+    norms[name_of(stats.column)] = {
         {"count", stats.count},
         {"min", stats.min},
         {"max", stats.max},
         {"mean", stats.mean},
         {"histogram", {{"edges", stats.bin_edges}, {"counts", stats.bin_counts}}}};
-  }
   manifest.sections["norm_stats"] = norms;
 }
 
@@ -193,8 +348,8 @@ void write_rejects(const std::string& path, const ValidationOutcome& outcome,
     line["source"] = inputs.sources()[reject.source].path;
     line["row"] = reject.source_row;
     line["reason"] = drop_reason_name(reject.reason);
-    if (reject.column < outcome.columns.size())
-      line["column"] = inputs.first().columns[outcome.columns[reject.column]].name;
+    if (reject.column < outcome.plan.columns.size())
+      line["column"] = inputs.first().columns[outcome.plan.columns[reject.column]].name;
     line["norm"] = number_or_text(reject.norm);
     if (reject.reason == DropReason::pair_cos)
       line["pair_cosine"] = number_or_text(reject.pair_cosine);

@@ -1,15 +1,18 @@
-#include "gpucache/common/hash.hpp"
 #include "gpucache/inspect.hpp"
+#include "gpucache/common/hash.hpp"
 
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
-#include "gpucache/shard/manifest.hpp"
 #include "gpucache/error.hpp"
 #include "gpucache/progress.hpp"
+#include "gpucache/shard/manifest.hpp"
+#include "gpucache/validation_json.hpp"
 
 namespace gpucache {
 namespace {
@@ -74,6 +77,65 @@ bool shards_join_on_pages(const shard::Manifest& manifest) {
   return true;
 }
 
+// JSON has no infinity: an open upper bound is "inf", as in the manifest.
+Json bound_json(double bound) {
+  return std::isinf(bound) ? Json("inf") : Json(bound);
+}
+
+// Each column's recorded checks ("checks", and "norm_range" with the norm check), from the
+// manifest's validation rules and validated columns. A manifest without them (or whose rules do
+// not read) leaves the columns as they are: verify reports such rules.
+void add_checks(Json& columns, const shard::Manifest& manifest) {
+  if (!manifest.sections.contains("validated_columns") || !manifest.options.contains("validation"))
+    return;
+  std::vector<ColumnChecks> checks;
+  try {
+    std::vector<std::string> validated;
+    for (const auto& name : manifest.sections["validated_columns"])
+      if (name.is_string()) validated.push_back(name.get<std::string>());
+    checks = resolve_column_checks(
+        validation_options_from_json(manifest.options["validation"], shard::kManifestName),
+        validated);
+  } catch (const Error&) {
+    return;
+  }
+  for (auto& column : columns) {
+    const auto found = std::find_if(checks.begin(), checks.end(), [&](const ColumnChecks& c) {
+      return c.column == column["name"].get<std::string>();
+    });
+    Json names = Json::array();
+    if (found == checks.end()) {
+      column["checks"] = names;
+      continue;
+    }
+    for (const auto& info : kChecks)
+      if (found->checks.has(info.check)) names.push_back(std::string(info.name));
+    column["checks"] = names;
+    if (found->checks.has(Check::norm))
+      column["norm_range"] =
+          Json::array({bound_json(found->norm_min), bound_json(found->norm_max)});
+  }
+}
+
+// "finite, nonzero, norm in [0.1, 100]" from a column's "checks" and "norm_range".
+std::string checks_text(const Json& column) {
+  std::string text;
+  for (const auto& name : column["checks"]) {
+    text += (text.empty() ? "" : ", ") + name.get<std::string>();
+    if (name == "norm" && column.contains("norm_range")) {
+      const auto& range = column["norm_range"];
+      auto bound = [](const Json& value) {
+        if (value.is_string()) return value.get<std::string>();
+        char number[32];
+        std::snprintf(number, sizeof number, "%g", value.get<double>());
+        return std::string(number);
+      };
+      text += " in [" + bound(range[0]) + ", " + bound(range[1]) + "]";
+    }
+  }
+  return text.empty() ? "none" : text;
+}
+
 std::string render_text(const Json& json) {
   std::string text = json.value("path", "") + ": " +
                      std::to_string(json["rows"].get<std::uint64_t>()) + " rows in " +
@@ -90,11 +152,12 @@ std::string render_text(const Json& json) {
             : "pitch " + std::to_string(column["row_pitch_bytes"].get<std::uint64_t>()) + " bytes";
     if (column.contains("offset"))
       detail += " at offset " + std::to_string(column["offset"].get<std::uint64_t>());
+    if (column.contains("checks")) detail += "; checks: " + checks_text(column);
     char line[256];
-    std::snprintf(line, sizeof line, "  %-20s %-6s [%s]  %s\n",
+    std::snprintf(line, sizeof line, "  %-20s %-6s [%s]  ",
                   column["name"].get<std::string>().c_str(),
-                  column["dtype"].get<std::string>().c_str(), shape.c_str(), detail.c_str());
-    text += line;
+                  column["dtype"].get<std::string>().c_str(), shape.c_str());
+    text += line + detail + "\n";
   }
   if (json.contains("cpu_zero_copy"))
     text += json["cpu_zero_copy"].get<bool>()
@@ -177,6 +240,7 @@ InspectReport inspect(const std::string& path) {
         padded += manifest.rows * column.row_pitch_bytes();
       }
     }
+    add_checks(json["columns"], manifest);
     Json inputs = Json::array();
     for (const auto& input : manifest.inputs)
       inputs.push_back(

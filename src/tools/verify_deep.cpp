@@ -1,8 +1,11 @@
 #include "verify_deep.hpp"
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <memory>
+#include <optional>
 
 #include "gpucache/common/float_convert.hpp"
 #include "gpucache/error.hpp"
@@ -41,23 +44,32 @@ std::string broken_rule(const RejectedRow& reject) {
 
 }  // namespace
 
-ValidationOptions deep_check_rules(const ValidationOptions& recorded, DType stored,
-                                   const VerifyOptions& options) {
-  const double tolerance = storage_tolerance(stored);
+ValidationOptions deep_check_rules(const ValidationOptions& recorded,
+                                   const std::vector<ColumnChecks>& checks,
+                                   const std::vector<DType>& stored, const VerifyOptions& options) {
   ValidationOptions rules;
   rules.device = options.device;
   rules.threads = options.threads;
-  if (recorded.normalize) {
-    rules.norm_min = 1.0 - 4 * tolerance;
-    rules.norm_max = 1.0 + 4 * tolerance;
-  } else {
-    rules.norm_min = recorded.norm_min * (1.0 - tolerance);
-    rules.norm_max = recorded.norm_max * (1.0 + tolerance);
+  rules.columns.emplace();
+  double pair_tolerance = 0.0;
+  for (std::size_t k = 0; k < checks.size(); ++k) {
+    const double tolerance = storage_tolerance(stored[k]);
+    ColumnChecks column = checks[k];
+    if (column.normalized) {
+      column.norm_min = 1.0 - 4 * tolerance;
+      column.norm_max = 1.0 + 4 * tolerance;
+    } else {
+      column.norm_min *= 1.0 - tolerance;
+      column.norm_max *= 1.0 + tolerance;
+    }
+    // Rounding to f16/bf16 can make distinct rows equal, so duplicates are re-checked only in f32.
+    if (stored[k] != DType::f32) column.checks.remove(Check::dedup);
+    if (column.checks.has(Check::pair_cos)) pair_tolerance = std::max(pair_tolerance, tolerance);
+    column.normalized = false;  // nothing is converted
+    rules.columns->push_back(std::move(column));
   }
-  // Rounding to f16/bf16 can make distinct rows equal, so duplicates are re-checked only in f32.
-  rules.dedup = recorded.dedup && stored == DType::f32;
-  if (recorded.pair_cos_min) rules.pair_cos_min = *recorded.pair_cos_min - 4 * tolerance;
-  if (recorded.pair_cos_max) rules.pair_cos_max = *recorded.pair_cos_max + 4 * tolerance;
+  if (recorded.pair_cos_min) rules.pair_cos_min = *recorded.pair_cos_min - 4 * pair_tolerance;
+  if (recorded.pair_cos_max) rules.pair_cos_max = *recorded.pair_cos_max + 4 * pair_tolerance;
   return rules;
 }
 
@@ -65,21 +77,48 @@ void check_recorded_rules(const std::string& dataset_dir, const shard::Manifest&
                           const VerifyOptions& options, std::vector<Problem>& problems) {
   if (!manifest.sections.contains("validated_columns") || !manifest.options.contains("validation"))
     return;
-  std::vector<std::size_t> columns;
-  for (const auto& name : manifest.sections["validated_columns"])
-    for (std::size_t c = 0; c < manifest.columns.size(); ++c)
-      if (manifest.columns[c].name == name.get<std::string>()) columns.push_back(c);
-  if (columns.empty() || manifest.rows == 0) return;
-
+  auto manifest_problem = [&](const Error& error) {
+    problems.push_back({error.file(), error.location(), error.cause(), std::nullopt, std::nullopt});
+  };
+  std::vector<ColumnChecks> recorded_checks;
   ValidationOptions recorded;
   try {
+    std::vector<std::string> validated;
+    for (const auto& name : manifest.sections["validated_columns"]) {
+      if (!name.is_string())
+        throw Error(shard::kManifestName, "validated_columns",
+                    "expected column names, got " + name.dump());
+      validated.push_back(name.get<std::string>());
+    }
     recorded = validation_options_from_json(manifest.options["validation"], shard::kManifestName);
+    recorded_checks = resolve_column_checks(recorded, validated);
   } catch (const Error& error) {
-    problems.push_back({error.file(), error.location(), error.cause(), std::nullopt, std::nullopt});
+    manifest_problem(error);
     return;
   }
-  const ValidationOptions rules =
-      deep_check_rules(recorded, manifest.columns[columns.front()].dtype, options);
+  // The checked columns, in dataset order as pack checked them.
+  std::vector<std::size_t> columns;
+  std::vector<ColumnChecks> checks;
+  std::vector<DType> stored;
+  for (const auto& column_checks : recorded_checks) {
+    if (column_checks.checks.empty()) continue;
+    std::size_t c = 0;
+    while (c < manifest.columns.size() && manifest.columns[c].name != column_checks.column) ++c;
+    if (c == manifest.columns.size() || manifest.columns[c].kind != ColumnKind::tensor ||
+        !detail::widens_to_f32(manifest.columns[c].dtype)) {
+      problems.push_back({std::string(shard::kManifestName), "options.validation",
+                          "checks are recorded for column '" + column_checks.column +
+                              "', which the dataset has no float tensor column of",
+                          std::nullopt, std::nullopt});
+      return;
+    }
+    columns.push_back(c);
+    checks.push_back(column_checks);
+    stored.push_back(manifest.columns[c].dtype);
+  }
+  if (columns.empty() || manifest.rows == 0) return;
+  std::vector<ColumnLayout> layouts;
+  for (std::size_t c : columns) layouts.emplace_back(manifest.columns[c].row_elements());
 
   std::vector<std::unique_ptr<shard::ShardReader>> shards;
   try {
@@ -87,33 +126,43 @@ void check_recorded_rules(const std::string& dataset_dir, const shard::Manifest&
       shards.push_back(std::make_unique<shard::ShardReader>(
           (fs::path(dataset_dir) / listed.file).string(), false));
   } catch (const Error& error) {
-    problems.push_back({error.file(), error.location(), error.cause(), std::nullopt, std::nullopt});
+    manifest_problem(error);
     return;
   }
-  std::vector<std::uint64_t> dims;
-  for (std::size_t c : columns) dims.push_back(manifest.columns[c].dim());
-  Validator validator(rules, dims);
-  auto read_rows = [&](const shard::ShardReader& reader, std::size_t column, std::uint64_t first,
-                       std::uint64_t count, float* out) {
+  std::optional<Validator> validator;
+  try {
+    validator.emplace(deep_check_rules(recorded, checks, stored, options), layouts);
+  } catch (const Error& error) {
+    // Recorded rules no Validator accepts (bounds the wrong way round, say).
+    problems.push_back({std::string(shard::kManifestName), "options.validation", error.cause(),
+                        std::nullopt, std::nullopt});
+    return;
+  }
+  // Rows of `count` values as stored, without the padding of padded columns.
+  auto stored_rows = [&](const shard::ShardReader& reader, std::size_t column, std::uint64_t first,
+                         std::uint64_t count, std::vector<std::byte>& buffer) -> const std::byte* {
     const auto& entry = reader.layout().columns[column];
     const auto data = reader.tensor_data(column);
+    const std::uint64_t pitch = entry.row_pitch_bytes();
+    if (!entry.padded()) return data.data() + first * pitch;
+    const std::uint64_t row_bytes = entry.row_elements() * dtype_size(entry.dtype);
+    buffer.resize(count * row_bytes);
     for (std::uint64_t r = 0; r < count; ++r)
-      widen_to_f32(entry.dtype, data.data() + (first + r) * entry.row_pitch_bytes(),
-                   out + r * entry.dim(), entry.dim());
+      std::memcpy(buffer.data() + r * row_bytes, data.data() + (first + r) * pitch, row_bytes);
+    return buffer.data();
   };
-  std::vector<std::vector<float>> buffers(columns.size());
+  std::uint64_t row_bytes = 0;
+  for (const auto& layout : layouts) row_bytes += 8 * layout.values;
+  const std::uint64_t batch = std::max<std::uint64_t>(1, (64ull << 20) / row_bytes);
+  std::vector<std::vector<std::byte>> buffers(columns.size());
+  std::vector<ColumnBatch> batches(columns.size());
   for (std::size_t s = 0; s < shards.size(); ++s) {
     const auto& reader = *shards[s];
-    const std::uint64_t batch = std::max<std::uint64_t>(1, (64ull << 20) / (4 * dims.front()));
     for (std::uint64_t first = 0; first < reader.rows(); first += batch) {
       const std::uint64_t count = std::min(batch, reader.rows() - first);
-      std::vector<const float*> pointers;
-      for (std::size_t k = 0; k < columns.size(); ++k) {
-        buffers[k].resize(count * dims[k]);
-        read_rows(reader, columns[k], first, count, buffers[k].data());
-        pointers.push_back(buffers[k].data());
-      }
-      validator.check_batch(pointers.data(), manifest.shards[s].first_row + first, count, 0);
+      for (std::size_t k = 0; k < columns.size(); ++k)
+        batches[k] = {stored_rows(reader, columns[k], first, count, buffers[k]), stored[k]};
+      validator->check_batch(batches, manifest.shards[s].first_row + first, count, 0);
     }
   }
   auto shard_of = [&](std::uint64_t row) {
@@ -122,15 +171,17 @@ void check_recorded_rules(const std::string& dataset_dir, const shard::Manifest&
     return s;
   };
   const auto result =
-      validator.finish([&](std::uint64_t row, std::size_t column, std::span<float> out) {
+      validator->finish([&](std::uint64_t row, std::size_t column, std::span<float> out) {
         const std::size_t s = shard_of(row);
-        read_rows(*shards[s], columns[column], row - manifest.shards[s].first_row, 1, out.data());
+        std::vector<std::byte> buffer;
+        const std::byte* values =
+            stored_rows(*shards[s], columns[column], row - manifest.shards[s].first_row, 1, buffer);
+        widen_to_f32(stored[column], values, out.data(), out.size());
       });
   for (const auto& reject : result.rejects) {
     const std::size_t s = shard_of(reject.row);
     const std::uint64_t row = reject.row - manifest.shards[s].first_row;
-    const auto& column =
-        manifest.columns[columns[std::min<std::size_t>(reject.column, columns.size() - 1)]];
+    const auto& column = manifest.columns[columns[reject.column]];
     problems.push_back(
         {manifest.shards[s].file, "column '" + column.name + "' row " + std::to_string(row),
          "breaks the recorded rule: " + broken_rule(reject), std::nullopt, std::nullopt});

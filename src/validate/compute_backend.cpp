@@ -29,21 +29,39 @@ ComputeBackend::~ComputeBackend() = default;
 ComputeBackend::ComputeBackend(ComputeBackend&&) noexcept = default;
 ComputeBackend& ComputeBackend::operator=(ComputeBackend&&) noexcept = default;
 
-void ComputeBackend::check_rows(const CheckParams& params, const float* const* columns,
-                                std::uint64_t rows, RowRecord* out) {
+void ComputeBackend::summarize_rows(const SummaryParams& params, const std::byte* rows,
+                                    std::uint64_t count, ColumnSummary* out) {
 #ifdef GPUCACHE_HAVE_CUDA
   if (device_ == Device::cuda) {
     if (!cuda_) cuda_ = std::make_unique<Cuda>(Cuda{cuda_staging_create(threads_)});
-    cuda_check_rows(*cuda_->staging, params, columns, rows, out);
+    cuda_summarize_rows(*cuda_->staging, params, rows, count, out);
     return;
   }
 #endif
-  cpu_check_rows(params, columns, rows, out, threads_);
+  cpu_summarize_rows(params, rows, count, out, threads_);
 }
 
-void ComputeBackend::check_row_pointers(const CheckParams& params, const float* const* const* rows,
-                                        std::uint64_t count, RowRecord* out) {
-  cpu_check_row_pointers(params, rows, count, out, threads_);
+void ComputeBackend::summarize_row_pointers(const SummaryParams& params,
+                                            const std::byte* const* rows, std::uint64_t count,
+                                            ColumnSummary* out) {
+  cpu_summarize_row_pointers(params, rows, count, out, threads_);
+}
+
+void ComputeBackend::dot_rows(const DotParams& params, const std::byte* a, const std::byte* b,
+                              std::uint64_t count, double* out) {
+#ifdef GPUCACHE_HAVE_CUDA
+  if (device_ == Device::cuda) {
+    if (!cuda_) cuda_ = std::make_unique<Cuda>(Cuda{cuda_staging_create(threads_)});
+    cuda_dot_rows(*cuda_->staging, params, a, b, count, out);
+    return;
+  }
+#endif
+  cpu_dot_rows(params, a, b, count, out, threads_);
+}
+
+void ComputeBackend::dot_row_pointers(const DotParams& params, const std::byte* const* a,
+                                      const std::byte* const* b, std::uint64_t count, double* out) {
+  cpu_dot_row_pointers(params, a, b, count, out, threads_);
 }
 
 ConvertCounts ComputeBackend::convert_rows(const ConvertParams& params, const float* in,

@@ -26,11 +26,18 @@ class ComputeBackend {
   const std::string& description() const noexcept { return description_; }
   unsigned threads() const noexcept { return threads_; }
 
-  void check_rows(const CheckParams& params, const float* const* columns, std::uint64_t rows,
-                  RowRecord* out);
-  // The same for rows lying apart (rows[c][r]); the CPU reference only.
-  void check_row_pointers(const CheckParams& params, const float* const* const* rows,
-                          std::uint64_t count, RowRecord* out);
+  // Pass 1, one column at a time: the summary of each of `count` rows lying one after the other.
+  void summarize_rows(const SummaryParams& params, const std::byte* rows, std::uint64_t count,
+                      ColumnSummary* out);
+  // The same for rows lying apart (rows[r]); the CPU reference only.
+  void summarize_row_pointers(const SummaryParams& params, const std::byte* const* rows,
+                              std::uint64_t count, ColumnSummary* out);
+  // The pair's dot products, row by row.
+  void dot_rows(const DotParams& params, const std::byte* a, const std::byte* b,
+                std::uint64_t count, double* out);
+  // The same for rows lying apart; the CPU reference only.
+  void dot_row_pointers(const DotParams& params, const std::byte* const* a,
+                        const std::byte* const* b, std::uint64_t count, double* out);
   ConvertCounts convert_rows(const ConvertParams& params, const float* in, std::uint64_t rows,
                              std::byte* out);
   // The ordering steps run on the CPU reference when the GPU lacks the memory for them; the

@@ -10,12 +10,11 @@
 
 #include "gpucache/error.hpp"
 #include "gpucache/validate.hpp"
+#include "kernels/validate_cpu.hpp"
 #include "validator_state.hpp"
 
 namespace gpucache {
 namespace {
-
-using detail::kMaxColumns;
 
 std::vector<std::uint32_t> row_sources(const detail::ValidatorState& state) {
   const std::uint64_t total = state.status.size();
@@ -32,9 +31,12 @@ std::vector<std::uint32_t> row_sources(const detail::ValidatorState& state) {
 }
 
 // Groups rows by hash (sorted by (hash, row), so each group lists its rows in order) and splits
-// each group of two or more into byte-equal classes; a class is named by its first row.
-std::vector<std::uint64_t> duplicate_classes(detail::ValidatorState& state, unsigned column,
-                                             const RowFetcher& fetch_row) {
+// each group of two or more into byte-equal classes; a class is named by its first row. The norm
+// of every row that is not its class's first (only such rows can be duplicates) goes to
+// `duplicate_norms` when the column keeps no norms of its own.
+std::vector<std::uint64_t> duplicate_classes(
+    detail::ValidatorState& state, unsigned column, const RowFetcher& fetch_row,
+    std::vector<detail::ValidatorState::DropNorm>& duplicate_norms) {
   const std::uint64_t total = state.status.size();
   std::vector<std::uint64_t> keys, rows;
   for (std::uint64_t r = 0; r < total; ++r)
@@ -45,13 +47,15 @@ std::vector<std::uint64_t> duplicate_classes(detail::ValidatorState& state, unsi
   std::vector<std::uint64_t>().swap(state.hashes[column]);
   state.backend.sort_by_key(keys.data(), rows.data(), rows.size());
 
+  const bool keeps_norms = state.columns[column].keeps_norms;
+  const std::uint64_t values_per_row = state.columns[column].layout.values;
   std::vector<std::uint64_t> representative(total);
   struct Class {
     std::uint64_t row;
     std::vector<float> values;
   };
   std::vector<Class> classes;
-  std::vector<float> values(state.dims[column]);
+  std::vector<float> values(values_per_row);
   for (std::size_t begin = 0; begin < rows.size();) {
     std::size_t end = begin + 1;
     while (end < rows.size() && keys[end] == keys[begin]) ++end;
@@ -73,6 +77,11 @@ std::vector<std::uint64_t> duplicate_classes(detail::ValidatorState& state, unsi
       });
       if (match != classes.end()) {
         representative[row] = match->row;
+        if (!keeps_norms)
+          duplicate_norms.push_back(
+              {row, column,
+               detail::norm_of(
+                   detail::cpu_summarize(values.data(), values_per_row, false).sum_squares)});
       } else {
         classes.push_back({row, values});
         representative[row] = row;
@@ -83,39 +92,50 @@ std::vector<std::uint64_t> duplicate_classes(detail::ValidatorState& state, unsi
   return representative;
 }
 
-// In row order, a valid row is a duplicate when, in some column, an earlier row kept so far
-// holds the same bytes; otherwise it is kept and claims its values in every column.
-void resolve_duplicates(detail::ValidatorState& state, const RowFetcher& fetch_row) {
-  const unsigned columns = state.params.columns;
-  std::vector<std::uint64_t> representative[kMaxColumns];
-  for (unsigned c = 0; c < columns; ++c) representative[c] = duplicate_classes(state, c, fetch_row);
+// In row order, a valid row is a duplicate when, in some dedup column, an earlier row kept so
+// far holds the same bytes; otherwise it is kept and claims its values in every dedup column.
+std::vector<detail::ValidatorState::DropNorm> resolve_duplicates(detail::ValidatorState& state,
+                                                                 const RowFetcher& fetch_row) {
+  std::vector<detail::ValidatorState::DropNorm> duplicate_norms;
+  std::vector<unsigned> columns;
+  for (unsigned c = 0; c < state.columns.size(); ++c)
+    if (state.columns[c].dedup) columns.push_back(c);
+  std::vector<std::vector<std::uint64_t>> representative;
+  for (const unsigned c : columns)
+    representative.push_back(duplicate_classes(state, c, fetch_row, duplicate_norms));
   const std::uint64_t total = state.status.size();
-  std::vector<bool> claimed[kMaxColumns];
-  for (unsigned c = 0; c < columns; ++c) claimed[c].assign(total, false);
+  std::vector<std::vector<bool>> claimed(columns.size(), std::vector<bool>(total, false));
   for (std::uint64_t r = 0; r < total; ++r) {
     if (!state.status[r].valid()) continue;
-    unsigned duplicate_column = columns;
-    for (unsigned c = 0; c < columns && duplicate_column == columns; ++c)
-      if (claimed[c][representative[c][r]]) duplicate_column = c;
-    if (duplicate_column < columns) {
-      state.status[r].drop(DropReason::duplicate, duplicate_column);
+    std::size_t duplicate = columns.size();
+    for (std::size_t k = 0; k < columns.size() && duplicate == columns.size(); ++k)
+      if (claimed[k][representative[k][r]]) duplicate = k;
+    if (duplicate < columns.size()) {
+      state.status[r].drop(DropReason::duplicate, columns[duplicate]);
       continue;
     }
-    for (unsigned c = 0; c < columns; ++c) claimed[c][representative[c][r]] = true;
+    for (std::size_t k = 0; k < columns.size(); ++k) claimed[k][representative[k][r]] = true;
   }
+  std::sort(duplicate_norms.begin(), duplicate_norms.end());
+  return duplicate_norms;
 }
 
 void resolve_overflow(detail::ValidatorState& state, const std::vector<std::uint32_t>& sources) {
   if (state.options.on_overflow == OverflowPolicy::clamp) return;
   for (std::uint64_t r = 0; r < state.status.size(); ++r) {
     detail::RowStatus& status = state.status[r];
-    if (!status.valid() || !status.overflow_columns()) continue;
-    const unsigned column = status.first_overflow_column();
-    if (state.options.on_overflow == OverflowPolicy::error)
-      throw Error("", fmt::format("row {} (source {}) column {}", r, sources[r], column),
-                  fmt::format("a value overflows {} on conversion (on_overflow=error; use clamp "
-                              "or drop)",
-                              dtype_name(state.options.output_dtype)));
+    if (!status.valid() || !status.overflows()) continue;
+    const unsigned column = status.column();
+    if (state.options.on_overflow == OverflowPolicy::error) {
+      const ColumnChecks& checks = state.columns[column].checks;
+      throw Error(
+          "",
+          fmt::format("row {} (source {}) column {}", r, sources[r],
+                      checks.column.empty() ? std::to_string(column) : "'" + checks.column + "'"),
+          fmt::format("a value overflows {} on conversion (on_overflow=error; use clamp "
+                      "or drop)",
+                      dtype_name(state.columns[column].layout.output_dtype)));
+    }
     status.drop(DropReason::overflow, column);
   }
 }
@@ -168,13 +188,31 @@ std::vector<double> histogram_edges(double low, double high) {
 }
 
 NormStats norm_stats(const detail::ValidatorState& state, unsigned column) {
+  const ColumnChecks& checks = state.columns[column].checks;
+  const std::vector<double>& norms = state.norms[column];
   NormStats stats;
-  stats.bin_edges = histogram_edges(state.options.norm_min, state.options.norm_max);
+  stats.column = column;
+  // An open bound takes the kept rows' smallest positive (largest) norm.
+  double low = checks.norm_min, high = checks.norm_max;
+  if (!(low > 0.0) || !std::isfinite(high)) {
+    double smallest = INFINITY, largest = 0.0;
+    for (std::uint64_t r = 0; r < state.status.size(); ++r) {
+      if (!state.status[r].stored() || !std::isfinite(norms[r])) continue;
+      if (norms[r] > 0.0) smallest = std::min(smallest, norms[r]);
+      largest = std::max(largest, norms[r]);
+    }
+    if (!std::isfinite(high)) high = largest;
+    if (!(low > 0.0)) low = std::isfinite(smallest) ? smallest : high;
+    if (!(low > 0.0)) low = 1.0;
+    high = std::max(high, low);
+  }
+  stats.bin_edges = histogram_edges(low, high);
   stats.bin_counts.assign(kNormBins, 0);
   double sum = 0.0;
   for (std::uint64_t r = 0; r < state.status.size(); ++r) {
     if (!state.status[r].stored()) continue;
-    const double norm = state.norms[column][r];
+    const double norm = norms[r];
+    if (!std::isfinite(norm)) continue;
     stats.min = stats.count ? std::min(stats.min, norm) : norm;
     stats.max = stats.count ? std::max(stats.max, norm) : norm;
     sum += norm;
@@ -188,16 +226,30 @@ NormStats norm_stats(const detail::ValidatorState& state, unsigned column) {
   return stats;
 }
 
+// The norm of a dropped row's failing column: kept per row, or recorded when it was dropped.
+double reject_norm(const detail::ValidatorState& state,
+                   const std::vector<detail::ValidatorState::DropNorm>& duplicate_norms,
+                   std::uint64_t row, DropReason reason, unsigned column) {
+  if (state.columns[column].keeps_norms) return state.norms[column][row];
+  const auto& recorded = reason == DropReason::duplicate ? duplicate_norms : state.drop_norms;
+  const auto found = std::lower_bound(recorded.begin(), recorded.end(),
+                                      detail::ValidatorState::DropNorm{row, column, 0.0});
+  return found != recorded.end() && found->row == row && found->column == column
+             ? found->norm
+             : detail::quiet_nan_double();
+}
+
 }  // namespace
 
 ValidationResult Validator::finish(const RowFetcher& fetch_row) {
   detail::ValidatorState& state = *state_;
   if (state.finished) throw Error("", "Validator::finish", "called twice");
   state.finished = true;
-  state.records = {};
 
   const std::vector<std::uint32_t> sources = row_sources(state);
-  if (state.params.dedup) resolve_duplicates(state, fetch_row);
+  std::sort(state.drop_norms.begin(), state.drop_norms.end());
+  std::vector<detail::ValidatorState::DropNorm> duplicate_norms;
+  if (state.any_dedup()) duplicate_norms = resolve_duplicates(state, fetch_row);
   resolve_overflow(state, sources);
   apply_sampling(state, sources);
 
@@ -222,22 +274,23 @@ ValidationResult Validator::finish(const RowFetcher& fetch_row) {
     ++result.reasons[static_cast<std::size_t>(reason)];
     if (reason == DropReason::kept) {
       ++output_rows;
-      if (status.overflow_columns()) ++result.rows_clamped;
+      if (status.overflows()) ++result.rows_clamped;
       continue;
     }
-    const unsigned column = status.failing_column();
     RejectedRow reject;
     reject.row = r;
     reject.source = sources[r];
     reject.source_row = source_row;
     reject.reason = reason;
-    reject.column = static_cast<std::uint8_t>(column);
-    reject.norm = state.norms[column][r];
+    reject.column = status.column();
+    reject.norm = reject_norm(state, duplicate_norms, r, reason, status.column());
     if (reason == DropReason::pair_cos) reject.pair_cosine = state.cosines[r];
     result.rejects.push_back(reject);
   }
   for (auto& [source, report] : reports) result.sources.push_back(report);
-  for (unsigned c = 0; c < state.params.columns; ++c) result.norms.push_back(norm_stats(state, c));
+  for (unsigned c = 0; c < state.columns.size(); ++c)
+    if (state.columns[c].checks.checks.has(Check::norm))
+      result.norms.push_back(norm_stats(state, c));
 
   std::vector<std::uint8_t> selected(total);
   for (std::uint64_t r = 0; r < total; ++r) selected[r] = state.status[r].stored();
@@ -248,8 +301,9 @@ ValidationResult Validator::finish(const RowFetcher& fetch_row) {
 
   // The Validator is spent: give its per-row memory back before the conversion pass.
   state.status = {};
-  for (unsigned c = 0; c < kMaxColumns; ++c) state.norms[c] = {};
+  for (auto& norms : state.norms) norms = {};
   state.cosines = {};
+  state.drop_norms = {};
   state.batches = {};
   return result;
 }

@@ -1,6 +1,8 @@
 #include "gpucache/validation_json.hpp"
 
+#include <cmath>
 #include <string_view>
+#include <utility>
 
 #include "gpucache/error.hpp"
 
@@ -20,7 +22,9 @@ struct Where {
   }
 };
 
+// JSON has no infinity: an open bound (norm_max inf) is written as the string "inf".
 Json encode(double value) {
+  if (std::isinf(value)) return value > 0 ? "inf" : "-inf";
   return value;
 }
 Json encode(bool value) {
@@ -38,6 +42,10 @@ Json encode(const std::optional<T>& value) {
 }
 
 void decode(const Json& value, double& out, const Where& where) {
+  if (value == "inf" || value == "-inf") {
+    out = value == "inf" ? INFINITY : -INFINITY;
+    return;
+  }
   if (!value.is_number()) where.fail(value, "a number");
   out = value.get<double>();
 }
@@ -97,12 +105,84 @@ constexpr RecordedRule kRecordedRules[] = {
     rule<&ValidationOptions::seed>("seed"),
 };
 
+// The per-column checks: {"images": {"checks": ["finite"]}, "embedding": {"checks": ["finite",
+// "nonzero", "norm"], "norm_min": 0.1, "norm_max": 100.0, "normalized": true}}. Bounds are written
+// with the norm check only, normalized only when true.
+constexpr std::string_view kColumnsKey = "columns";
+
+Json columns_to_json(const std::vector<ColumnChecks>& columns) {
+  Json json = Json::object();
+  for (const auto& column : columns) {
+    Json entry = Json::object();
+    Json checks = Json::array();
+    for (const auto& info : kChecks)
+      if (column.checks.has(info.check)) checks.push_back(std::string(info.name));
+    entry["checks"] = checks;
+    if (column.checks.has(Check::norm)) {
+      entry["norm_min"] = encode(column.norm_min);
+      entry["norm_max"] = encode(column.norm_max);
+    }
+    if (column.normalized) entry["normalized"] = true;
+    json[column.column] = entry;
+  }
+  return json;
+}
+
+std::vector<ColumnChecks> columns_from_json(const Json& json, const ValidationOptions& options,
+                                            const std::string& file) {
+  const std::string key(kColumnsKey);
+  if (!json.is_object()) Where{file, key}.fail(json, "an object of columns");
+  std::vector<ColumnChecks> columns;
+  for (const auto& [name, entry] : json.items()) {
+    const std::string entry_key = key + "." + name;
+    if (!entry.is_object()) Where{file, entry_key}.fail(entry, "an object");
+    ColumnChecks column;
+    column.column = name;
+    column.norm_min = options.norm_min;
+    column.norm_max = options.norm_max;
+    const std::string checks_key = entry_key + ".checks";
+    const auto checks = entry.find("checks");
+    if (checks == entry.end() || !checks->is_array())
+      Where{file, checks_key}.fail(checks == entry.end() ? Json(nullptr) : *checks,
+                                   "a list of checks");
+    for (const auto& check : *checks) {
+      const auto parsed =
+          check.is_string() ? parse_check(check.get<std::string>()) : std::optional<Check>();
+      if (!parsed) Where{file, checks_key}.fail(check, "one of the checks of kChecks");
+      column.checks.add(*parsed);
+    }
+    for (const auto& [bound, member] : {std::pair{"norm_min", &ColumnChecks::norm_min},
+                                        std::pair{"norm_max", &ColumnChecks::norm_max}})
+      if (const auto found = entry.find(bound); found != entry.end()) {
+        const std::string bound_key = entry_key + "." + bound;
+        decode(*found, column.*member, Where{file, bound_key});
+      }
+    if (const auto found = entry.find("normalized"); found != entry.end()) {
+      const std::string normalized_key = entry_key + ".normalized";
+      decode(*found, column.normalized, Where{file, normalized_key});
+    }
+    columns.push_back(std::move(column));
+  }
+  return columns;
+}
+
+// Whether the recorded columns say nothing the legacy rules do not: then they are left out, and
+// the manifest reads as it always has.
+bool legacy_equivalent(const ValidationOptions& options) {
+  if (!options.columns) return true;
+  std::vector<std::string> names;
+  for (const auto& column : *options.columns) names.push_back(column.column);
+  return *options.columns == legacy_column_checks(options, names);
+}
+
 }  // namespace
 
 Json validation_options_to_json(const ValidationOptions& options) {
   Json json = Json::object();
   for (const auto& recorded : kRecordedRules)
     json[std::string(recorded.key)] = recorded.write(options);
+  if (!legacy_equivalent(options))
+    json[std::string(kColumnsKey)] = columns_to_json(*options.columns);
   return json;
 }
 
@@ -114,6 +194,8 @@ ValidationOptions validation_options_from_json(const Json& json, const std::stri
     const auto found = json.find(std::string(recorded.key));
     if (found != json.end()) recorded.read(*found, options, Where{file, recorded.key});
   }
+  if (const auto found = json.find(std::string(kColumnsKey)); found != json.end())
+    options.columns = columns_from_json(*found, options, file);
   return options;
 }
 

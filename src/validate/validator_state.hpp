@@ -3,6 +3,8 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
+#include <utility>
 #include <vector>
 
 #include "compute_backend.hpp"
@@ -13,30 +15,57 @@
 namespace gpucache {
 
 namespace detail {
+
+// One column as the Validator runs it: its recorded checks, the verdict's view of them, and the
+// shape of its rows.
+struct ValidatorColumn {
+  ColumnChecks checks;
+  ColumnRule rule;
+  ColumnLayout layout;
+  bool dedup = false;
+  // Its norms are kept per row: it has the norm check (statistics) or is in the pair (cosine).
+  bool keeps_norms = false;
+};
+
 struct ValidatorState {
-  ValidatorState(ValidationOptions options_, std::vector<std::uint64_t> dims_, CheckParams params_,
+  ValidatorState(ValidationOptions options_, std::vector<ValidatorColumn> columns_,
                  ComputeBackend backend_)
-      : options(std::move(options_)),
-        dims(std::move(dims_)),
-        params(params_),
-        backend(std::move(backend_)) {}
+      : options(std::move(options_)), columns(std::move(columns_)), backend(std::move(backend_)) {}
 
   struct Batch {
     std::uint64_t first_row, rows;
     std::uint32_t source;
   };
+  // The norm of column `column` of a dropped row when that column keeps no norms per row (or of
+  // a kept row that overflows such a column, with on_overflow=drop): rare, so kept sparsely.
+  struct DropNorm {
+    std::uint64_t row;
+    unsigned column;
+    double norm;
+    bool operator<(const DropNorm& other) const noexcept {
+      return row != other.row ? row < other.row : column < other.column;
+    }
+  };
 
   ValidationOptions options;
-  std::vector<std::uint64_t> dims;
-  CheckParams params;
+  std::vector<ValidatorColumn> columns;
+  std::optional<std::pair<unsigned, unsigned>> pair;  // the two pair_cos columns
+  double cos_min = -INFINITY, cos_max = INFINITY;
   ComputeBackend backend;
-  std::vector<RowStatus> status;  // indexed by global row
-  std::vector<double> norms[kMaxColumns];
-  std::vector<double> cosines;                     // only with pair_cos bounds
-  std::vector<std::uint64_t> hashes[kMaxColumns];  // only with dedup
+
+  std::vector<RowStatus> status;                   // indexed by global row
+  std::vector<std::vector<double>> norms;          // per column; empty unless keeps_norms
+  std::vector<double> cosines;                     // only with a pair
+  std::vector<std::vector<std::uint64_t>> hashes;  // per column; empty unless dedup
+  std::vector<DropNorm> drop_norms;                // in batch order until finish() sorts them
   std::vector<Batch> batches;
-  std::vector<RowRecord> records;  // scratch for one batch
   bool finished = false;
+
+  bool any_dedup() const noexcept {
+    for (const auto& column : columns)
+      if (column.dedup) return true;
+    return false;
+  }
 };
 
 }  // namespace detail

@@ -10,8 +10,8 @@
 #include <cstdint>
 #include <cstring>
 
-#include "kernels/cuda_staging.cuh"
 #include "gpucache/common/parallel.hpp"
+#include "kernels/cuda_staging.cuh"
 
 namespace gpucache::detail {
 
@@ -37,6 +37,7 @@ class DeviceBuffer {
 
 inline constexpr int kSlots = 2;
 inline constexpr int kMaxChunkInputs = 2;
+inline constexpr std::size_t kInputAlignment = 16;
 // Bytes one slot stages at a time: big enough for full-speed copies, small enough that the
 // pinned allocations stay modest.
 inline constexpr std::size_t kChunkBytes = std::size_t{64} << 20;
@@ -91,7 +92,9 @@ void stream_rows(CudaStaging& staging, const ChunkInput* inputs, int input_count
   for (int i = 0; i < input_count; ++i) in_row_bytes += inputs[i].row_bytes;
   const std::uint64_t chunk_rows = std::min<std::uint64_t>(
       rows, std::max<std::uint64_t>(1, kChunkBytes / (in_row_bytes + out_row_bytes)));
-  staging.reserve(chunk_rows * in_row_bytes, chunk_rows * out_row_bytes);
+  // Each input starts at a multiple of kInputAlignment, so kernels may load any element type.
+  staging.reserve(chunk_rows * in_row_bytes + input_count * kInputAlignment,
+                  chunk_rows * out_row_bytes);
   try {
     std::uint64_t chunk = 0;
     for (std::uint64_t first = 0; first < rows; first += chunk_rows, ++chunk) {
@@ -105,7 +108,7 @@ void stream_rows(CudaStaging& staging, const ChunkInput* inputs, int input_count
         parallel_copy(staging.host_in[slot] + offset, inputs[i].host + first * inputs[i].row_bytes,
                       bytes, staging.host_threads);
         device_inputs[i] = staging.device_in[slot] + offset;
-        offset += bytes;
+        offset += (bytes + kInputAlignment - 1) / kInputAlignment * kInputAlignment;
       }
       cudaStream_t stream = staging.streams[slot];
       check_cuda(cudaMemcpyAsync(staging.device_in[slot], staging.host_in[slot], offset,

@@ -21,43 +21,39 @@ namespace gpucache::detail {
 
 // Lane count of the canonical reduction: lane l takes elements l, l+32, l+64, ... of a row.
 inline constexpr unsigned kLanes = 32;
-inline constexpr unsigned kMaxColumns = 2;
 
 enum class OutputType : std::uint8_t { f32 = 0, f16 = 1, bf16 = 2 };
 enum class OverflowMode : std::uint8_t { drop = 0, clamp = 1, error = 2 };
+// The float types rows reach the checks in; each value is widened to f32 first.
+enum class InputType : std::uint8_t { f32 = 0, f16 = 1, bf16 = 2, f64 = 3 };
 
-// Everything a check kernel needs, passed by value to the kernel.
-struct CheckParams {
-  std::uint64_t dims[kMaxColumns] = {0, 0};
-  double norm_min = 0.1;
-  double norm_max = 100.0;
-  double cos_min = -INFINITY;
-  double cos_max = INFINITY;
-  std::uint32_t columns = 1;
-  std::uint8_t pair_cos = 0;  // cosine between column 0 and 1 is computed and checked
-  std::uint8_t dedup = 0;     // row hashes are computed
-  OutputType output = OutputType::f32;
-  std::uint8_t normalize = 0;
+GPUCACHE_HD unsigned input_size(InputType input) {
+  return input == InputType::f64 ? 8u : input == InputType::f32 ? 4u : 2u;
+}
+
+// The check pass runs per column: one summary per row of that column. The verdicts are folded
+// from the summaries in check order (column_verdict below, then Validator).
+struct SummaryParams {
+  std::uint64_t values = 0;  // per row
+  InputType input = InputType::f32;
+  std::uint8_t hash = 0;  // compute the row hash (the column has the dedup check)
 };
 
-// Per-row outcome of the check pass. The layout is fixed (no implicit padding) so the CPU and
-// GPU results can be compared byte for byte.
-struct RowRecord {
-  double norm[kMaxColumns];         // canonical fp64 L2 norm; 0 for an absent column
-  double cosine;                    // q.a / (|q| |a|) when computed, else 0
-  std::uint64_t hash[kMaxColumns];  // row hash when dedup is on, else 0
-  DropReason reason;                // duplicate and overflow drops are decided later
-  std::uint8_t column;              // first column that failed (0 when kept or pair_cos)
-  std::uint8_t would_overflow;      // bit c: kept so far, and converting column c overflows
-  std::uint8_t padding[5];
-};
-static_assert(sizeof(RowRecord) == 48, "RowRecord layout is shared with the GPU");
-
-// Lane-reduced summary of one column of one row.
+// Lane-reduced summary of one column of one row. The layout is fixed (no implicit padding) so the
+// CPU and GPU results can be compared byte for byte.
 struct ColumnSummary {
-  double sum_squares;
-  float max_abs;
-  std::uint64_t hash;
+  double sum_squares;  // canonical fp64 sum of squares
+  float max_abs;       // largest magnitude
+  std::uint32_t padding;
+  std::uint64_t hash;  // row hash when asked, else 0
+};
+static_assert(sizeof(ColumnSummary) == 24, "ColumnSummary layout is shared with the GPU");
+
+// The dot product of two columns' rows (the pair cosine), both of `values` values.
+struct DotParams {
+  std::uint64_t values = 0;
+  InputType a = InputType::f32;
+  InputType b = InputType::f32;
 };
 
 GPUCACHE_HD std::uint32_t float_bits(float x) {
@@ -89,6 +85,77 @@ GPUCACHE_HD double quiet_nan_double() {
   std::memcpy(&x, &bits, sizeof x);
   return x;
 #endif
+}
+
+// ---- widening to f32 (integer operations, so both backends give the same bits) ---------------
+
+// Exact: every f16 is an f32. The same bits as widen_to_f32 (gpucache/common/float_convert.hpp).
+GPUCACHE_HD std::uint32_t f16_to_f32_bits(std::uint16_t half) {
+  const std::uint32_t sign = static_cast<std::uint32_t>(half & 0x8000u) << 16;
+  const std::uint32_t exponent = (half >> 10) & 0x1fu;
+  std::uint32_t significand = half & 0x3ffu;
+  if (exponent == 0x1f) return sign | 0x7f800000u | (significand << 13);
+  if (exponent != 0) return sign | ((exponent + 112) << 23) | (significand << 13);
+  if (significand == 0) return sign;
+  // Subnormal f16 (significand * 2^-24): normalise into an f32 normal.
+  std::uint32_t f32_exponent = 113;
+  while ((significand & 0x400u) == 0) {
+    significand <<= 1;
+    --f32_exponent;
+  }
+  return sign | (f32_exponent << 23) | ((significand & 0x3ffu) << 13);
+}
+
+// Round to nearest even, as static_cast<float> does on both backends. A NaN is made quiet with its
+// sign and top payload bits kept, as x86-64 does (CUDA would give one canonical NaN).
+GPUCACHE_HD std::uint32_t f64_to_f32_bits(double value) {
+  if (value != value) {
+    std::uint64_t bits;
+#ifdef __CUDA_ARCH__
+    bits = static_cast<std::uint64_t>(__double_as_longlong(value));
+#else
+    std::memcpy(&bits, &value, sizeof bits);
+#endif
+    const auto sign = static_cast<std::uint32_t>(bits >> 32) & 0x80000000u;
+    return sign | 0x7fc00000u | (static_cast<std::uint32_t>(bits >> 29) & 0x3fffffu);
+  }
+  return float_bits(static_cast<float>(value));
+}
+
+// Value i of a row of `input` values, widened to f32. The row need not be aligned on the CPU.
+GPUCACHE_HD float load_value(const unsigned char* row, InputType input, std::uint64_t i) {
+  switch (input) {
+    case InputType::f32: {
+      std::uint32_t bits;
+#ifdef __CUDA_ARCH__
+      bits = reinterpret_cast<const std::uint32_t*>(row)[i];
+#else
+      std::memcpy(&bits, row + 4 * i, 4);
+#endif
+      return bits_float(bits);
+    }
+    case InputType::f16:
+    case InputType::bf16: {
+      std::uint16_t bits;
+#ifdef __CUDA_ARCH__
+      bits = reinterpret_cast<const std::uint16_t*>(row)[i];
+#else
+      std::memcpy(&bits, row + 2 * i, 2);
+#endif
+      return bits_float(input == InputType::f16 ? f16_to_f32_bits(bits)
+                                                : static_cast<std::uint32_t>(bits) << 16);
+    }
+    case InputType::f64: {
+      double value;
+#ifdef __CUDA_ARCH__
+      value = reinterpret_cast<const double*>(row)[i];
+#else
+      std::memcpy(&value, row + 8 * i, 8);
+#endif
+      return bits_float(f64_to_f32_bits(value));
+    }
+  }
+  return 0.0f;
 }
 
 // ---- hashing and keys -------------------------------------------------------------------------
@@ -250,58 +317,34 @@ GPUCACHE_HD double norm_of(double sum_squares) {
   return sum_squares != sum_squares ? quiet_nan_double() : sqrt(sum_squares);
 }
 
-// The row-level checks, each at its check_order in kDropReasons (gpucache/drop_reason.hpp): the
-// first that fails is the verdict. nan_inf, zero, norm_low, norm_high (each over all columns,
-// column 0 first), then pair_cos. duplicate and overflow drops are decided by Validator::finish()
-// once the whole dataset has been seen; would_overflow carries what the overflow check needs.
-GPUCACHE_HD RowRecord row_verdict(const CheckParams& params, const ColumnSummary* summaries,
-                                  double dot) {
-  // Loops run to the constant kMaxColumns so that nvcc unrolls them and keeps the record in
-  // registers.
-  RowRecord record{};
-  const unsigned columns = params.columns;
-  for (unsigned c = 0; c < kMaxColumns; ++c) {
-    if (c >= columns) continue;
-    record.norm[c] = norm_of(summaries[c].sum_squares);
-    record.hash[c] = params.dedup ? summaries[c].hash : 0;
-  }
-  DropReason reason = DropReason::kept;
-  std::uint8_t column = 0;
-  for (unsigned c = 0; c < kMaxColumns; ++c)
-    if (c < columns && reason == DropReason::kept && !(summaries[c].sum_squares < INFINITY)) {
-      reason = DropReason::nan_inf;
-      column = static_cast<std::uint8_t>(c);
-    }
-  for (unsigned c = 0; c < kMaxColumns; ++c)
-    if (c < columns && reason == DropReason::kept && summaries[c].sum_squares == 0.0) {
-      reason = DropReason::zero;
-      column = static_cast<std::uint8_t>(c);
-    }
-  for (unsigned c = 0; c < kMaxColumns; ++c)
-    if (c < columns && reason == DropReason::kept && record.norm[c] < params.norm_min) {
-      reason = DropReason::norm_low;
-      column = static_cast<std::uint8_t>(c);
-    }
-  for (unsigned c = 0; c < kMaxColumns; ++c)
-    if (c < columns && reason == DropReason::kept && record.norm[c] > params.norm_max) {
-      reason = DropReason::norm_high;
-      column = static_cast<std::uint8_t>(c);
-    }
-  if (params.pair_cos && reason == DropReason::kept) {
-    record.cosine = dot / (record.norm[0] * record.norm[1]);
-    if (record.cosine < params.cos_min || record.cosine > params.cos_max)
-      reason = DropReason::pair_cos;
-  }
-  record.reason = reason;
-  record.column = column;
-  if (reason == DropReason::kept && params.output != OutputType::f32 && !params.normalize) {
-    // Rounding is monotonic, so the row overflows exactly when its largest magnitude does.
-    // Normalised values are at most 1 in magnitude and never overflow.
-    for (unsigned c = 0; c < kMaxColumns; ++c)
-      if (c < columns && convert_bits(float_bits(summaries[c].max_abs), params.output).overflowed)
-        record.would_overflow |= static_cast<std::uint8_t>(1u << c);
-  }
-  return record;
+// One column's checks as the verdict needs them.
+struct ColumnRule {
+  std::uint8_t finite = 0, nonzero = 0, norm = 0;
+  double norm_min = 0.0;       // with norm: inclusive; 0 is no lower bound
+  double norm_max = INFINITY;  // with norm: inclusive; infinity is no upper bound
+  OutputType output = OutputType::f32;
+  std::uint8_t normalize = 0;  // stored at unit norm: never overflows
+};
+
+// The first of the column's own row-level checks that fails, in check order (kChecks in
+// gpucache/checks.hpp): finite (nan_inf), nonzero (zero), norm (norm_low, then norm_high). The
+// row's verdict is the failure first in check order over all its columns, the lowest column first
+// among equals (Validator); pair_cos, duplicate and overflow follow. A NaN norm fails neither norm
+// bound: that is the finite check's business.
+GPUCACHE_HD DropReason column_verdict(const ColumnRule& rule, double sum_squares, double norm) {
+  if (rule.finite && !(sum_squares < INFINITY)) return DropReason::nan_inf;
+  if (rule.nonzero && sum_squares == 0.0) return DropReason::zero;
+  if (rule.norm && norm < rule.norm_min) return DropReason::norm_low;
+  if (rule.norm && norm > rule.norm_max) return DropReason::norm_high;
+  return DropReason::kept;
+}
+
+// Whether storing the row overflows the column's output type. Rounding is monotonic, so the row
+// overflows exactly when its largest magnitude does. Normalised values are at most 1 in magnitude
+// and never overflow.
+GPUCACHE_HD bool column_overflows(const ColumnRule& rule, float max_abs) {
+  return rule.output != OutputType::f32 && !rule.normalize &&
+         convert_bits(float_bits(max_abs), rule.output).overflowed;
 }
 
 }  // namespace gpucache::detail

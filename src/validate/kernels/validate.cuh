@@ -1,7 +1,8 @@
-// CUDA launcher of the check pass (pass 1). No CUDA types: included by src/validate/compute_backend.cpp when the build
-// has the CUDA backend.
+// CUDA launchers of the check pass (pass 1): per-column summaries and the pair dot product. No
+// CUDA types: included by src/validate/compute_backend.cpp when the build has the CUDA backend.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "kernels/cuda_staging.cuh"
@@ -9,9 +10,13 @@
 
 namespace gpucache::detail {
 
-// Same contract as cpu_check_rows(): columns[c] are host pointers to rows x params.dims[c]
-// floats; the records written to `out` are byte-identical to the CPU reference's.
-void cuda_check_rows(CudaStaging& staging, const CheckParams& params, const float* const* columns,
-                     std::uint64_t rows, RowRecord* out);
+// Same contract as cpu_summarize_rows(): `rows` is host memory holding `count` rows; the summaries
+// written to `out` are byte-identical to the CPU reference's.
+void cuda_summarize_rows(CudaStaging& staging, const SummaryParams& params, const std::byte* rows,
+                         std::uint64_t count, ColumnSummary* out);
+
+// Same contract as cpu_dot_rows().
+void cuda_dot_rows(CudaStaging& staging, const DotParams& params, const std::byte* a,
+                   const std::byte* b, std::uint64_t count, double* out);
 
 }  // namespace gpucache::detail

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <mutex>
 
@@ -48,6 +49,7 @@ ColumnSummary summarize(const float* row, std::uint64_t dim) {
   ColumnSummary summary;
   summary.sum_squares = tree_sum(lanes.sums);
   summary.max_abs = tree_max(lanes.maxes);
+  summary.padding = 0;
   summary.hash = kHash ? hash_finish(tree_hash(lanes.hashes), dim) : 0;
   return summary;
 }
@@ -169,36 +171,99 @@ double cpu_dot(const float* a, const float* b, std::uint64_t dim) {
 
 namespace {
 
-// Pass 1 over `rows` rows, row(c, r) giving where row r of column c lies.
-template <typename RowOf>
-void check_rows_at(const CheckParams& params, std::uint64_t rows, RowRecord* out, unsigned threads,
-                   RowOf row) {
-  std::uint64_t row_floats = 0;
-  for (unsigned c = 0; c < params.columns; ++c) row_floats += params.dims[c];
-  const std::uint64_t grain = std::max<std::uint64_t>(1, kFloatsPerThread / row_floats);
-  parallel_for(rows, threads, grain, [&](std::uint64_t begin, std::uint64_t end) {
-    for (std::uint64_t r = begin; r < end; ++r) {
-      ColumnSummary summaries[kMaxColumns]{};
-      for (unsigned c = 0; c < params.columns; ++c)
-        summaries[c] = cpu_summarize(row(c, r), params.dims[c], params.dedup);
-      const double dot = params.pair_cos ? cpu_dot(row(0, r), row(1, r), params.dims[0]) : 0.0;
-      out[r] = row_verdict(params, summaries, dot);
-    }
-  });
+// Below this many values per thread, starting a thread costs more than it saves.
+std::uint64_t grain_for(std::uint64_t values) {
+  return std::max<std::uint64_t>(1, kFloatsPerThread / std::max<std::uint64_t>(values, 1));
+}
+
+bool f32_aligned(InputType input, const std::byte* row) {
+  return input == InputType::f32 && reinterpret_cast<std::uintptr_t>(row) % alignof(float) == 0;
+}
+
+// Rows of another type (or f32 rows at an odd address) are widened 32 values at a time into the
+// block the lanes read, so each lane still takes values l, l+32, ... in order.
+template <bool kHash>
+ColumnSummary summarize_widened(const std::byte* row, InputType input, std::uint64_t values) {
+  const auto* bytes = reinterpret_cast<const unsigned char*>(row);
+  Lanes lanes;
+  for (unsigned l = 0; l < kLanes; ++l) {
+    lanes.sums[l] = 0.0;
+    lanes.maxes[l] = 0.0f;
+    lanes.hashes[l] = hash_lane_init(l);
+  }
+  alignas(64) float block[kLanes];
+  for (std::uint64_t i = 0; i < values; i += kLanes) {
+    const auto count = static_cast<unsigned>(std::min<std::uint64_t>(kLanes, values - i));
+    for (unsigned l = 0; l < count; ++l) block[l] = load_value(bytes, input, i + l);
+    accumulate<kHash>(lanes, block, count);
+  }
+  ColumnSummary summary;
+  summary.sum_squares = tree_sum(lanes.sums);
+  summary.max_abs = tree_max(lanes.maxes);
+  summary.padding = 0;
+  summary.hash = kHash ? hash_finish(tree_hash(lanes.hashes), values) : 0;
+  return summary;
+}
+
+ColumnSummary summarize_row(const SummaryParams& params, const std::byte* row) {
+  if (f32_aligned(params.input, row))
+    return cpu_summarize(reinterpret_cast<const float*>(row), params.values, params.hash);
+  return params.hash ? summarize_widened<true>(row, params.input, params.values)
+                     : summarize_widened<false>(row, params.input, params.values);
+}
+
+double dot_row(const DotParams& params, const std::byte* a, const std::byte* b) {
+  if (f32_aligned(params.a, a) && f32_aligned(params.b, b))
+    return cpu_dot(reinterpret_cast<const float*>(a), reinterpret_cast<const float*>(b),
+                   params.values);
+  const auto* a_bytes = reinterpret_cast<const unsigned char*>(a);
+  const auto* b_bytes = reinterpret_cast<const unsigned char*>(b);
+  alignas(64) double sums[kLanes] = {};
+  for (std::uint64_t i = 0; i < params.values; ++i)
+    sums[i % kLanes] += static_cast<double>(load_value(a_bytes, params.a, i)) *
+                        static_cast<double>(load_value(b_bytes, params.b, i));
+  return tree_sum(sums);
 }
 
 }  // namespace
 
-void cpu_check_rows(const CheckParams& params, const float* const* columns, std::uint64_t rows,
-                    RowRecord* out, unsigned threads) {
-  check_rows_at(params, rows, out, threads,
-                [&](unsigned c, std::uint64_t r) { return columns[c] + r * params.dims[c]; });
+void cpu_summarize_rows(const SummaryParams& params, const std::byte* rows, std::uint64_t count,
+                        ColumnSummary* out, unsigned threads) {
+  const std::uint64_t pitch = params.values * input_size(params.input);
+  parallel_for(count, threads, grain_for(params.values),
+               [&](std::uint64_t begin, std::uint64_t end) {
+                 for (std::uint64_t r = begin; r < end; ++r)
+                   out[r] = summarize_row(params, rows + r * pitch);
+               });
 }
 
-void cpu_check_row_pointers(const CheckParams& params, const float* const* const* rows,
-                            std::uint64_t count, RowRecord* out, unsigned threads) {
-  check_rows_at(params, count, out, threads,
-                [&](unsigned c, std::uint64_t r) { return rows[c][r]; });
+void cpu_summarize_row_pointers(const SummaryParams& params, const std::byte* const* rows,
+                                std::uint64_t count, ColumnSummary* out, unsigned threads) {
+  parallel_for(count, threads, grain_for(params.values),
+               [&](std::uint64_t begin, std::uint64_t end) {
+                 for (std::uint64_t r = begin; r < end; ++r)
+                   out[r] = summarize_row(params, rows[r]);
+               });
+}
+
+void cpu_dot_rows(const DotParams& params, const std::byte* a, const std::byte* b,
+                  std::uint64_t count, double* out, unsigned threads) {
+  const std::uint64_t a_pitch = params.values * input_size(params.a);
+  const std::uint64_t b_pitch = params.values * input_size(params.b);
+  parallel_for(count, threads, grain_for(2 * params.values),
+               [&](std::uint64_t begin, std::uint64_t end) {
+                 for (std::uint64_t r = begin; r < end; ++r)
+                   out[r] = dot_row(params, a + r * a_pitch, b + r * b_pitch);
+               });
+}
+
+void cpu_dot_row_pointers(const DotParams& params, const std::byte* const* a,
+                          const std::byte* const* b, std::uint64_t count, double* out,
+                          unsigned threads) {
+  parallel_for(count, threads, grain_for(2 * params.values),
+               [&](std::uint64_t begin, std::uint64_t end) {
+                 for (std::uint64_t r = begin; r < end; ++r) out[r] = dot_row(params, a[r], b[r]);
+               });
 }
 
 ConvertCounts cpu_convert_rows(const ConvertParams& params, const float* in, std::uint64_t rows,

@@ -9,19 +9,26 @@
 
 namespace gpucache::detail {
 
-// Canonical lane reduction of one column of one row (sum of squares, largest magnitude, and the
+// Canonical lane reduction of one row of f32 values (sum of squares, largest magnitude, and the
 // row hash when `with_hash`).
 ColumnSummary cpu_summarize(const float* row, std::uint64_t dim, bool with_hash);
-// Canonical fp64 dot product of two rows of `dim` elements.
+// Canonical fp64 dot product of two rows of `dim` f32 values.
 double cpu_dot(const float* a, const float* b, std::uint64_t dim);
 
-// Pass 1 over `rows` rows: columns[c] points at rows x params.dims[c] floats, row-major.
-void cpu_check_rows(const CheckParams& params, const float* const* columns, std::uint64_t rows,
-                    RowRecord* out, unsigned threads);
+// Pass 1, one column at a time: the summary of each of `count` rows of params.values values of
+// params.input, lying one after the other from `rows`.
+void cpu_summarize_rows(const SummaryParams& params, const std::byte* rows, std::uint64_t count,
+                        ColumnSummary* out, unsigned threads);
+// The same for rows lying apart: rows[r] points at row r.
+void cpu_summarize_row_pointers(const SummaryParams& params, const std::byte* const* rows,
+                                std::uint64_t count, ColumnSummary* out, unsigned threads);
 
-// The same for rows lying apart: rows[c][r] points at row r of column c (params.dims[c] floats).
-void cpu_check_row_pointers(const CheckParams& params, const float* const* const* rows,
-                            std::uint64_t count, RowRecord* out, unsigned threads);
+// The canonical dot product of row r of `a` and row r of `b` for each of `count` rows.
+void cpu_dot_rows(const DotParams& params, const std::byte* a, const std::byte* b,
+                  std::uint64_t count, double* out, unsigned threads);
+void cpu_dot_row_pointers(const DotParams& params, const std::byte* const* a,
+                          const std::byte* const* b, std::uint64_t count, double* out,
+                          unsigned threads);
 
 // Pass 2: `rows` rows of params.dim floats into rows of params.padded_dim output elements.
 ConvertCounts cpu_convert_rows(const ConvertParams& params, const float* in, std::uint64_t rows,

@@ -37,8 +37,15 @@ struct PackOptions {
   unsigned threads = 0;  // 0: every core
   bool show_progress = false;
   // Row checks, sampling and shuffling (docs/validation.md); validation.device picks the backend.
-  // Its output_dtype and threads are taken from the fields above.
+  // Its output_dtype and threads are taken from the fields above, and its per-column checks
+  // (validation.columns) are worked out by pack from the column roles, `checks` and `no_checks`.
   ValidationOptions validation;
+  // --checks COLUMN=...: each replaces the default checks of the column it names (by role: an
+  // embedding has finite, nonzero, norm, and dedup with validation.dedup; a float tensor finite;
+  // any other column none). Unknown columns and checks a column cannot have are usage errors.
+  std::vector<ChecksSpec> checks;
+  // --no-checks: no column has any check; conversion overflow still obeys on_overflow.
+  bool no_checks = false;
   std::string rejects_path;  // when set, one JSON line per dropped row
 };
 

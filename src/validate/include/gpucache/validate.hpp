@@ -1,7 +1,8 @@
-// Validation, filtering and conversion of embedding rows (docs/validation.md).
+// Validation, filtering and conversion of rows (docs/validation.md).
 //
-// Pack runs two passes over its inputs, each a batch at a time of f32 row-major rows:
-//   1. Validator::check_batch() for every batch, then Validator::finish(): per-row verdicts,
+// Pack runs two passes over its inputs, a batch of rows at a time:
+//   1. Validator::check_batch() for every batch, then Validator::finish(): per-row verdicts over
+//      every checked column (each with its own checks, kChecks in gpucache/checks.hpp),
 //      duplicates, sampling and the final output order of the kept rows;
 //   2. RowConverter::convert() on the kept rows: dtype conversion, normalisation, padding.
 // Both run on the CPU reference or on CUDA (ValidationOptions::device) with bit-identical
@@ -19,6 +20,7 @@
 #include <string_view>
 #include <vector>
 
+#include "gpucache/checks.hpp"
 #include "gpucache/device.hpp"
 #include "gpucache/drop_reason.hpp"
 #include "gpucache/dtype.hpp"
@@ -36,13 +38,19 @@ std::optional<OverflowPolicy> parse_overflow_policy(std::string_view name) noexc
 // The rules and how to run them. manifest.json records the rules (every field but output_dtype,
 // device and threads) through validation_options_to_json() in gpucache/validation_json.hpp.
 struct ValidationOptions {
-  // Inclusive bounds on each embedding's L2 norm; 0 < norm_min <= norm_max < infinity.
+  // The dataset-wide norm bounds (--norm-min, --norm-max): inclusive, 0 <= norm_min <= norm_max,
+  // 0 < norm_max; norm_min 0 is no lower bound and norm_max infinity no upper bound. They apply to
+  // every column with the norm check whose ColumnChecks does not say otherwise.
   double norm_min = 0.1;
   double norm_max = 100.0;
+  // --dedup: embedding columns get the dedup check by default.
   bool dedup = false;
-  // Inclusive bounds on the cosine of column 0 and column 1 (dialogue pairs of equal dim).
+  // Inclusive bounds on the cosine of the two columns with the pair_cos check (a dialogue's
+  // question and answer embeddings), of equal values per row.
   std::optional<double> pair_cos_min, pair_cos_max;
-  DType output_dtype = DType::f32;  // f32, f16 or bf16
+  // f32, f16 or bf16: the storage type of the legacy constructor's columns and of
+  // conversion_options().
+  DType output_dtype = DType::f32;
   OverflowPolicy on_overflow = OverflowPolicy::error;
   bool normalize = false;
   // Per source: keep at most max_rows_per_source rows and/or round(sample_fraction * kept).
@@ -52,9 +60,23 @@ struct ValidationOptions {
   std::uint64_t seed = 0;
   Device device = Device::automatic;
   unsigned threads = 0;  // CPU threads; 0 = all hardware threads
+  // The checks of each column, in the Validator's column order. Unset: the rules of datasets packed
+  // before checks were per column, legacy_column_checks() (every column an embedding).
+  std::optional<std::vector<ColumnChecks>> columns;
 
   bool operator==(const ValidationOptions&) const = default;
 };
+
+// The per-column rules of a dataset whose manifest records none (packed before checks were per
+// column, or with every column at these rules): each of `columns` (its validated columns, all
+// embeddings) gets finite, nonzero and norm within [norm_min, norm_max], dedup with `dedup`, and,
+// when pair bounds are set and there are exactly two columns, pair_cos; normalized is
+// options.normalize.
+std::vector<ColumnChecks> legacy_column_checks(const ValidationOptions& options,
+                                               const std::vector<std::string>& columns);
+// options.columns when set, else legacy_column_checks(options, legacy_columns).
+std::vector<ColumnChecks> resolve_column_checks(const ValidationOptions& options,
+                                                const std::vector<std::string>& legacy_columns);
 
 // Indexed by DropReason; the `kept` entry counts kept rows.
 using ReasonCounts = std::array<std::uint64_t, kDropReasonCount>;
@@ -77,16 +99,20 @@ struct RejectedRow {
   std::uint32_t source = 0;
   std::uint64_t source_row = 0;  // index among the rows of `source`, in global row order
   DropReason reason = DropReason::kept;
-  std::uint8_t column = 0;   // first embedding column that failed (0 for pair_cos)
-  double norm = 0.0;         // canonical fp64 norm of that column (NaN or inf for nan_inf)
+  std::uint32_t column =
+      0;              // the Validator column that failed (the first pair column for pair_cos)
+  double norm = 0.0;  // canonical fp64 norm of that column (NaN or inf for nan_inf)
   double pair_cosine = 0.0;  // the cosine for pair_cos rejects, else 0
 };
 
-// Norms of the kept rows of one column. The histogram has kNormBins bins between log-spaced
-// edges from norm_min to norm_max: bin i holds edges[i] <= norm < edges[i+1], and norm_max
-// itself falls in the last bin.
+// Norms of the kept rows of one column with the norm check (rows whose norm is not finite, which
+// only a column without the finite check keeps, are left out). The histogram has kNormBins bins
+// between log-spaced edges from norm_min to norm_max: bin i holds edges[i] <= norm < edges[i+1],
+// and norm_max itself falls in the last bin. An open bound (norm_min 0, norm_max infinity) is
+// replaced by the smallest positive (largest) norm of the kept rows.
 inline constexpr std::size_t kNormBins = 32;
 struct NormStats {
+  std::uint32_t column = 0;  // the Validator column
   std::uint64_t count = 0;
   double min = 0.0, max = 0.0, mean = 0.0;  // 0 when count is 0
   std::vector<double> bin_edges;            // kNormBins + 1 values
@@ -102,34 +128,69 @@ struct ValidationResult {
   std::uint64_t rows_clamped = 0;     // kept rows that on_overflow=clamp will saturate
   std::vector<SourceReport> sources;  // ascending source id
   std::vector<RejectedRow> rejects;   // ascending row
-  std::vector<NormStats> norms;       // one per embedding column
+  std::vector<NormStats> norms;       // one per column with the norm check, in column order
   Device device = Device::cpu;        // the backend that ran
 };
 
 // Writes the f32 values of column `column` of global row `row` (out.size() == that column's
-// dim). finish() calls it only for rows whose hashes collide, to compare them byte for byte.
+// values per row), widened as the Validator widens them. finish() calls it for rows whose hashes
+// collide, to compare them byte for byte (and to report a duplicate's norm).
 using RowFetcher = std::function<void(std::uint64_t row, std::size_t column, std::span<float> out)>;
+
+// What the rows of one Validator column look like.
+struct ColumnLayout {
+  ColumnLayout() = default;
+  explicit ColumnLayout(std::uint64_t values_, DType output_dtype_ = DType::f32)
+      : values(values_), output_dtype(output_dtype_) {}
+
+  std::uint64_t values = 0;  // values per row: a tensor row's flattened values, an embedding's D
+  // The storage type: f16 and bf16 decide overflow (unless the column is normalized), f32 does not.
+  DType output_dtype = DType::f32;
+};
+
+// One batch of one column: `rows` rows of `values` values of `dtype` (f32, f16, bf16 or f64;
+// widened to f32 for the checks), row after row.
+struct ColumnBatch {
+  const void* rows = nullptr;
+  DType dtype = DType::f32;
+};
+// The same for rows lying apart (a tensor each): rows[i] points at row i.
+struct ColumnRowPointers {
+  const void* const* rows = nullptr;
+  DType dtype = DType::f32;
+};
 
 // Pass 1. Not thread-safe; one Validator per pack.
 class Validator {
  public:
-  // column_dims: one entry per embedding column (1, or 2 for question/answer pairs). Throws
-  // gpucache::Error for invalid options or when device is cuda and CUDA is not usable.
+  // columns[c]: the rows of column c, whose checks are options.columns->at(c) (or, when
+  // options.columns is unset, legacy_column_checks()). A column may have no checks (it is then
+  // only checked for overflow), and there may be no columns (rows are then only counted, sampled
+  // and ordered). Throws gpucache::Error for invalid options or when device is cuda and CUDA is not
+  // usable.
+  // (A span, so that a braced list such as {384} stays the legacy constructor's dims.)
+  Validator(ValidationOptions options, std::span<const ColumnLayout> columns);
+  // Embedding columns of f32 rows stored as options.output_dtype, with legacy_column_checks():
+  // column_dims has one entry per column (1, or 2 for question/answer pairs).
   Validator(ValidationOptions options, std::vector<std::uint64_t> column_dims);
   ~Validator();
   Validator(Validator&&) noexcept;
   Validator& operator=(Validator&&) noexcept;
 
-  // Checks rows [first_row, first_row + rows) of source `source`: columns[c] points at
-  // rows * column_dims[c] floats. Batches may come in any order but must not overlap, and by
-  // finish() they must cover [0, total rows). With on_overflow=error the first row that would
-  // overflow throws here (or in finish() for dialogue columns with dedup, where a later
-  // duplicate verdict can still win).
+  // Checks rows [first_row, first_row + rows) of source `source`: columns[c] holds them for column
+  // c. Batches may come in any order but must not overlap, and by finish() they must cover
+  // [0, total rows). With on_overflow=error the first row that would overflow throws here (or in
+  // finish() when a duplicate verdict in another column can still win).
+  void check_batch(std::span<const ColumnBatch> columns, std::uint64_t first_row,
+                   std::uint64_t rows, std::uint32_t source);
+  // The same with f32 rows: columns[c] points at rows * values floats.
   void check_batch(const float* const* columns, std::uint64_t first_row, std::uint64_t rows,
                    std::uint32_t source);
-  // The same for rows lying apart (a tensor each): row_pointers[c][i] points at the
-  // column_dims[c] floats of row first_row + i of column c. The CPU checks them where they lie;
-  // CUDA gathers them into one transfer first.
+  // The same for rows lying apart (a tensor each). The CPU checks them where they lie; CUDA
+  // gathers them into one transfer per column first.
+  void check_rows(std::span<const ColumnRowPointers> columns, std::uint64_t first_row,
+                  std::uint64_t rows, std::uint32_t source);
+  // The same with f32 rows: row_pointers[c][i] points at row first_row + i of column c.
   void check_rows(const float* const* const* row_pointers, std::uint64_t first_row,
                   std::uint64_t rows, std::uint32_t source);
 

@@ -13,12 +13,17 @@ namespace gpucache {
 // The "validation" object of the manifest's "options": every rule, one key each, in a fixed order
 // (packs are byte-identical across versions). output_dtype, device and threads are not rules:
 // the stored columns carry their dtype, and the backend and thread count never change the bytes.
+// The per-column checks (options.columns) are written last, as "columns", only when they differ
+// from legacy_column_checks() of their columns: a dataset whose checked columns all have the
+// rules every embedding column had before checks were per column reads as it always has.
+// Infinite bounds are written as "inf".
 nlohmann::ordered_json validation_options_to_json(const ValidationOptions& options);
 
 // The rules back from that object. A key that is absent keeps ValidationOptions' default, a key
 // gpucache does not know is ignored (a newer version's rule), and a value of the wrong type throws
 // gpucache::Error(file, "options.validation.KEY", cause). output_dtype, device and threads are
-// left at their defaults.
+// left at their defaults. Without "columns", options.columns stays unset: the checked columns
+// (the manifest's "validated_columns") have legacy_column_checks() (resolve_column_checks()).
 ValidationOptions validation_options_from_json(const nlohmann::ordered_json& json,
                                                const std::string& file);
 
