@@ -31,7 +31,7 @@ Examples:
   gpucache probe cache/llm_*.pt --json)");
   return [args] {
     ProbeOptions options;
-    apply_mapping_options(args->mapping, options.kind, options.fields);
+    apply_mapping_options(args->mapping, options.kind, options.fields, options.roles);
     std::string out = args->json ? "[" : "";
     for (std::size_t i = 0; i < args->files.size(); ++i) {
       const auto& file = args->files[i];

@@ -40,7 +40,7 @@ ProbeMapping try_mapping(const Value& root, const std::string& origin,
                          const ProbeOptions& options) {
   ProbeMapping result;
   try {
-    result.mapping = map_source(root, origin, options.kind, options.fields);
+    result.mapping = map_source(root, origin, options.kind, options.fields, options.roles);
   } catch (const Error& error) {
     // Shown under "layout: none", so the location "layout" would only repeat it.
     const bool plain = error.location().empty() || error.location() == "layout";

@@ -128,11 +128,13 @@ Json layout_json(const SourceMapping& mapping) {
   Json columns = Json::array();
   for (const auto& column : mapping.columns) {
     Json entry{{"name", column.name},
-               {"kind", column.kind == ColumnKind::text ? "text" : "numeric"},
+               {"kind", std::string(column_kind_name(column.kind))},
+               {"role", std::string(column_role_name(column.role))},
                {"rows", column.rows},
                {"path", column.path}};
+    if (column.kind != ColumnKind::text) entry["dtype"] = std::string(dtype_name(column.dtype));
     if (column.kind == ColumnKind::tensor) {
-      entry["dtype"] = std::string(dtype_name(column.dtype));
+      entry["row_shape"] = column.row_shape;
       entry["dim"] = column.dim();
     }
     columns.push_back(std::move(entry));

@@ -176,9 +176,15 @@ void mapping_section(const detail::ProbeMapping& result, std::ostringstream& out
   std::size_t width = 0;
   for (const auto& column : mapping.columns) width = std::max(width, column.name.size());
   for (const auto& column : mapping.columns) {
-    std::string type = column.kind == ColumnKind::text ? std::string("text")
-                                                       : std::string(dtype_name(column.dtype)) +
-                                                             " dim " + std::to_string(column.dim());
+    // "embedding f32 [384]", "tensor u8 [3, 32, 32]", "sequence i64", "text".
+    std::string type(column_role_name(column.role));
+    if (column.kind != ColumnKind::text) type += " " + std::string(dtype_name(column.dtype));
+    if (column.kind == ColumnKind::tensor) {
+      type += " [";
+      for (std::size_t d = 0; d < column.row_shape.size(); ++d)
+        type += (d ? ", " : "") + std::to_string(column.row_shape[d]);
+      type += "]";
+    }
     type.resize(std::max<std::size_t>(type.size(), 16), ' ');
     out << "  " << column.name << std::string(width - column.name.size() + 2, ' ') << type
         << " from " << column.path << '\n';

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <filesystem>
 
 #include "gpucache/error.hpp"
 #include "schema_columns.hpp"
@@ -118,12 +119,56 @@ FieldSpec parse_field_spec(std::string_view text) {
   const auto equals = text.find('=');
   if (equals == std::string_view::npos)
     throw UsageError("--field '" + std::string(text) + "': expected COLUMN=PATH");
-  FieldSpec field{std::string(text.substr(0, equals)), std::string(text.substr(equals + 1))};
+  FieldSpec field{std::string(text.substr(0, equals)), std::string(text.substr(equals + 1)), ""};
   if (!valid_column_name(field.column))
     throw UsageError("--field '" + std::string(text) + "': column name '" + field.column +
                      "' must match [a-z_][a-z0-9_]* (at most 64 characters)");
-  detail::parse_path(field.path);  // throws UsageError with the column of the mistake
+  // A file of its own: the whole value when it names a file, or the part before a ':' that does.
+  const std::string value = field.path;
+  std::error_code error;
+  if (std::filesystem::is_regular_file(value, error)) {
+    field.file = value;
+    field.path.clear();
+  } else {
+    for (auto colon = value.find(':'); colon != std::string::npos;
+         colon = value.find(':', colon + 1)) {
+      if (colon > 0 && std::filesystem::is_regular_file(value.substr(0, colon), error)) {
+        field.file = value.substr(0, colon);
+        field.path = value.substr(colon + 1);
+        break;
+      }
+    }
+  }
+  if (field.file.empty() || !field.path.empty())
+    detail::parse_path(field.path);  // throws UsageError with the column of the mistake
   return field;
+}
+
+InputColumn map_file_column(const Value& root, const FieldSpec& field,
+                            const std::vector<RoleSpec>& roles) {
+  std::string path = field.path;
+  if (path.empty() || path == ".") {
+    // The one array the file holds: its root, or the only array of a dict.
+    if (!root.as_tensor()) {
+      const auto layout = detail::detect_tensor_columns(root, field.file);
+      if (!layout || layout->fields.size() != 1) {
+        std::string found;
+        if (layout)
+          for (const auto& candidate : layout->fields)
+            found += (found.empty() ? "" : ", ") + candidate.path;
+        throw Error(field.file, "--field " + field.column,
+                    layout ? "holds " + std::to_string(layout->fields.size()) + " arrays (" +
+                                 found + "); name one with --field " + field.column + "=" +
+                                 field.file + ":PATH"
+                           : "holds no array to make a column of");
+      }
+      path = layout->fields.front().path;
+    }
+  }
+  std::optional<ColumnRole> role;
+  for (const auto& given : roles)
+    if (given.column == field.column) role = given.role;
+  return detail::build_column(root, field.file, {field.column, path, ""}, role);
 }
 
 RoleSpec parse_role_spec(std::string_view text) {
@@ -142,7 +187,10 @@ RoleSpec parse_role_spec(std::string_view text) {
 }
 
 std::string format_field_flag(const FieldSpec& field) {
-  return "--field " + shell_quote(field.column + "=" + field.path);
+  const std::string value = field.file.empty() ? field.path
+                            : field.path.empty() ? field.file
+                                                 : field.file + ":" + field.path;
+  return "--field " + shell_quote(field.column + "=" + value);
 }
 
 std::string format_flags(SourceKind kind, const std::vector<FieldSpec>& fields) {

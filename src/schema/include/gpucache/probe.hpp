@@ -18,6 +18,7 @@ struct ProbeOptions {
   // Passed to map_source, so probe shows the mapping pack would use with the same flags.
   std::optional<SourceKind> kind;
   std::vector<FieldSpec> fields;
+  std::vector<RoleSpec> roles;
   std::size_t max_keys = 32;  // dicts with more keys are summarised
   std::size_t max_depth = 8;  // deeper nodes are elided
   std::size_t string_samples = 3;
