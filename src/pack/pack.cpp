@@ -384,9 +384,24 @@ std::string PackResult::to_json() const {
   json["conversion"] = {{"overflowed_values", overflowed_values},
                         {"flushed_to_zero_values", flushed_to_zero_values}};
   json["resumed_shards"] = resumed_shards;
-  json["shards"] = Json::array();
-  for (const auto& shard : shards)
-    json["shards"].push_back({{"file", shard.file}, {"rows", shard.rows}, {"bytes", shard.bytes}});
+  auto shard_list = [](const std::vector<PackedShard>& list) {
+    Json out = Json::array();
+    for (const auto& shard : list)
+      out.push_back({{"file", shard.file}, {"rows", shard.rows}, {"bytes", shard.bytes}});
+    return out;
+  };
+  if (splits.empty()) {
+    json["shards"] = shard_list(shards);
+  } else {
+    json["splits"] = Json::array();
+    for (const auto& split : splits)
+      json["splits"].push_back({{"name", split.name},
+                                {"output", split.output_dir},
+                                {"fraction", split.fraction},
+                                {"rows", split.rows},
+                                {"bytes", split.bytes},
+                                {"shards", shard_list(split.shards)}});
+  }
   return json.dump(2);
 }
 
@@ -400,10 +415,19 @@ std::string PackResult::to_text() const {
       reasons +=
           (reasons.empty() ? "" : ", ") + std::to_string(count) + " " + std::string(reason.name);
   }
+  auto shard_count = [](std::size_t count) {
+    return std::to_string(count) + " shard" + (count == 1 ? "" : "s");
+  };
   std::string text = "packed " + std::to_string(rows) + " of " + std::to_string(input_rows) +
-                     " rows into " + std::to_string(shards.size()) + " shard" +
-                     (shards.size() == 1 ? "" : "s") + " (" + std::to_string(bytes) +
-                     " bytes) in " + output_dir;
+                     " rows into ";
+  if (splits.empty()) {
+    text += shard_count(shards.size()) + " (" + std::to_string(bytes) + " bytes) in " + output_dir;
+  } else {
+    text += std::to_string(splits.size()) + " splits (" + std::to_string(bytes) + " bytes):";
+    for (const auto& split : splits)
+      text += "\n  " + split.name + ": " + std::to_string(split.rows) + " rows in " +
+              shard_count(split.shards.size()) + " in " + split.output_dir;
+  }
   if (dropped_total) text += "\ndropped " + std::to_string(dropped_total) + " rows: " + reasons;
   if (sampled_out) text += "\nsampled out " + std::to_string(sampled_out) + " rows";
   if (!device.empty()) text += "\nvalidation " + device;
