@@ -9,6 +9,7 @@
 #include <cstring>
 #include <functional>
 #include <optional>
+#include <span>
 
 #include "fake_cudart/fake_cudart.h"
 #include "gpucache/runtime.hpp"
@@ -50,6 +51,11 @@ std::string error_of(const std::function<void()>& body) {
   return "(no error)";
 }
 
+// `expected.size()` bytes at `at` equal `expected` (an empty row has no data pointer to compare).
+bool same_bytes(const std::byte* at, std::span<const std::byte> expected) {
+  return expected.empty() || std::memcmp(at, expected.data(), expected.size()) == 0;
+}
+
 std::uint64_t u64_at(const std::byte* at) {
   std::uint64_t value = 0;
   std::memcpy(&value, at, 8);
@@ -71,7 +77,7 @@ void check_host_tensors(const HostData& data, const std::vector<test::TestColumn
       for (std::uint64_t r = 0; r < piece.rows; ++r, ++row) {
         const auto expected = test::stored_row(in, first_row + row);
         REQUIRE(expected.size() == column.row_pitch_bytes());
-        CHECK(std::memcmp(piece.data + r * expected.size(), expected.data(), expected.size()) == 0);
+        CHECK(same_bytes(piece.data + r * expected.size(), expected));
       }
     }
     CHECK(row == data.rows());
@@ -80,7 +86,7 @@ void check_host_tensors(const HostData& data, const std::vector<test::TestColumn
     if (joined)
       for (std::uint64_t r = 0; r < data.rows(); ++r) {
         const auto expected = test::stored_row(in, first_row + r);
-        CHECK(std::memcmp(joined + r * expected.size(), expected.data(), expected.size()) == 0);
+        CHECK(same_bytes(joined + r * expected.size(), expected));
       }
   }
 }
@@ -103,10 +109,10 @@ void check_host_sequences(const HostData& data, const std::vector<test::TestColu
         const std::uint64_t begin = u64_at(piece.data + r * 8),
                             end = u64_at(piece.data + r * 8 + 8);
         REQUIRE((end - begin) * itemsize == expected.size());
-        CHECK(std::memcmp(piece.values + begin * itemsize, expected.data(), expected.size()) == 0);
+        CHECK(same_bytes(piece.values + begin * itemsize, expected));
         const auto values = data.row_values(column.name, row);
         REQUIRE(values.size() == expected.size());
-        CHECK(std::memcmp(values.data(), expected.data(), expected.size()) == 0);
+        CHECK(same_bytes(values.data(), expected));
       }
     }
     CHECK(row == data.rows());
@@ -128,7 +134,7 @@ void check_device(const DeviceData& device, const std::vector<test::TestColumn>&
       CHECK(column.bytes == device.rows() * column.column.row_pitch_bytes());
       for (std::uint64_t r = 0; r < device.rows(); ++r) {
         const auto expected = test::stored_row(in, first_row + r);
-        CHECK(std::memcmp(data + r * expected.size(), expected.data(), expected.size()) == 0);
+        CHECK(same_bytes(data + r * expected.size(), expected));
       }
       continue;
     }
@@ -143,7 +149,7 @@ void check_device(const DeviceData& device, const std::vector<test::TestColumn>&
       CHECK(static_cast<std::uint64_t>(column.offsets[r]) == values);
       REQUIRE(static_cast<std::uint64_t>(column.offsets[r + 1] - column.offsets[r]) * itemsize ==
               expected.size());
-      CHECK(std::memcmp(data + values * itemsize, expected.data(), expected.size()) == 0);
+      CHECK(same_bytes(data + values * itemsize, expected));
       values += expected.size() / itemsize;
     }
     CHECK(static_cast<std::uint64_t>(column.offsets[device.rows()]) == values);
