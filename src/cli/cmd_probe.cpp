@@ -35,11 +35,11 @@ Examples:
     std::string out = args->json ? "[" : "";
     for (std::size_t i = 0; i < args->files.size(); ++i) {
       const auto& file = args->files[i];
-      const Value root = read_input(file);
+      const InputData data = read_input(file);
       if (args->json)
-        out += (i ? ",\n" : "\n") + probe_json(root, file, options);
+        out += (i ? ",\n" : "\n") + probe_json(data, file, options);
       else
-        out += (i ? "\n" : "") + probe_text(root, file, options);
+        out += (i ? "\n" : "") + probe_text(data, file, options);
     }
     if (args->json) out += "\n]\n";
     std::fputs(out.c_str(), stdout);

@@ -35,8 +35,8 @@ Source open_joined_source(const PackOptions& options) {
   }
   for (const auto& field : options.fields) {
     if (field.file.empty()) continue;
-    const Value root = read_input(field.file, ReadOptions{options.threads});
-    InputColumn column = map_file_column(root, field, options.roles);
+    InputColumn column =
+        map_file_column(read_input(field.file, ReadOptions{options.threads}), field, options.roles);
     if (joined.find(column.name))
       throw UsageError("--field " + column.name + " names a column the input already has");
     if (!joined.columns.empty() && column.rows != joined.rows)
@@ -65,9 +65,9 @@ Source open_joined_source(const PackOptions& options) {
 Source open_source(const std::string& path, const SourceOptions& options) {
   Source source;
   source.path = path;
-  const Value root = read_input(path, ReadOptions{options.threads});
-  auto mapping = std::make_shared<SourceMapping>(
-      map_source(root, path, options.kind, options.fields, options.roles));
+  auto mapping = std::make_shared<SourceMapping>(map_input(
+      read_input(path, ReadOptions{options.threads}), path, options.kind, options.fields,
+      options.roles));
   source.rows = mapping->rows;
   source.columns = mapping->columns;
   source.mapping = std::move(mapping);

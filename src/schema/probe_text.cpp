@@ -195,9 +195,20 @@ void mapping_section(const detail::ProbeMapping& result, std::ostringstream& out
 }  // namespace
 
 std::string probe_text(const Value& root, const std::string& origin, const ProbeOptions& options) {
+  return probe_text(InputData{root, {}}, origin, options);
+}
+
+std::string probe_text(const InputData& data, const std::string& origin,
+                       const ProbeOptions& options) {
   std::ostringstream out;
-  TextRenderer(options, out).node(origin + ": ", root, 0, 0);
-  mapping_section(detail::try_mapping(root, origin, options), out);
+  if (data.columnar()) {
+    out << origin << ": " << data.columns.size() << " array" << (data.columns.size() == 1 ? "" : "s")
+        << '\n';
+    for (const auto& column : data.columns) out << "  " << detail::array_text(column) << '\n';
+  } else {
+    TextRenderer(options, out).node(origin + ": ", data.tree, 0, 0);
+  }
+  mapping_section(detail::try_mapping(data, origin, options), out);
   return out.str();
 }
 

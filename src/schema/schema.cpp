@@ -144,31 +144,35 @@ FieldSpec parse_field_spec(std::string_view text) {
   return field;
 }
 
-InputColumn map_file_column(const Value& root, const FieldSpec& field,
+InputColumn map_file_column(const InputData& data, const FieldSpec& field,
                             const std::vector<RoleSpec>& roles) {
   std::string path = field.path;
   if (path.empty() || path == ".") {
-    // The one array the file holds: its root, or the only array of a dict.
-    if (!root.as_tensor()) {
-      const auto layout = detail::detect_tensor_columns(root, field.file);
-      if (!layout || layout->fields.size() != 1) {
-        std::string found;
-        if (layout)
-          for (const auto& candidate : layout->fields)
-            found += (found.empty() ? "" : ", ") + candidate.path;
-        throw Error(field.file, "--field " + field.column,
-                    layout ? "holds " + std::to_string(layout->fields.size()) + " arrays (" +
-                                 found + "); name one with --field " + field.column + "=" +
-                                 field.file + ":PATH"
-                           : "holds no array to make a column of");
-      }
-      path = layout->fields.front().path;
+    // The one array the file holds: a root tensor, the only array of a dict, the only column.
+    std::vector<std::string> found;
+    if (data.columnar()) {
+      for (const auto& column : data.columns) found.push_back(column.path);
+    } else if (data.tree.as_tensor()) {
+      found.push_back(".");
+    } else if (const auto layout = detail::detect_tensor_columns(data.tree, field.file)) {
+      for (const auto& candidate : layout->fields) found.push_back(candidate.path);
     }
+    if (found.size() != 1) {
+      std::string listing;
+      for (const auto& candidate : found) listing += (listing.empty() ? "" : ", ") + candidate;
+      throw Error(field.file, "--field " + field.column,
+                  found.empty() ? "holds no array to make a column of"
+                                : "holds " + std::to_string(found.size()) + " arrays (" + listing +
+                                      "); name one with --field " + field.column + "=" +
+                                      field.file + ":PATH");
+    }
+    path = found.front();
   }
-  std::optional<ColumnRole> role;
-  for (const auto& given : roles)
-    if (given.column == field.column) role = given.role;
-  return detail::build_column(root, field.file, {field.column, path, ""}, role);
+  std::vector<RoleSpec> own_roles;
+  for (const auto& role : roles)
+    if (role.column == field.column) own_roles.push_back(role);
+  return map_input(data, field.file, SourceKind::tensors, {{field.column, path, ""}}, own_roles)
+      .columns.front();
 }
 
 RoleSpec parse_role_spec(std::string_view text) {

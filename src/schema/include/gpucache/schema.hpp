@@ -25,6 +25,7 @@
 
 #include "gpucache/dtype.hpp"
 #include "gpucache/input_column.hpp"
+#include "gpucache/readers.hpp"
 #include "gpucache/value.hpp"
 
 namespace gpucache {
@@ -100,11 +101,20 @@ SourceMapping map_source(const Value& root, const std::string& origin,
                          const std::vector<FieldSpec>& fields = {},
                          const std::vector<RoleSpec>& roles = {});
 
+// map_source for whatever a reader hands over (readers.hpp InputData): a tree as above, or
+// columns the reader (or a caller, for arrays in memory) already made, which --field selects and
+// renames by their paths, and which are detected as an embedding dataset when one of them is a
+// float vector column, else as a tensors dataset.
+SourceMapping map_input(const InputData& data, const std::string& origin,
+                        std::optional<SourceKind> kind = std::nullopt,
+                        const std::vector<FieldSpec>& fields = {},
+                        const std::vector<RoleSpec>& roles = {});
+
 // One column from a file of its own (a FieldSpec with `file`): the array at field.path, or when
 // the path is empty the one array the file holds. `roles` may set its role. Throws
 // gpucache::Error naming the file when the path does not lead to a column or the file holds
 // several arrays and no path picks one.
-InputColumn map_file_column(const Value& root, const FieldSpec& field,
+InputColumn map_file_column(const InputData& data, const FieldSpec& field,
                             const std::vector<RoleSpec>& roles = {});
 
 // Several inputs packed into one dataset must agree on kind, column names, kinds and roles, row
