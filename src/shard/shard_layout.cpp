@@ -242,7 +242,12 @@ ColumnEntry decode_one_column(const std::byte* entry, const std::byte* shape_ent
         if (shape[rank - 2] != dim) fail(path, named, "the row-shape table's last dimension is not dim");
         column.row_shape.assign(shape.begin(), shape.begin() + rank - 1);
       } else {
-        if (shape_dims != 0) fail(path, named, "a rank-1 or rank-2 column has a row shape entry");
+        // SPEC.md "Row-shape table": rank r has r - 1 non-zero dimensions, so a rank-2 column's
+        // entry (when the table is present) is [dim], and a rank-1 column's is all zero.
+        if (rank == 1 && shape_dims != 0)
+          fail(path, named, "a rank-1 column has a row shape entry");
+        if (rank == 2 && shape_entry && (shape_dims > 1 || shape[0] != dim))
+          fail(path, named, "the row-shape table does not give [dim] for a rank-2 column");
         if (rank == 2) column.row_shape = {dim};
       }
       if (column.padded_dim < dim) fail(path, named, "padded_dim is smaller than dim");
