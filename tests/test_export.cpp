@@ -344,6 +344,10 @@ TEST_CASE("column names that would clash or cannot be file names are refused") {
                  "its name cannot be a file name"));
   CHECK_FALSE(fs::exists(scratch.path() / "up.npy"));
   CHECK(files_in(scratch.path() / "npy").empty());
+  const auto latin1 = single_shard(scratch.path() / "latin1.gcs",
+                                   {{"caf\xe9", ColumnKind::tensor, DType::f32, {}, 1}}, 2);
+  CHECK(contains(error_of(latin1, options_for(ExportFormat::safetensors, scratch / "l.st")),
+                 "column names: a name is not valid UTF-8"));
   // Through safetensors the same column exports under its own name.
   const auto st = export_dataset(slash, options_for(ExportFormat::safetensors, scratch / "s.st"));
   CHECK(read_safetensors(st.output).as_dict()->find("../up") != nullptr);

@@ -145,13 +145,21 @@ Json metadata(const ExportSource& source, const std::vector<PlannedTensor>& tens
 }
 
 std::string header_text(const ExportSource& source, const std::vector<PlannedTensor>& tensors) {
-  Json header = Json::object();
-  header["__metadata__"] = metadata(source, tensors);
-  for (const auto& tensor : tensors)
-    header[tensor.array.tensor] = Json{{"dtype", safetensors_dtype(tensor.dtype)},
-                                       {"shape", tensor.array.shape},
-                                       {"data_offsets", {tensor.begin, tensor.end}}};
-  std::string text = header.dump();
+  std::string text;
+  try {
+    Json header = Json::object();
+    header["__metadata__"] = metadata(source, tensors);
+    for (const auto& tensor : tensors)
+      header[tensor.array.tensor] = Json{{"dtype", safetensors_dtype(tensor.dtype)},
+                                         {"shape", tensor.array.shape},
+                                         {"data_offsets", {tensor.begin, tensor.end}}};
+    text = header.dump();
+  } catch (const Json::type_error&) {
+    // The shard format does not require UTF-8 names, but a JSON header can hold nothing else.
+    throw Error(source.path(), "column names",
+                "a name is not valid UTF-8, which a safetensors header cannot hold: export with "
+                "--to npy");
+  }
   // Padded with spaces so the data starts 8-byte aligned, as the reference writer does.
   text.append((8 - text.size() % 8) % 8, ' ');
   return text;
