@@ -98,7 +98,7 @@ class ArrayWriter {
     }
     const std::size_t size = dtype_size(output.stored);
     for (const auto& piece : pieces) {
-      for (std::size_t done = 0; done < piece.size();) {
+      for (std::size_t done = 0; done + size <= piece.size();) {
         if (widened_.size() == kBufferBytes / 4) flush(output);
         const std::size_t count =
             std::min((piece.size() - done) / size, kBufferBytes / 4 - widened_.size());

@@ -155,3 +155,16 @@ def test_safetensors_export_of_a_packed_dataset(packed, tmp_path):
         assert_same(array, numpy.load(tmp_path / "npy" / f"{name}.npy"), name)
     assert loaded["embedding"].shape == (103, 10)
     assert loaded["source_row"].dtype == numpy.uint64
+
+
+def test_empty_dataset_exports_empty_tensors(tmp_path):
+    safetensors_numpy = pytest.importorskip("safetensors.numpy")
+    subprocess.run([str(_tool("tests/gpucache_make_export_dataset")), str(tmp_path / "ds"), "0",
+                    "10"], check=True)
+    gpucache("export", tmp_path / "ds", "--to", "safetensors", tmp_path / "empty.safetensors",
+             "--column", "image", "--column", "tokens", "--column", "caption")
+    loaded = safetensors_numpy.load_file(str(tmp_path / "empty.safetensors"))
+    assert {name: array.shape for name, array in loaded.items()} == {
+        "image": (0, 3, 4, 5), "tokens.values": (0,), "tokens.offsets": (1,),
+        "caption.bytes": (0,), "caption.offsets": (1,)}
+    assert loaded["tokens.offsets"].tolist() == [0]
