@@ -208,7 +208,8 @@ TEST_CASE("verify --deep passes on packed data and finds rows that break the rec
   bool hash_ok = false;
   const std::string manifest_path = options.output_dir + "/manifest.json";
   auto manifest = shard::read_manifest(manifest_path, hash_ok);
-  manifest.options["validation"]["norm_min"] = 4.5;
+  // The recorded norm bounds are the column's own (the dataset-wide norm_min is only --norm-min).
+  manifest.options["validation"]["columns"]["embedding"]["norm_min"] = 4.5;
   const auto text = shard::manifest_to_text(manifest);
   test_support::write_bytes(manifest_path, {text.begin(), text.end()});
   CHECK(verify(options.output_dir).ok());
@@ -236,8 +237,24 @@ std::vector<ColumnChecks> recorded_checks(const std::string& dataset) {
   std::vector<std::string> validated;
   for (const auto& name : manifest.sections["validated_columns"])
     validated.push_back(name.get<std::string>());
-  return resolve_column_checks(
-      validation_options_from_json(manifest.options["validation"], "manifest.json"), validated);
+  std::vector<ColumnChecks> checks;
+  for (auto& column : resolve_column_checks(
+           validation_options_from_json(manifest.options["validation"], "manifest.json"),
+           validated))
+    if (!column.checks.empty()) checks.push_back(std::move(column));
+  REQUIRE(checks.size() == validated.size());
+  return checks;
+}
+
+// Rewrites one recorded rule of one column's checks (and the manifest's hash).
+void record_column_rule(const std::string& dataset, const std::string& column,
+                        const std::string& key, const nlohmann::json& value) {
+  bool hash_ok = false;
+  const std::string path = dataset + "/manifest.json";
+  auto manifest = shard::read_manifest(path, hash_ok);
+  manifest.options["validation"]["columns"][column][key] = value;
+  const auto text = shard::manifest_to_text(manifest);
+  test_support::write_bytes(path, {text.begin(), text.end()});
 }
 
 // Rewrites one recorded rule (and the manifest's hash, so only --deep can tell).
@@ -250,8 +267,11 @@ void record_rule(const std::string& dataset, const std::string& key, const nlohm
   test_support::write_bytes(path, {text.begin(), text.end()});
 }
 
-// The rules as pack records them: without the choices that never change the bytes.
-ValidationOptions as_recorded(ValidationOptions rules) {
+// The rules as pack records them: without the choices that never change the bytes, and with the
+// per-column checks pack worked out (`columns`, checked on their own).
+ValidationOptions as_recorded(ValidationOptions rules,
+                              const std::optional<std::vector<ColumnChecks>>& columns) {
+  rules.columns = columns;
   rules.output_dtype = ValidationOptions{}.output_dtype;
   rules.device = ValidationOptions{}.device;
   rules.threads = ValidationOptions{}.threads;
@@ -287,7 +307,7 @@ TEST_CASE("verify --deep reads back the rules pack recorded, widened only by the
   options.threads = 2;
   pack(options);
   const ValidationOptions recorded = recorded_rules(options.output_dir);
-  CHECK(recorded == as_recorded(options.validation));
+  CHECK(recorded == as_recorded(options.validation, recorded.columns));
   const auto checks = recorded_checks(options.output_dir);
   REQUIRE(checks.size() == 1);
   const ValidationOptions f32_rules =
@@ -318,7 +338,7 @@ TEST_CASE("verify --deep reads back the rules pack recorded, widened only by the
   dialogue.validation.on_overflow = OverflowPolicy::clamp;
   pack(dialogue);
   const ValidationOptions dialogue_recorded = recorded_rules(dialogue.output_dir);
-  CHECK(dialogue_recorded == as_recorded(dialogue.validation));
+  CHECK(dialogue_recorded == as_recorded(dialogue.validation, dialogue_recorded.columns));
   const auto dialogue_checks = recorded_checks(dialogue.output_dir);
   REQUIRE(dialogue_checks.size() == 2);
   const auto f16_rules =
@@ -350,12 +370,13 @@ TEST_CASE("verify --deep finds rows that break each recorded rule it re-checks")
   pack(options);
   REQUIRE(verify(options.output_dir, deep).ok());
 
-  record_rule(options.output_dir, "norm_max", 5.0);
+  record_column_rule(options.output_dir, "embedding", "norm_max", 5.0);
   auto report = verify(options.output_dir, deep);
   CHECK(all_causes(report).find("breaks the recorded rule: norm_high") != std::string::npos);
   CHECK(all_causes(report).find("norm_low") == std::string::npos);
-  record_rule(options.output_dir, "norm_max", 1000.0);
-  record_rule(options.output_dir, "dedup", true);
+  record_column_rule(options.output_dir, "embedding", "norm_max", 1000.0);
+  record_column_rule(options.output_dir, "embedding", "checks",
+                     {"finite", "nonzero", "norm", "dedup"});
   report = verify(options.output_dir, deep);
   REQUIRE(report.problems.size() == 1);
   // Input row 70: six rows before it (3, 8, 9, 15, 40, 50) were dropped.
@@ -363,6 +384,12 @@ TEST_CASE("verify --deep finds rows that break each recorded rule it re-checks")
   CHECK(report.problems[0].cause.find("breaks the recorded rule: duplicate") == 0);
 
   // A rule verify cannot read is a problem of the dataset, not a crash.
+  record_column_rule(options.output_dir, "embedding", "checks", {"finite", "sharp"});
+  report = verify(options.output_dir, deep);
+  REQUIRE(report.problems.size() == 1);
+  CHECK(report.problems[0].file == "manifest.json");
+  CHECK(report.problems[0].location == "options.validation.columns.embedding.checks");
+  record_column_rule(options.output_dir, "embedding", "checks", {"finite"});
   record_rule(options.output_dir, "dedup", "yes");
   report = verify(options.output_dir, deep);
   REQUIRE(report.problems.size() == 1);
@@ -375,6 +402,14 @@ TEST_CASE("verify --deep finds rows that break each recorded rule it re-checks")
   pack(dialogue);
   REQUIRE(verify(dialogue.output_dir, deep).ok());
   record_rule(dialogue.output_dir, "pair_cos_min", 0.9999);
+  // Pair bounds without the two columns' pair_cos check are rules no Validator accepts.
+  report = verify(dialogue.output_dir, deep);
+  REQUIRE(report.problems.size() == 1);
+  CHECK(report.problems[0].location == "options.validation");
+  CHECK(report.problems[0].cause.find("pair_cos") != std::string::npos);
+  for (const char* column : {"question_embedding", "answer_embedding"})
+    record_column_rule(dialogue.output_dir, column, "checks",
+                       {"finite", "nonzero", "norm", "pair_cos"});
   report = verify(dialogue.output_dir, deep);
   REQUIRE_FALSE(report.ok());
   CHECK(report.problems[0].cause.find("breaks the recorded rule: pair_cos (") == 0);

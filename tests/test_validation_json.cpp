@@ -95,20 +95,16 @@ TEST_CASE("the rules are written as pack has always written them") {
 }
 
 TEST_CASE(
-    "columns with the rules embeddings always had are not written, so manifests stay as they "
-    "were") {
-  // Dialogue with dedup, pair bounds and normalisation: what pack records for its two embedding
-  // columns is what the rules alone always meant.
+    "the columns' checks are written whenever set; a manifest without them has the legacy "
+    "rules") {
+  // Dialogue with dedup, pair bounds and normalisation, as datasets packed before checks were
+  // per column recorded it: the rules alone, no "columns".
   ValidationOptions dialogue;
   dialogue.dedup = true;
   dialogue.pair_cos_min = 0.25;
   dialogue.normalize = true;
   const Json without_columns = validation_options_to_json(dialogue);
-  dialogue.columns = legacy_column_checks(dialogue, {"question_embedding", "answer_embedding"});
-  CHECK(validation_options_to_json(dialogue) == without_columns);
-  CHECK_FALSE(validation_options_to_json(dialogue).contains("columns"));
-  dialogue.columns->clear();  // nothing checked: nothing to say either
-  CHECK(validation_options_to_json(dialogue) == without_columns);
+  CHECK_FALSE(without_columns.contains("columns"));
   // Reading such a manifest back gives the legacy rules for its validated columns.
   const auto read = validation_options_from_json(without_columns, "m");
   CHECK_FALSE(read.columns);
@@ -120,19 +116,31 @@ TEST_CASE(
   CHECK(resolved[1].normalized);
   CHECK(resolved[1].norm_min == 0.1);
 
-  // Any difference from the legacy rules is written: a bound, a check, normalisation, a column.
+  // Set, they are written even when they equal the legacy rules, so a manifest says every
+  // column's checks itself; a column without checks is listed with an empty list.
+  dialogue.columns = resolved;
+  dialogue.columns->push_back({"labels", {}});
+  const Json with_columns = validation_options_to_json(dialogue);
+  REQUIRE(with_columns.contains("columns"));
+  CHECK(with_columns["columns"]["labels"]["checks"] == Json::array());
+  CHECK(with_columns["columns"]["question_embedding"]["checks"] ==
+        Json::array({"finite", "nonzero", "norm", "pair_cos", "dedup"}));
+  CHECK(validation_options_from_json(with_columns, "m") == dialogue);
+  CHECK(resolve_column_checks(validation_options_from_json(with_columns, "m"), {}) ==
+        *dialogue.columns);
+
+  // Every difference survives the round trip: a bound, a check, normalisation, a column.
   for (int change = 0; change < 4; ++change) {
     ValidationOptions changed = dialogue;
-    changed.columns = legacy_column_checks(dialogue, {"question_embedding", "answer_embedding"});
-    ColumnChecks& column = changed.columns->back();
+    ColumnChecks& column = changed.columns->at(1);
     if (change == 0) column.norm_max = 50.0;
     if (change == 1) column.checks.remove(Check::nonzero);
     if (change == 2) column.normalized = false;
     if (change == 3) changed.columns->push_back({"weights", {Check::finite}});
     CAPTURE(change);
     const Json json = validation_options_to_json(changed);
-    REQUIRE(json.contains("columns"));
     CHECK(validation_options_from_json(json, "m") == changed);
+    CHECK(json != with_columns);
   }
 }
 

@@ -34,8 +34,9 @@ void check_options(const PackOptions& options) {
   const bool file_columns = std::any_of(options.fields.begin(), options.fields.end(),
                                         [](const FieldSpec& field) { return !field.file.empty(); });
   if (options.inputs.empty() && !file_columns)
-    throw UsageError("pack needs at least one input file (or columns named with --field "
-                     "COLUMN=FILE)");
+    throw UsageError(
+        "pack needs at least one input file (or columns named with --field "
+        "COLUMN=FILE)");
   if (options.output_dir.empty()) throw UsageError("pack needs an output directory (-o DIR)");
   if (options.dtype && *options.dtype != DType::f32 && *options.dtype != DType::f16 &&
       *options.dtype != DType::bf16)
@@ -95,8 +96,8 @@ Error no_rows_kept(const std::string& where, const ValidationResult& result) {
   for (const auto& reason : drop_reasons()) {
     const std::uint64_t count = result.reasons[static_cast<std::size_t>(reason.reason)];
     if (count)
-      reasons += (reasons.empty() ? "" : ", ") + std::to_string(count) + " " +
-                 std::string(reason.name);
+      reasons +=
+          (reasons.empty() ? "" : ", ") + std::to_string(count) + " " + std::string(reason.name);
   }
   if (result.sampled_out)
     reasons += (reasons.empty() ? "" : ", ") + std::to_string(result.sampled_out) + " sampled out";
@@ -214,8 +215,7 @@ PackResult pack(const PackOptions& options) {
       const SplitSpec& split = split_rule->split(i);
       if (parts[i].empty())
         throw Error(options.output_dir, "--split " + split.name,
-                    "no row falls into this split (" +
-                        std::to_string(outcome.result.rows.size()) +
+                    "no row falls into this split (" + std::to_string(outcome.result.rows.size()) +
                         " rows kept); give it a larger fraction or pack more rows");
       datasets.push_back({split.name, nullptr, std::move(parts[i]), split.fraction});
     }
@@ -305,10 +305,9 @@ PackResult pack(const PackOptions& options) {
         if (d + 1 == datasets.size() && s + 1 == plans.size() && options.threads != 1)
           // No row is read after the last fill: the parsed inputs are freed while it is
           // written (the manifest and the rejects need only what release_rows keeps).
-          freeing_inputs = std::async(std::launch::async,
-                                      [released = inputs.release_rows()]() mutable {
-                                        released.clear();
-                                      });
+          freeing_inputs =
+              std::async(std::launch::async,
+                         [released = inputs.release_rows()]() mutable { released.clear(); });
         shard::WriteOptions write_options;
         write_options.first_row = plan.first;
         write_options.shard_index = static_cast<std::uint32_t>(s);
@@ -351,8 +350,7 @@ std::vector<SplitSpec> parse_split_spec(std::string_view text) {
     const std::string_view item = text.substr(begin, comma - begin);
     const std::size_t equals = item.find('=');
     if (equals == std::string_view::npos || equals == 0)
-      throw UsageError("--split '" + std::string(text) +
-                       "': expected NAME=FRACTION,NAME=FRACTION");
+      throw UsageError("--split '" + std::string(text) + "': expected NAME=FRACTION,NAME=FRACTION");
     SplitSpec split{std::string(item.substr(0, equals)), 0};
     const std::string fraction(item.substr(equals + 1));
     char* end = nullptr;
@@ -418,8 +416,8 @@ std::string PackResult::to_text() const {
   auto shard_count = [](std::size_t count) {
     return std::to_string(count) + " shard" + (count == 1 ? "" : "s");
   };
-  std::string text = "packed " + std::to_string(rows) + " of " + std::to_string(input_rows) +
-                     " rows into ";
+  std::string text =
+      "packed " + std::to_string(rows) + " of " + std::to_string(input_rows) + " rows into ";
   if (splits.empty()) {
     text += shard_count(shards.size()) + " (" + std::to_string(bytes) + " bytes) in " + output_dir;
   } else {

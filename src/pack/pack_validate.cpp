@@ -180,6 +180,7 @@ ValidationPlan plan_validation(const PackInputs& inputs, const std::vector<Colum
   }
 
   ValidationPlan plan;
+  plan.every_column = checks;
   plan.rules = given;
   plan.rules.threads = options.threads;
   plan.rules.columns.emplace();
@@ -199,9 +200,7 @@ ValidationPlan plan_validation(const PackInputs& inputs, const std::vector<Colum
 
 ValidationOptions recorded_rules(const ValidationPlan& plan) {
   ValidationOptions recorded = plan.rules;
-  recorded.columns.emplace();
-  for (std::size_t k = 0; k < plan.columns.size(); ++k)
-    if (plan.checked(k)) recorded.columns->push_back((*plan.rules.columns)[k]);
+  recorded.columns = plan.every_column;
   return recorded;
 }
 

@@ -23,6 +23,7 @@ struct ValidationPlan {
   std::vector<std::size_t> columns;
   std::vector<ColumnLayout> layouts;  // one per entry of `columns`
   ValidationOptions rules;            // the user's, with rules.columns one per entry of `columns`
+  std::vector<ColumnChecks> every_column;  // the checks of every input column, in column order
   // False when there is nothing to check, sample or shuffle: every row is kept in input order.
   bool runs = false;
 
@@ -35,7 +36,8 @@ struct ValidationPlan {
 // and bad norm bounds.
 ValidationPlan plan_validation(const PackInputs& inputs, const std::vector<Column>& specs,
                                const PackOptions& options);
-// The rules manifest.json records: the plan's, with only the columns that have checks.
+// The rules manifest.json records: the plan's, with the checks of every input column (an empty
+// list for a column without checks).
 ValidationOptions recorded_rules(const ValidationPlan& plan);
 
 struct ValidationOutcome {

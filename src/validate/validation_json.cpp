@@ -166,23 +166,13 @@ std::vector<ColumnChecks> columns_from_json(const Json& json, const ValidationOp
   return columns;
 }
 
-// Whether the recorded columns say nothing the legacy rules do not: then they are left out, and
-// the manifest reads as it always has.
-bool legacy_equivalent(const ValidationOptions& options) {
-  if (!options.columns) return true;
-  std::vector<std::string> names;
-  for (const auto& column : *options.columns) names.push_back(column.column);
-  return *options.columns == legacy_column_checks(options, names);
-}
-
 }  // namespace
 
 Json validation_options_to_json(const ValidationOptions& options) {
   Json json = Json::object();
   for (const auto& recorded : kRecordedRules)
     json[std::string(recorded.key)] = recorded.write(options);
-  if (!legacy_equivalent(options))
-    json[std::string(kColumnsKey)] = columns_to_json(*options.columns);
+  if (options.columns) json[std::string(kColumnsKey)] = columns_to_json(*options.columns);
   return json;
 }
 

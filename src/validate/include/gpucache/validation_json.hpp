@@ -13,9 +13,8 @@ namespace gpucache {
 // The "validation" object of the manifest's "options": every rule, one key each, in a fixed order
 // (packs are byte-identical across versions). output_dtype, device and threads are not rules:
 // the stored columns carry their dtype, and the backend and thread count never change the bytes.
-// The per-column checks (options.columns) are written last, as "columns", only when they differ
-// from legacy_column_checks() of their columns: a dataset whose checked columns all have the
-// rules every embedding column had before checks were per column reads as it always has.
+// The per-column checks (options.columns, when set: pack always sets them, one entry per input
+// column, with an empty list for a column without checks) are written last, as "columns".
 // Infinite bounds are written as "inf".
 nlohmann::ordered_json validation_options_to_json(const ValidationOptions& options);
 
