@@ -1,5 +1,5 @@
-#include "gpucache/error.hpp"
 #include "commands.hpp"
+#include "gpucache/error.hpp"
 
 namespace gpucache::cli {
 
@@ -10,7 +10,8 @@ void add_mapping_options(CLI::App& command, MappingArguments& arguments) {
   command.add_option(
       "--field", arguments.fields,
       "COLUMN=PATH: take a column from a key path in the input, e.g. embedding=data.vectors "
-      "or question_embedding=[*].q_emb (repeatable)");
+      "or question_embedding=[*].q_emb; COLUMN=FILE[:PATH]: from a file of its own, e.g. "
+      "labels=labels.npy or labels=meta.npz:labels (repeatable)");
   command.add_option("--role", arguments.roles,
                      "COLUMN=ROLE: what a column is for, embedding, tensor, sequence or text, when "
                      "the layout says otherwise (repeatable)");
