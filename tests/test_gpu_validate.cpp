@@ -10,6 +10,7 @@
 #include <random>
 
 #include "compute_backend.hpp"
+#include "gpucache/common/float_convert.hpp"
 #include "gpucache/validate.hpp"
 #include "kernels/row_checks.cuh"
 
@@ -330,4 +331,59 @@ TEST_CASE("the two-pass pipeline gives the same rows, report and bytes on CUDA a
     CHECK(cpu_counts.overflowed == cuda_counts.overflowed);
     CHECK(cpu_counts.flushed_to_zero == cuda_counts.flushed_to_zero);
   }
+}
+
+TEST_CASE("N columns of mixed float types, each with its own checks: CUDA equals the CPU") {
+  const std::uint64_t rows = 20000;
+  // Columns: f32 [384] embedding (all checks), f16 [63] tensor (finite), bf16 [7] tensor (norm with
+  // open bounds), f64 [33] embedding (finite, norm), f32 [1] weight stored as bf16 (no checks:
+  // overflow only), and a second f32 [384] embedding paired with the first.
+  const std::vector<std::uint64_t> values{384, 63, 7, 33, 1, 384};
+  const std::vector<detail::InputType> inputs{detail::InputType::f32,  detail::InputType::f16,
+                                              detail::InputType::bf16, detail::InputType::f64,
+                                              detail::InputType::f32,  detail::InputType::f32};
+  const std::vector<DType> dtypes{DType::f32, DType::f16, DType::bf16,
+                                  DType::f64, DType::f32, DType::f32};
+  std::vector<std::vector<std::byte>> data;
+  for (std::size_t c = 0; c < values.size(); ++c)
+    data.push_back(encode_rows(make_rows(rows, values[c], 100 + c), inputs[c]));
+  ValidationOptions options;
+  options.seed = 5;
+  options.shuffle = true;
+  options.on_overflow = OverflowPolicy::drop;
+  options.pair_cos_min = -0.05;
+  options.pair_cos_max = 0.05;
+  const double inf = std::numeric_limits<double>::infinity();
+  options.columns = std::vector<ColumnChecks>{
+      {"a", {Check::finite, Check::nonzero, Check::norm, Check::pair_cos, Check::dedup}},
+      {"b", {Check::finite}},
+      {"c", {Check::norm}, 0.0, inf},
+      {"d", {Check::finite, Check::norm}, 0.5, 50.0},
+      {"e", {}},
+      {"f", {Check::finite, Check::nonzero, Check::norm, Check::pair_cos}}};
+  std::vector<ColumnLayout> layouts;
+  for (std::size_t c = 0; c < values.size(); ++c)
+    layouts.emplace_back(values[c], c == 4 ? DType::bf16 : DType::f32);
+  const auto fetch = [&](std::uint64_t row, std::size_t column, std::span<float> out) {
+    const std::size_t row_bytes = values[column] * detail::input_size(inputs[column]);
+    detail::widen_to_f32(dtypes[column], data[column].data() + row * row_bytes, out.data(),
+                         out.size());
+  };
+  const auto validate = [&](Device device) {
+    options.device = device;
+    Validator validator(options, layouts);
+    for (std::uint64_t first = 0; first < rows; first += 6000) {
+      const std::uint64_t count = std::min<std::uint64_t>(6000, rows - first);
+      std::vector<ColumnBatch> batch;
+      for (std::size_t c = 0; c < values.size(); ++c)
+        batch.push_back(
+            {data[c].data() + first * values[c] * detail::input_size(inputs[c]), dtypes[c]});
+      validator.check_batch(batch, first, count, first < 10000 ? 0 : 1);
+    }
+    return validator.finish(fetch);
+  };
+  const ValidationResult on_cpu = validate(Device::cpu);
+  check_same_results(on_cpu, validate(Device::cuda));
+  CHECK(on_cpu.rows.size() > 1000);
+  CHECK(on_cpu.norms.size() == 4);  // a, c, d, f
 }
