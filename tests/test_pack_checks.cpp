@@ -293,9 +293,10 @@ TEST_CASE("any number of embedding columns are checked, each with its own checks
                                        std::string("--role"), std::string(names[c]) + "=embedding"})
       arguments.push_back(argument);
   }
-  // Column d is checked for finite values only, so its huge row stays.
-  arguments.push_back("--checks");
-  arguments.push_back("d=finite");
+  // Column d is checked for finite values only, so its huge row stays; a and b are stored in
+  // types of their own.
+  for (const char* argument : {"--checks", "d=finite", "--dtype", "a=f16", "--dtype", "b=bf16"})
+    arguments.push_back(argument);
   const auto run = test_support::run_cli(arguments);
   REQUIRE_MESSAGE(run.exit_code == 0, run.err);
   const auto rejects = read_lines(scratch / "rejects.jsonl");
@@ -311,6 +312,9 @@ TEST_CASE("any number of embedding columns are checked, each with its own checks
   CHECK(rejects[2]["reason"] == "norm_low");
   const Json manifest = read_json(scratch / "ds/manifest.json");
   CHECK(manifest["validated_columns"] == Json::array({"a", "b", "c", "d"}));
+  CHECK(manifest["columns"][0]["dtype"] == "f16");
+  CHECK(manifest["columns"][1]["dtype"] == "bf16");
+  CHECK(manifest["columns"][2]["dtype"] == "f32");
   CHECK(manifest["norm_stats"].size() == 3);  // the columns with the norm check
   CHECK(recorded(scratch / "ds", "d")["checks"] == Json::array({"finite"}));
   CHECK(test_support::run_cli({"verify", scratch / "ds", "--deep"}).exit_code == 0);

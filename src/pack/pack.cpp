@@ -249,9 +249,9 @@ PackResult pack(const PackOptions& options) {
   }
 
   // Pass 2: per dataset, plan the shards, then fill, convert and write each.
-  auto converters = make_converters(
-      specs, inputs, outcome.columns,
-      detail::effective_validation_options(options, specs, outcome.columns), options.threads);
+  // Each converter takes its column's storage type: embedding columns may differ (--dtype A=f16).
+  auto converters =
+      make_converters(specs, inputs, outcome.columns, outcome.plan.rules, options.threads);
   PackResult result;
   result.output_dir = options.output_dir;
   result.input_rows = inputs.total_rows();

@@ -85,19 +85,6 @@ std::vector<std::size_t> embedding_columns(const Source& source) {
   return columns;
 }
 
-ValidationOptions effective_validation_options(const PackOptions& options,
-                                               const std::vector<Column>& specs,
-                                               const std::vector<std::size_t>& columns) {
-  ValidationOptions validation = options.validation;
-  validation.threads = options.threads;
-  if (!columns.empty()) validation.output_dtype = specs[columns.front()].dtype;
-  for (std::size_t c : columns)
-    if (specs[c].dtype != validation.output_dtype)
-      throw UsageError("embedding columns '" + specs[columns.front()].name + "' and '" +
-                       specs[c].name + "' would be stored as different types; pass --dtype");
-  return validation;
-}
-
 ValidationPlan plan_validation(const PackInputs& inputs, const std::vector<Column>& specs,
                                const PackOptions& options) {
   const ValidationOptions& given = options.validation;

@@ -47,10 +47,6 @@ struct ValidationOutcome {
   std::string device_description;    // empty when there was nothing to validate
 };
 
-// The validation options pack uses: the user's, with the storage type of the embedding columns.
-ValidationOptions effective_validation_options(const PackOptions& options,
-                                               const std::vector<Column>& specs,
-                                               const std::vector<std::size_t>& embedding_columns);
 std::vector<std::size_t> embedding_columns(const Source& source);
 
 ValidationOutcome validate_inputs(const PackInputs& inputs, const std::vector<Column>& specs,
