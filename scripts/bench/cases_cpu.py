@@ -87,6 +87,55 @@ def pack_npy(ctx: Context) -> list:
     return results
 
 
+def pack_images(ctx: Context) -> list:
+    """A u8 image .npy packed as it is (a tensor column stored densely, no conversion) against cp,
+    then loaded on the CPU: zero-copy means the tensor is a view of the shard's mapping, so the
+    load takes what mapping takes, whatever the size (compared with numpy's mmap of the .npy)."""
+    src = ctx.files["images.npy"]
+    size = src.stat().st_size
+    out, copy = ctx.scratch / "pack-images", ctx.scratch / "copy-images.npy"
+    warm_read(src)
+    runs = {"pack": lambda: time_command(ctx.pack(src, "-o", out, "-q"),
+                                         before=_fresh(out))} | _copy_runs(src, copy)
+    stats = interleaved(runs, ctx.reps)
+    remove(copy)
+    peers = _copy_measures(stats, src, "copy-images.npy")
+    subject = Measure("gpucache pack .npy u8 [N, 3, 224, 224]", stats["pack"],
+                      _text(ctx.pack(src, "-o", "OUT", "-q")), size)
+    results = [Comparison(id=f"pack_images_vs_{peer.replace('+', '_')}", group="cpu",
+                          section="tools",
+                          title=f"pack .npy u8 images ({benchlib.human_bytes(size)}) vs {peer}",
+                          subject=subject, peer=peers[peer], notes=PACK_FSYNC_NOTE)
+               for peer in ("cp", "cp+sync")]
+
+    # One more pack leaves a dataset in place for the load measurement.
+    remove(out)
+    benchlib.run_command(ctx.pack(src, "-o", out, "-q"))
+    warm_read(out)
+    mine = ctx.child("zero_copy_child.py", ["--dataset", out, "--reps", ctx.reps])
+    theirs = ctx.child("load_child.py", ["--loader", "numpy_mmap", "--reps", ctx.reps,
+                                         "--warmup", 1, "--paths", src])
+    remove(out)
+    comparison = Comparison(id="load_images_cpu_vs_numpy_mmap", group="cpu", section="load",
+                            title=f"images ({benchlib.human_bytes(size)}): "
+                                  "gpucache.load(cpu, verify=False) vs np.load(mmap_mode='r')")
+    if "not_available" in mine:
+        comparison.status, comparison.reason = "not_available", mine["not_available"]
+        return results + [comparison]
+    comparison.extra = {"zero_copy": mine["zero_copy"], "rss_growth": mine["rss_growth"]}
+    comparison.notes = (f"zero-copy: {'yes' if mine['zero_copy'] else 'NO'} (the tensor lies "
+                        "inside the shard file's mapping); resident memory grew by "
+                        f"{benchlib.human_bytes(mine['rss_growth'])} for "
+                        f"{benchlib.human_bytes(mine['bytes'])} of images")
+    if not mine["zero_copy"]:
+        comparison.status, comparison.reason = "failed", "the loaded tensor is a copy"
+        return results + [comparison]
+    comparison.subject = Measure("gpucache.load(device='cpu', verify=False)",
+                                 Stats(mine["first"]), None, mine["bytes"])
+    comparison.peer = Measure("np.load(mmap_mode='r')", Stats(theirs["first"]), None, size)
+    return results + [comparison]
+
+
 def pack_pt_single(ctx: Context) -> list:
     require(ctx, "pack .pt embeddings")
     src = ctx.files["emb.pt"]

@@ -130,15 +130,29 @@ def generate(out_dir: Path, params: DataParams, log=print) -> dict:
     _save_npy(files["llm_cache.npy"], e)
     del e
 
+    rows = image_rows(params.embed_bytes)
+    log(f"data: images [{rows}, {', '.join(map(str, IMAGE_SHAPE))}] u8 as .npy")
+    images = torch.randint(0, 256, (rows, *IMAGE_SHAPE), dtype=torch.uint8, generator=generator)
+    _save_npy(files["images.npy"], images)
+    del images
+
     stamp.write_text(json.dumps(asdict(params), indent=1) + "\n")
     return files
+
+
+IMAGE_SHAPE = (3, 224, 224)
+
+
+def image_rows(total_bytes: int) -> int:
+    """Rows of u8 [3, 224, 224] images in about total_bytes (the embeddings' size, 1 GiB)."""
+    return max(1, total_bytes // (3 * 224 * 224))
 
 
 def file_names(out_dir: Path) -> dict:
     names = ["emb.npy", "emb.pt", "emb.safetensors", "small.npy",
              "dialogue.pt", "dialogue.safetensors", "dialogue-question_embedding.npy",
              "dialogue-answer_embedding.npy",
-             "llm_cache.pt", "llm_cache.safetensors", "llm_cache.npy"]
+             "llm_cache.pt", "llm_cache.safetensors", "llm_cache.npy", "images.npy"]
     return {name: out_dir / name for name in names}
 
 
