@@ -328,3 +328,24 @@ TEST_CASE("any number of embedding columns are checked, each with its own checks
   CHECK(deep.out.find("column 'd' row 3") != std::string::npos);  // input row 6, after 3 drops
   CHECK(deep.out.find("norm_high") != std::string::npos);
 }
+
+TEST_CASE("a manifest without per-column checks (packed before them) has the legacy rules") {
+  test_support::ScratchDir scratch;
+  std::vector<float> rows(kRows * 8);
+  for (std::uint64_t i = 0; i < rows.size(); ++i) rows[i] = 0.1f + static_cast<float>(i % 9);
+  save(scratch / "emb.npy", DType::f32, {kRows, 8}, rows);
+  const std::string out = scratch / "ds";
+  REQUIRE(test_support::run_cli({"pack", scratch / "emb.npy", "-o", out, "--quiet"}).exit_code ==
+          0);
+  edit_manifest(out, [](shard::Manifest& manifest) {
+    manifest.options["validation"].erase("columns");
+    manifest.options["validation"]["norm_min"] = 15.0;
+  });
+  // The validated column gets finite, nonzero and norm within the dataset-wide bounds.
+  CHECK(inspected_column(out, "embedding")["checks"] == Json::array({"finite", "nonzero", "norm"}));
+  CHECK(inspected_column(out, "embedding")["norm_range"] == Json::array({15.0, 100.0}));
+  const auto deep = test_support::run_cli({"verify", out, "--deep", "--json"});
+  CHECK(deep.exit_code == 1);
+  CHECK(deep.out.find("norm_low") != std::string::npos);
+  CHECK(deep.out.find("column 'embedding' row") != std::string::npos);
+}
