@@ -2,10 +2,13 @@
 // exception becomes -1 plus a thread-local message, so no C++ exception crosses the boundary.
 #include "gpucache/gpucache.h"
 
+#include <algorithm>
 #include <exception>
 #include <new>
+#include <span>
 #include <string>
 
+#include "gpucache/batch_order.hpp"
 #include "gpucache/runtime.hpp"
 
 using namespace gpucache::runtime;
@@ -357,3 +360,65 @@ int gpucache_device_sequence(const gpucache_device_data* data, const char* colum
 }
 
 }  // extern "C"
+
+namespace {
+
+OrderOptions order_options(const gpucache_order_options* options) {
+  require(options, "options");
+  OrderOptions out;
+  out.rows = options->rows;
+  out.batch_size = options->batch_size;
+  out.shuffle = options->shuffle != 0;
+  out.seed = options->seed;
+  out.epoch = options->epoch;
+  out.rank = options->rank;
+  out.world_size = options->world_size;
+  out.drop_last = options->drop_last != 0;
+  out.block_rows = options->block_rows;
+  out.window_blocks = options->window_blocks;
+  return out;
+}
+
+}  // namespace
+
+void gpucache_order_options_init(gpucache_order_options* options) {
+  if (!options) return;
+  *options = gpucache_order_options{};
+  options->batch_size = 1;
+  options->shuffle = 1;
+  options->world_size = 1;
+  options->drop_last = 1;
+  options->window_blocks = 1;
+}
+
+int gpucache_order_batches(const gpucache_order_options* options, uint64_t* batches) {
+  return guarded([&] {
+    require(batches, "batches");
+    *batches = BatchOrder(order_options(options)).batches();
+  });
+}
+
+int gpucache_order_batch(const gpucache_order_options* options, uint64_t batch, uint64_t* rows,
+                         uint64_t capacity, uint64_t* count) {
+  return guarded([&] {
+    require(count, "count");
+    const BatchOrder order(order_options(options));
+    const std::uint64_t wanted = order.batch_rows(batch);
+    if (wanted > 0) require(rows, "rows");
+    order.batch(batch,
+                std::span<std::uint64_t>(
+                    rows, static_cast<std::size_t>(std::min<std::uint64_t>(capacity, wanted))));
+    *count = wanted;
+  });
+}
+
+int gpucache_permute(uint64_t size, uint64_t key, uint64_t index, uint64_t* out) {
+  return guarded([&] {
+    require(out, "out");
+    if (index >= size)
+      throw gpucache::Error(
+          "", "permute",
+          "index " + std::to_string(index) + " is not below size " + std::to_string(size));
+    *out = Permutation(size, key)(index);
+  });
+}

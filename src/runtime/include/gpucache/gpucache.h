@@ -173,6 +173,32 @@ GPUCACHE_API int gpucache_device_column(const gpucache_device_data* data, const 
 GPUCACHE_API int gpucache_device_sequence(const gpucache_device_data* data, const char* column,
                                           void** values, int64_t** offsets, uint64_t* count);
 
+/* Batch order (gpucache/batch_order.hpp): which rows make up batch `batch` of an epoch, computed
+ * from its index alone with a keyed bijection (no permutation is held). The Python layer and the
+ * batch stream compute the same rows. */
+typedef struct {
+  uint64_t rows;       /* rows being ordered */
+  uint64_t batch_size; /* >= 1 */
+  int shuffle;         /* nonzero: keyed permutation of seed and epoch; 0: row order */
+  uint64_t seed;
+  uint64_t epoch;
+  uint32_t rank;       /* < world_size */
+  uint32_t world_size; /* >= 1; rank r takes the epoch's positions r, r + world_size, ... */
+  int drop_last;       /* nonzero: rows / world_size rows per rank, short batch dropped; 0: padded
+                          to ceil(rows / world_size) by repeating the first positions */
+  uint64_t block_rows; /* nonzero: block shuffle (blocks of block_rows, windows of window_blocks) */
+  uint64_t window_blocks;
+} gpucache_order_options;
+
+GPUCACHE_API void gpucache_order_options_init(gpucache_order_options* options);
+/* Batches of this rank in the epoch. */
+GPUCACHE_API int gpucache_order_batches(const gpucache_order_options* options, uint64_t* batches);
+/* The rows of batch `batch`: *count (<= batch_size) row indices written to rows[0..capacity). */
+GPUCACHE_API int gpucache_order_batch(const gpucache_order_options* options, uint64_t batch,
+                                      uint64_t* rows, uint64_t capacity, uint64_t* count);
+/* The image of `index` (< size) under the keyed bijection of [0, size) chosen by `key`. */
+GPUCACHE_API int gpucache_permute(uint64_t size, uint64_t key, uint64_t index, uint64_t* out);
+
 #ifdef __cplusplus
 }
 #endif
