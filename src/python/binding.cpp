@@ -15,6 +15,7 @@
 #include <memory>
 #include <optional>
 
+#include "gpucache/batch_order.hpp"
 #include "gpucache/runtime.hpp"
 
 namespace nb = nanobind;
@@ -220,6 +221,28 @@ NB_MODULE(_gpucache, m) {
   m.def("cuda_available", &cuda_available,
         "True when a CUDA runtime library loads and sees at least one GPU");
   m.def("cuda_library", &cuda_library, "The libcudart file the runtime loaded");
+  m.def(
+      "batch_order_rows",
+      [](std::uint64_t rows, std::uint64_t batch_size, bool shuffle, std::uint64_t seed,
+         std::uint64_t epoch, std::uint32_t rank, std::uint32_t world_size, bool drop_last,
+         std::uint64_t block_rows, std::uint64_t window_blocks, std::uint64_t batch) {
+        OrderOptions options;
+        options.rows = rows;
+        options.batch_size = batch_size;
+        options.shuffle = shuffle;
+        options.seed = seed;
+        options.epoch = epoch;
+        options.rank = rank;
+        options.world_size = world_size;
+        options.drop_last = drop_last;
+        options.block_rows = block_rows;
+        options.window_blocks = window_blocks;
+        return BatchOrder(options).batch(batch);
+      },
+      nb::arg("rows"), nb::arg("batch_size"), nb::arg("shuffle"), nb::arg("seed"), nb::arg("epoch"),
+      nb::arg("rank"), nb::arg("world_size"), nb::arg("drop_last"), nb::arg("block_rows"),
+      nb::arg("window_blocks"), nb::arg("batch"),
+      "The runtime's rows of one batch (gpucache/batch_order.hpp), to check the Python order");
 
   nb::class_<HostData>(m, "HostData")
       .def_prop_ro("rows", &HostData::rows)
