@@ -23,6 +23,8 @@
 
 namespace gpucache::runtime {
 
+class BatchStream;
+
 namespace detail {
 struct DatasetState;
 struct HostState;
@@ -205,6 +207,7 @@ class GPUCACHE_API Dataset {
   DeviceData to_device(int device, const DeviceOptions& options = {}) const;
 
  private:
+  friend class BatchStream;  // gpucache/batch_stream.hpp
   explicit Dataset(std::shared_ptr<const detail::DatasetState> state) : state_(std::move(state)) {}
   std::shared_ptr<const detail::DatasetState> state_;
 };
