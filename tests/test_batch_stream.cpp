@@ -10,6 +10,7 @@
 
 #include "fake_cudart/fake_cudart.h"
 #include "gpucache/batch_stream.hpp"
+#include "gpucache/gpucache.h"
 #include "runtime_test_shards.hpp"
 
 using namespace gpucache;
@@ -232,4 +233,61 @@ TEST_CASE("a GPU stream copies each batch on its own stream; the consumer waits 
   CHECK(stats.live_events == 0);
   CHECK(stats.misuse == 0);
   CHECK(std::string(fake_cuda_last_misuse()) == "");
+}
+
+TEST_CASE("the C ABI streams the same batches and resumes with seek") {
+  TempDir dir;
+  const auto in = columns(200);
+  test::write_dataset(dir.path(), in, {120, 80});
+  gpucache_dataset* dataset = nullptr;
+  REQUIRE(gpucache_open(dir.path().c_str(), &dataset) == 0);
+  gpucache_stream_options options;
+  gpucache_stream_options_init(&options);
+  options.order.batch_size = 30;
+  options.order.seed = 4;
+  gpucache_stream* stream = nullptr;
+  REQUIRE(gpucache_stream_open(dataset, &options, &stream) == 0);
+  gpucache_dataset_free(dataset);  // the stream keeps what it needs
+  CHECK(gpucache_stream_batches(stream) == 6);
+  OrderOptions order;
+  order.rows = 200;
+  order.batch_size = 30;
+  order.seed = 4;
+  const BatchOrder expected(order);
+  for (std::uint64_t b = 0; b < 6; ++b) {
+    gpucache_batch* batch = nullptr;
+    REQUIRE(gpucache_stream_next(stream, &batch) == 0);
+    REQUIRE(batch != nullptr);
+    REQUIRE(gpucache_batch_rows(batch) == 30);
+    const std::vector<std::uint64_t> rows(gpucache_batch_row_indices(batch),
+                                          gpucache_batch_row_indices(batch) + 30);
+    CHECK(rows == expected.batch(b));
+    void* data = nullptr;
+    std::int64_t* offsets = nullptr;
+    std::uint64_t values = 0;
+    REQUIRE(gpucache_batch_column(batch, "tokens", &data, nullptr, &offsets, &values) == 0);
+    CHECK(static_cast<std::uint64_t>(offsets[30]) == values);
+    std::int64_t label = 0;
+    REQUIRE(gpucache_batch_column(batch, "label", &data, nullptr, nullptr, nullptr) == 0);
+    std::memcpy(&label, data, 8);
+    CHECK(label == 7 * static_cast<std::int64_t>(rows[0]) - 3);
+    CHECK(gpucache_batch_wait(batch, nullptr) == 0);
+    CHECK(gpucache_batch_column(batch, "nope", &data, nullptr, nullptr, nullptr) == -1);
+    gpucache_batch_free(batch);
+  }
+  gpucache_batch* end = nullptr;
+  REQUIRE(gpucache_stream_next(stream, &end) == 0);
+  CHECK(end == nullptr);
+  std::uint64_t epoch = 0, position = 9;
+  gpucache_stream_position(stream, &epoch, &position);
+  CHECK(epoch == 1);
+  CHECK(position == 0);
+  REQUIRE(gpucache_stream_seek(stream, 0, 4) == 0);
+  gpucache_batch* resumed = nullptr;
+  REQUIRE(gpucache_stream_next(stream, &resumed) == 0);
+  CHECK(std::vector<std::uint64_t>(gpucache_batch_row_indices(resumed),
+                                   gpucache_batch_row_indices(resumed) + 30) == expected.batch(4));
+  gpucache_stream_free(stream);
+  CHECK(gpucache_batch_rows(resumed) == 30);  // outlives the stream
+  gpucache_batch_free(resumed);
 }

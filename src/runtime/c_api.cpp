@@ -9,6 +9,7 @@
 #include <string>
 
 #include "gpucache/batch_order.hpp"
+#include "gpucache/batch_stream.hpp"
 #include "gpucache/runtime.hpp"
 
 using namespace gpucache::runtime;
@@ -21,6 +22,12 @@ struct gpucache_host_data {
 };
 struct gpucache_device_data {
   DeviceData value;
+};
+struct gpucache_stream {
+  BatchStream value;
+};
+struct gpucache_batch {
+  Batch value;
 };
 
 namespace {
@@ -420,5 +427,93 @@ int gpucache_permute(uint64_t size, uint64_t key, uint64_t index, uint64_t* out)
           "", "permute",
           "index " + std::to_string(index) + " is not below size " + std::to_string(size));
     *out = Permutation(size, key)(index);
+  });
+}
+
+void gpucache_stream_options_init(gpucache_stream_options* options) {
+  if (!options) return;
+  *options = gpucache_stream_options{};
+  gpucache_order_options_init(&options->order);
+  options->device = -1;
+  options->prefetch = 4;
+  options->verify = 1;
+}
+
+int gpucache_stream_open(const gpucache_dataset* dataset, const gpucache_stream_options* options,
+                         gpucache_stream** out) {
+  return guarded([&] {
+    require(dataset, "dataset");
+    require(out, "out");
+    gpucache_stream_options defaults;
+    gpucache_stream_options_init(&defaults);
+    const gpucache_stream_options& given = options ? *options : defaults;
+    StreamOptions converted;
+    converted.order = order_options(&given.order);
+    converted.device = given.device;
+    converted.prefetch = given.prefetch;
+    converted.threads = given.threads;
+    converted.verify = given.verify != 0;
+    *out = new gpucache_stream{BatchStream(dataset->value, converted)};
+  });
+}
+
+void gpucache_stream_free(gpucache_stream* stream) {
+  delete stream;
+}
+
+uint64_t gpucache_stream_batches(const gpucache_stream* stream) {
+  return stream ? stream->value.batches() : 0;
+}
+
+void gpucache_stream_position(const gpucache_stream* stream, uint64_t* epoch, uint64_t* batch) {
+  if (epoch) *epoch = stream ? stream->value.epoch() : 0;
+  if (batch) *batch = stream ? stream->value.position() : 0;
+}
+
+int gpucache_stream_seek(gpucache_stream* stream, uint64_t epoch, uint64_t batch) {
+  return guarded([&] {
+    require(stream, "stream");
+    stream->value.seek(epoch, batch);
+  });
+}
+
+int gpucache_stream_next(gpucache_stream* stream, gpucache_batch** out) {
+  return guarded([&] {
+    require(stream, "stream");
+    require(out, "out");
+    *out = nullptr;
+    if (auto batch = stream->value.next()) *out = new gpucache_batch{std::move(*batch)};
+  });
+}
+
+void gpucache_batch_free(gpucache_batch* batch) {
+  delete batch;
+}
+
+uint64_t gpucache_batch_rows(const gpucache_batch* batch) {
+  return batch ? batch->value.rows() : 0;
+}
+
+const uint64_t* gpucache_batch_row_indices(const gpucache_batch* batch) {
+  return batch ? batch->value.row_indices().data() : nullptr;
+}
+
+int gpucache_batch_column(const gpucache_batch* batch, const char* column, void** data,
+                          uint64_t* bytes, int64_t** offsets, uint64_t* values) {
+  return guarded([&] {
+    require(batch, "batch");
+    require(column, "column");
+    const BatchColumn& found = batch->value.column(column);
+    if (data) *data = found.data;
+    if (bytes) *bytes = found.bytes;
+    if (offsets) *offsets = found.offsets;
+    if (values) *values = found.values;
+  });
+}
+
+int gpucache_batch_wait(const gpucache_batch* batch, void* cuda_stream) {
+  return guarded([&] {
+    require(batch, "batch");
+    batch->value.wait(cuda_stream);
   });
 }
