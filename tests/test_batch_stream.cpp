@@ -226,6 +226,19 @@ TEST_CASE("a GPU stream copies each batch on its own stream; the consumer waits 
     CHECK(stream.stats().peak_blocks <= options.prefetch + 1);
   }
   REQUIRE(cudaStreamDestroy(consumer) == 0);
+
+  // No GPU: the error says so in plain words.
+  fake_cuda_set_device_count(0);
+  StreamOptions options = options_for(24);
+  options.device = 0;
+  const std::string message = error_of([&] { BatchStream(dataset, options); });
+  CHECK(message.find("cudaGetDeviceCount failed") != std::string::npos);
+  CHECK(message.find("no CUDA GPU that this process may use") != std::string::npos);
+  fake_cuda_set_device_count(1);
+  options.device = 3;
+  CHECK(error_of([&] { BatchStream(dataset, options); }).find("no such device") !=
+        std::string::npos);
+  fake_cuda_reset();
   const FakeCudaStats stats = fake_cuda_stats();
   CHECK(stats.live_device_allocations == 0);
   CHECK(stats.live_host_allocations == 0);

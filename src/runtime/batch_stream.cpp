@@ -271,6 +271,12 @@ BatchStream::BatchStream(const Dataset& dataset, const StreamOptions& options)
   if (options.device >= 0) {
     s.where = "cuda:" + std::to_string(options.device);
     s.cuda = &detail::require_cuda_api("the batch stream to " + s.where);
+    int device_count = 0;
+    detail::check_cuda(*s.cuda, s.cuda->get_device_count(&device_count), s.where,
+                       "cudaGetDeviceCount");
+    if (options.device >= device_count)
+      throw Error("", s.where,
+                  "no such device: this machine has " + std::to_string(device_count) + " GPU(s)");
     detail::DeviceScope scope(*s.cuda, options.device, s.where);
     s.copy_stream.emplace(*s.cuda, s.where);
   }
