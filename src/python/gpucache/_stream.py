@@ -12,14 +12,23 @@ from ._dataset import _distributed_defaults, _resolve_device
 from ._gpucache import Error, NativeDataset, NativeStream
 from ._sequences import pad_sequences
 
+try:  # an IterableDataset, so torch.utils.data.DataLoader(stream, batch_size=None) takes it
+    from torch.utils.data import IterableDataset as _Iterable
+except ImportError:
+    _Iterable = object
 
-class Stream:
+
+class Stream(_Iterable):
     """An iterable of batches (dicts name → batch) read from the shards; see gpucache.stream.
 
     Each iteration is one epoch; set_epoch(e) chooses the next one, state_dict() and
     load_state_dict() resume mid-epoch exactly, as GPUBatches does. For the same seed, epoch,
     batch_size, rank/world_size and block options it yields the same batches as GPUBatches over
-    the whole dataset loaded into memory."""
+    the whole dataset loaded into memory.
+
+    A torch IterableDataset: DataLoader(stream, batch_size=None) passes its batches through
+    (keep num_workers=0: the stream has its own reader threads, and each worker would read
+    every batch)."""
 
     def __init__(self, native_dataset, *, device_name, device_index, batch_size, shuffle, seed,
                  rank, world_size, drop_last, block_rows, window_blocks, prefetch, threads,

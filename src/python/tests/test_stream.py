@@ -125,3 +125,13 @@ def test_stream_errors(packed):
     with pytest.raises(gpucache.Error, match="seed=1 but this one has seed=2"):
         gpucache.stream(packed, device="cpu", batch_size=4, seed=2).load_state_dict(
             streamed.state_dict())
+
+
+def test_a_stream_is_an_iterable_dataset_for_dataloader(packed):
+    from torch.utils.data import DataLoader
+    streamed = gpucache.stream(packed, device="cpu", batch_size=10, seed=6)
+    direct = [b["source_row"].tolist() for b in streamed]
+    streamed.set_epoch(0)
+    loader = DataLoader(streamed, batch_size=None)
+    assert len(loader) == 10
+    assert [b["source_row"].tolist() for b in loader] == direct
