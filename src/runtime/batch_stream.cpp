@@ -186,6 +186,9 @@ std::shared_ptr<BatchBlock> StreamState::gather(const Job& job) {
     bytes += column.bytes;
   }
 
+  // The block's memory and events, and the copy, belong to the stream's device.
+  std::optional<DeviceScope> scope;
+  if (cuda) scope.emplace(*cuda, options.device, where);
   std::shared_ptr<BatchBlock> block = pool->acquire();
   block->wait_for_copy();
   block->reserve(std::max<std::uint64_t>(bytes, 1));
@@ -228,7 +231,6 @@ std::shared_ptr<BatchBlock> StreamState::gather(const Job& job) {
 
   std::byte* base = host;
   if (cuda) {
-    DeviceScope scope(*cuda, options.device, where);
     copy_stream->wait(*block->released);  // the consumer's work on the last batch here is done
     if (bytes)
       check_cuda(*cuda,

@@ -1,9 +1,9 @@
 // The runtime reader: opens a packed dataset (src/shard/SPEC.md) and hands its columns to
 // training code, either as zero-copy views into the memory-mapped shards or uploaded to a GPU in
 // one allocation. Built as its own small library (libgpucache_runtime) that depends only on the
-// C++ standard library, POSIX, xxHash and libzstd (for compressed shards); the CUDA runtime is loaded with dlopen on first use, so
-// the same build works on machines without a GPU. It parses no JSON: manifest.json is left to the
-// caller (the Python layer reads it).
+// C++ standard library, POSIX, xxHash and libzstd (for compressed shards); the CUDA runtime is
+// loaded with dlopen on first use, so the same build works on machines without a GPU. It parses no
+// JSON: manifest.json is left to the caller (the Python layer reads it).
 //
 // Every function reports failure by throwing gpucache::Error naming the file, where in it and why.
 #pragma once
