@@ -235,9 +235,8 @@ GPUCACHE_API const uint64_t* gpucache_batch_row_indices(const gpucache_batch* ba
 /* A column of the batch: tensor columns rows × row_pitch_bytes bytes at *data (offsets NULL,
  * values 0); text and sequence columns *values values at *data and rows + 1 int64 *offsets from 0.
  * Device memory for a GPU stream. Any output may be NULL. */
-GPUCACHE_API int gpucache_batch_column(const gpucache_batch* batch, const char* column,
-                                       void** data, uint64_t* bytes, int64_t** offsets,
-                                       uint64_t* values);
+GPUCACHE_API int gpucache_batch_column(const gpucache_batch* batch, const char* column, void** data,
+                                       uint64_t* bytes, int64_t** offsets, uint64_t* values);
 /* GPU batches: work enqueued on `cuda_stream` (a cudaStream_t) after this waits for the batch's
  * copy, without blocking the host. No-op for host batches. */
 GPUCACHE_API int gpucache_batch_wait(const gpucache_batch* batch, void* cuda_stream);
