@@ -358,11 +358,6 @@ TEST_CASE("inconsistent or incomplete shard sets are refused") {
                                std::filesystem::file_size(dir / "shard-00001.gcs") - 10);
   CHECK(open_error().find("(truncated)") != std::string::npos);
 
-  reset();
-  test::write_bytes((dir / "shard-00001.gcs").string(),
-                    test::build_shard(1, 5, 7, columns, {.compressed_flag = true}));
-  CHECK(open_error().find("repack without --compress") != std::string::npos);
-
   std::filesystem::remove_all(dir.path());
   std::filesystem::create_directories(dir.path());
   CHECK(open_error().find("no shard-*.gcs files") != std::string::npos);

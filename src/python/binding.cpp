@@ -15,6 +15,8 @@
 #include <memory>
 #include <optional>
 
+#include "gpucache/batch_order.hpp"
+#include "gpucache/batch_stream.hpp"
 #include "gpucache/runtime.hpp"
 
 namespace nb = nanobind;
@@ -211,6 +213,15 @@ ReadMode parse_read_mode(const std::string& text) {
   throw gpucache::Error("", "read_mode", "'" + text + "' is not one of auto, mmap, pread");
 }
 
+// Arrays over a column of a stream batch, in host or device memory, kept alive by the batch.
+nb::ndarray<> batch_array(const Batch& batch, const void* data, std::vector<std::size_t> shape,
+                          DType dtype, Wire wire) {
+  const bool device = batch.device() >= 0;
+  return make_array(data, shape, dtype, keep_alive(batch.owner()),
+                    device ? nb::device::cuda::value : nb::device::cpu::value,
+                    device ? batch.device() : 0, wire);
+}
+
 }  // namespace
 
 NB_MODULE(_gpucache, m) {
@@ -220,6 +231,28 @@ NB_MODULE(_gpucache, m) {
   m.def("cuda_available", &cuda_available,
         "True when a CUDA runtime library loads and sees at least one GPU");
   m.def("cuda_library", &cuda_library, "The libcudart file the runtime loaded");
+  m.def(
+      "batch_order_rows",
+      [](std::uint64_t rows, std::uint64_t batch_size, bool shuffle, std::uint64_t seed,
+         std::uint64_t epoch, std::uint32_t rank, std::uint32_t world_size, bool drop_last,
+         std::uint64_t block_rows, std::uint64_t window_blocks, std::uint64_t batch) {
+        OrderOptions options;
+        options.rows = rows;
+        options.batch_size = batch_size;
+        options.shuffle = shuffle;
+        options.seed = seed;
+        options.epoch = epoch;
+        options.rank = rank;
+        options.world_size = world_size;
+        options.drop_last = drop_last;
+        options.block_rows = block_rows;
+        options.window_blocks = window_blocks;
+        return BatchOrder(options).batch(batch);
+      },
+      nb::arg("rows"), nb::arg("batch_size"), nb::arg("shuffle"), nb::arg("seed"), nb::arg("epoch"),
+      nb::arg("rank"), nb::arg("world_size"), nb::arg("drop_last"), nb::arg("block_rows"),
+      nb::arg("window_blocks"), nb::arg("batch"),
+      "The runtime's rows of one batch (gpucache/batch_order.hpp), to check the Python order");
 
   nb::class_<HostData>(m, "HostData")
       .def_prop_ro("rows", &HostData::rows)
@@ -393,4 +426,111 @@ NB_MODULE(_gpucache, m) {
           },
           nb::arg("device"), nb::arg("placement") = "device", nb::arg("read_mode") = "auto",
           nb::arg("verify") = true, nb::arg("threads") = 0, nb::arg("staging_bytes") = 0);
+
+  nb::class_<Batch>(m, "NativeBatch")
+      .def_prop_ro("rows", &Batch::rows)
+      .def_prop_ro("epoch", &Batch::epoch)
+      .def_prop_ro("index", &Batch::index)
+      .def_prop_ro("device", &Batch::device)
+      .def(
+          "row_indices",
+          [](const Batch& batch, bool numpy) {
+            const Wire wire{numpy, false};
+            const auto array =
+                make_array(batch.row_indices().data(), {static_cast<std::size_t>(batch.rows())},
+                           DType::i64, keep_alive(batch.owner()), nb::device::cpu::value, 0, wire);
+            return to_python(array, numpy);
+          },
+          nb::arg("numpy") = false)
+      .def(
+          "tensor",
+          [](const Batch& batch, const std::string& name, bool numpy, bool unsigned_as_signed) {
+            const Wire wire{numpy, unsigned_as_signed};
+            const BatchColumn& column = batch.column(name);
+            if (column.column.variable_length())
+              throw gpucache::Error("", "column '" + name + "'", "is not a tensor column");
+            return to_python(
+                batch_array(batch, column.data, stored_shape(batch.rows(), column.column),
+                            column.column.dtype, wire),
+                numpy);
+          },
+          nb::arg("name"), nb::arg("numpy") = false, nb::arg("unsigned_as_signed") = false)
+      .def(
+          "sequence",
+          [](const Batch& batch, const std::string& name, bool numpy, bool unsigned_as_signed) {
+            const Wire wire{numpy, unsigned_as_signed};
+            const BatchColumn& column = batch.column(name);
+            sequence_column(column.column);
+            const auto values =
+                batch_array(batch, column.data, {static_cast<std::size_t>(column.values)},
+                            column.column.dtype, wire);
+            const auto offsets =
+                batch_array(batch, column.offsets, {static_cast<std::size_t>(batch.rows() + 1)},
+                            DType::i64, wire);
+            return nb::make_tuple(to_python(values, numpy), to_python(offsets, numpy));
+          },
+          nb::arg("name"), nb::arg("numpy") = false, nb::arg("unsigned_as_signed") = false)
+      .def("texts",
+           [](const Batch& batch, const std::string& name) {
+             const BatchColumn& column = batch.column(name);
+             if (column.column.kind != gpucache::ColumnKind::text)
+               throw gpucache::Error("", "column '" + name + "'", "is not a text column");
+             nb::list out;
+             for (std::uint64_t i = 0; i < batch.rows(); ++i) {
+               const auto* text = reinterpret_cast<const char*>(column.data) + column.offsets[i];
+               out.append(nb::str(
+                   text, static_cast<std::size_t>(column.offsets[i + 1] - column.offsets[i])));
+             }
+             return out;
+           })
+      .def(
+          "wait",
+          [](const Batch& batch, std::uintptr_t stream) {
+            batch.wait(reinterpret_cast<void*>(stream));
+          },
+          nb::arg("stream"));
+
+  nb::class_<BatchStream>(m, "NativeStream")
+      .def(
+          "__init__",
+          [](BatchStream* self, const Dataset& dataset, std::uint64_t batch_size, bool shuffle,
+             std::uint64_t seed, std::uint64_t epoch, std::uint32_t rank, std::uint32_t world_size,
+             bool drop_last, std::uint64_t block_rows, std::uint64_t window_blocks, int device,
+             unsigned prefetch, unsigned threads, bool verify) {
+            StreamOptions options;
+            options.order.batch_size = batch_size;
+            options.order.shuffle = shuffle;
+            options.order.seed = seed;
+            options.order.epoch = epoch;
+            options.order.rank = rank;
+            options.order.world_size = world_size;
+            options.order.drop_last = drop_last;
+            options.order.block_rows = block_rows;
+            options.order.window_blocks = window_blocks;
+            options.device = device;
+            options.prefetch = prefetch;
+            options.threads = threads;
+            options.verify = verify;
+            nb::gil_scoped_release release;
+            new (self) BatchStream(dataset, options);
+          },
+          nb::arg("dataset"), nb::arg("batch_size"), nb::arg("shuffle"), nb::arg("seed"),
+          nb::arg("epoch"), nb::arg("rank"), nb::arg("world_size"), nb::arg("drop_last"),
+          nb::arg("block_rows"), nb::arg("window_blocks"), nb::arg("device"), nb::arg("prefetch"),
+          nb::arg("threads"), nb::arg("verify"))
+      .def_prop_ro("batches", &BatchStream::batches)
+      .def_prop_ro("epoch", &BatchStream::epoch)
+      .def_prop_ro("position", &BatchStream::position)
+      .def("seek", &BatchStream::seek, nb::arg("epoch"), nb::arg("batch"),
+           nb::call_guard<nb::gil_scoped_release>())
+      .def("next", &BatchStream::next, nb::call_guard<nb::gil_scoped_release>())
+      .def("stats", [](const BatchStream& stream) {
+        const StreamStats stats = stream.stats();
+        nb::dict out;
+        out["batches"] = stats.batches;
+        out["bytes_gathered"] = stats.bytes_gathered;
+        out["bytes_verified"] = stats.bytes_verified;
+        out["peak_blocks"] = stats.peak_blocks;
+        return out;
+      });
 }

@@ -2,10 +2,14 @@
 // exception becomes -1 plus a thread-local message, so no C++ exception crosses the boundary.
 #include "gpucache/gpucache.h"
 
+#include <algorithm>
 #include <exception>
 #include <new>
+#include <span>
 #include <string>
 
+#include "gpucache/batch_order.hpp"
+#include "gpucache/batch_stream.hpp"
 #include "gpucache/runtime.hpp"
 
 using namespace gpucache::runtime;
@@ -18,6 +22,12 @@ struct gpucache_host_data {
 };
 struct gpucache_device_data {
   DeviceData value;
+};
+struct gpucache_stream {
+  BatchStream value;
+};
+struct gpucache_batch {
+  Batch value;
 };
 
 namespace {
@@ -357,3 +367,153 @@ int gpucache_device_sequence(const gpucache_device_data* data, const char* colum
 }
 
 }  // extern "C"
+
+namespace {
+
+OrderOptions order_options(const gpucache_order_options* options) {
+  require(options, "options");
+  OrderOptions out;
+  out.rows = options->rows;
+  out.batch_size = options->batch_size;
+  out.shuffle = options->shuffle != 0;
+  out.seed = options->seed;
+  out.epoch = options->epoch;
+  out.rank = options->rank;
+  out.world_size = options->world_size;
+  out.drop_last = options->drop_last != 0;
+  out.block_rows = options->block_rows;
+  out.window_blocks = options->window_blocks;
+  return out;
+}
+
+}  // namespace
+
+void gpucache_order_options_init(gpucache_order_options* options) {
+  if (!options) return;
+  *options = gpucache_order_options{};
+  options->batch_size = 1;
+  options->shuffle = 1;
+  options->world_size = 1;
+  options->drop_last = 1;
+  options->window_blocks = 1;
+}
+
+int gpucache_order_batches(const gpucache_order_options* options, uint64_t* batches) {
+  return guarded([&] {
+    require(batches, "batches");
+    *batches = BatchOrder(order_options(options)).batches();
+  });
+}
+
+int gpucache_order_batch(const gpucache_order_options* options, uint64_t batch, uint64_t* rows,
+                         uint64_t capacity, uint64_t* count) {
+  return guarded([&] {
+    require(count, "count");
+    const BatchOrder order(order_options(options));
+    const std::uint64_t wanted = order.batch_rows(batch);
+    if (wanted > 0) require(rows, "rows");
+    order.batch(batch,
+                std::span<std::uint64_t>(
+                    rows, static_cast<std::size_t>(std::min<std::uint64_t>(capacity, wanted))));
+    *count = wanted;
+  });
+}
+
+int gpucache_permute(uint64_t size, uint64_t key, uint64_t index, uint64_t* out) {
+  return guarded([&] {
+    require(out, "out");
+    if (index >= size)
+      throw gpucache::Error(
+          "", "permute",
+          "index " + std::to_string(index) + " is not below size " + std::to_string(size));
+    *out = Permutation(size, key)(index);
+  });
+}
+
+void gpucache_stream_options_init(gpucache_stream_options* options) {
+  if (!options) return;
+  *options = gpucache_stream_options{};
+  gpucache_order_options_init(&options->order);
+  options->device = -1;
+  options->prefetch = 4;
+  options->verify = 1;
+}
+
+int gpucache_stream_open(const gpucache_dataset* dataset, const gpucache_stream_options* options,
+                         gpucache_stream** out) {
+  return guarded([&] {
+    require(dataset, "dataset");
+    require(out, "out");
+    gpucache_stream_options defaults;
+    gpucache_stream_options_init(&defaults);
+    const gpucache_stream_options& given = options ? *options : defaults;
+    StreamOptions converted;
+    converted.order = order_options(&given.order);
+    converted.device = given.device;
+    converted.prefetch = given.prefetch;
+    converted.threads = given.threads;
+    converted.verify = given.verify != 0;
+    *out = new gpucache_stream{BatchStream(dataset->value, converted)};
+  });
+}
+
+void gpucache_stream_free(gpucache_stream* stream) {
+  delete stream;
+}
+
+uint64_t gpucache_stream_batches(const gpucache_stream* stream) {
+  return stream ? stream->value.batches() : 0;
+}
+
+void gpucache_stream_position(const gpucache_stream* stream, uint64_t* epoch, uint64_t* batch) {
+  if (epoch) *epoch = stream ? stream->value.epoch() : 0;
+  if (batch) *batch = stream ? stream->value.position() : 0;
+}
+
+int gpucache_stream_seek(gpucache_stream* stream, uint64_t epoch, uint64_t batch) {
+  return guarded([&] {
+    require(stream, "stream");
+    stream->value.seek(epoch, batch);
+  });
+}
+
+int gpucache_stream_next(gpucache_stream* stream, gpucache_batch** out) {
+  return guarded([&] {
+    require(stream, "stream");
+    require(out, "out");
+    *out = nullptr;
+    if (auto batch = stream->value.next()) *out = new gpucache_batch{std::move(*batch)};
+  });
+}
+
+void gpucache_batch_free(gpucache_batch* batch) {
+  delete batch;
+}
+
+uint64_t gpucache_batch_rows(const gpucache_batch* batch) {
+  return batch ? batch->value.rows() : 0;
+}
+
+const uint64_t* gpucache_batch_row_indices(const gpucache_batch* batch) {
+  return batch ? batch->value.row_indices().data() : nullptr;
+}
+
+int gpucache_batch_column(const gpucache_batch* batch, const char* column, void** data,
+                          uint64_t* bytes, int64_t** offsets, uint64_t* values) {
+  return guarded([&] {
+    require(batch, "batch");
+    require(column, "column");
+    const BatchColumn& found = batch->value.column(column);
+    if (data) *data = found.data;
+    if (bytes) *bytes = found.bytes;
+    if (offsets) *offsets = found.offsets;
+    if (values) *values = found.values;
+  });
+}
+
+int gpucache_batch_wait(const gpucache_batch* batch, void* cuda_stream) {
+  return guarded([&] {
+    require(batch, "batch");
+    batch->value.wait(cuda_stream);
+  });
+}

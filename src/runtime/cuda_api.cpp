@@ -115,8 +115,17 @@ const CudaApi& require_cuda_api(const std::string& what) {
 
 std::string cuda_error_text(const CudaApi& api, cuda_error_t status) {
   const char* text = api.get_error_string(status);
-  return std::string(text ? text : "unknown CUDA error") + " (CUDA error " +
-         std::to_string(status) + ")";
+  std::string out = std::string(text ? text : "unknown CUDA error") + " (CUDA error " +
+                    std::to_string(status) + ")";
+  // What the two commonest start-up failures mean, in plain words.
+  if (status == 35)  // cudaErrorInsufficientDriver
+    out += ": no NVIDIA driver is loaded on this machine, or it is older than the CUDA runtime " +
+           api.library + "; install or update the driver, or load with device=\"cpu\"";
+  else if (status == 100)  // cudaErrorNoDevice
+    out +=
+        ": this machine has no CUDA GPU that this process may use (check "
+        "CUDA_VISIBLE_DEVICES); load with device=\"cpu\"";
+  return out;
 }
 
 void check_cuda(const CudaApi& api, cuda_error_t status, const std::string& location,

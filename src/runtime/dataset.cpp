@@ -3,6 +3,8 @@
 #include <algorithm>
 
 #include "dataset_state.hpp"
+#include "gpucache/common/parallel.hpp"
+#include "task_pool.hpp"
 
 namespace gpucache::runtime {
 
@@ -110,6 +112,10 @@ std::vector<MappedShard> map_needed_shards(const DatasetState& state, ShardMappi
     if (layout.header.header_hash != info.header_hash)
       throw Error(info.path, "header", "the shard changed since the dataset was opened");
     shard.layout = &table.layouts[k];
+    if (shard.layout->header.compressed())
+      shard.file = ShardMapping::decompress(
+          *shard.file, *shard.layout,
+          gpucache::detail::resolve_thread_count(0, kDefaultLoadThreadCap));
     shard.row_lo = lo - begin;
     shard.row_hi = hi - begin;
     shard.out_row = out_row;

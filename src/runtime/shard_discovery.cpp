@@ -17,11 +17,6 @@ namespace fs = std::filesystem;
 void add_shard(ShardTable& table, const std::string& path) {
   const auto file = ShardMapping::open(path, ShardMapping::Access::read_only);
   shard::Layout layout = shard::decode_layout({file->data(), file->size()}, path);
-  if (layout.header.compressed())
-    throw Error(path, "header byte 16",
-                "the shard is compressed (packed with --compress); the runtime reader maps shards "
-                "and uploads them without a copy, which compressed chunks prevent: repack without "
-                "--compress");
   ShardInfo info;
   info.path = path;
   info.shard_index = layout.header.shard_index;
@@ -46,8 +41,7 @@ void take_columns_and_rows(ShardTable& table) {
 // The manifest vouches for every shard (its header hash covers all of the shard's bytes), so a
 // shard replaced after packing, or one added or removed, is refused here for every user of the
 // runtime: C, C++ and Python.
-void check_against_manifest(const ShardTable& table,
-                            std::span<const shard::FoundShard> found,
+void check_against_manifest(const ShardTable& table, std::span<const shard::FoundShard> found,
                             std::vector<shard::DatasetProblem>& problems) {
   const std::string manifest_path = (fs::path(table.path) / shard::kManifestName).string();
   bool hash_ok = false;

@@ -130,7 +130,10 @@ std::uint64_t copy_windows(std::span<const ShardCopies> shards, Destination& des
       const std::byte* bytes = shard.file->data() + window.range.begin;
       if (ring) {
         lease.emplace(ring->acquire());
-        pread_full(OpenFile(path).get(), lease->data(), window.range, path);
+        if (shard.file->decompressed())  // the file holds compressed bytes: copy the image
+          std::memcpy(lease->data(), bytes, window.range.end - window.range.begin);
+        else
+          pread_full(OpenFile(path).get(), lease->data(), window.range, path);
         bytes = lease->data();
       }
       for (std::uint64_t chunk = window.first_chunk; chunk < window.end_chunk; ++chunk) {

@@ -1,6 +1,8 @@
 // A C++ program built against the installed package (find_package(gpucache), gpucache::runtime, or
 // pkg-config): loads a packed dataset to the host and checks every value against the .npy it was
 // packed from. Usage: consumer_cpp DATASET_DIR SOURCE.npy
+#include <gpucache/batch_order.hpp>
+#include <gpucache/batch_stream.hpp>
 #include <gpucache/runtime.hpp>
 
 #include <cinttypes>
@@ -97,7 +99,8 @@ int main(int argc, char** argv) {
     const auto host = dataset.to_host();
     expect(host.rows() == source.rows, "to_host().rows() equals the source's rows");
     const auto& embedding = host.column("embedding");
-    expect(gpucache::dtype_name(embedding.dtype) == "f32" && gpucache::dtype_size(embedding.dtype) == 4,
+    expect(gpucache::dtype_name(embedding.dtype) == "f32" &&
+               gpucache::dtype_size(embedding.dtype) == 4,
            "the embedding column is f32");
     if (embedding.dim() != source.cols) {
       std::fprintf(stderr,
@@ -123,6 +126,27 @@ int main(int argc, char** argv) {
     expect(rank_host.rows() == source.rows / 2, "rank 1 of 2 gets half the rows");
     check_embedding(rank_host, source, source.rows / 2);
 
+    // The batch stream hands out BatchOrder's rows with the source's values.
+    rt::StreamOptions stream_options;
+    stream_options.order.batch_size = 64;
+    stream_options.order.seed = 1;
+    rt::BatchStream stream(dataset.select_columns({"embedding"}), stream_options);
+    rt::OrderOptions order = stream_options.order;
+    order.rows = dataset.rows();
+    const rt::BatchOrder expected_order(order);
+    std::uint64_t batches = 0, stream_mismatches = 0;
+    while (const auto batch = stream.next()) {
+      stream_mismatches += batch->row_indices() != expected_order.batch(batches);
+      const auto& column = batch->column("embedding");
+      for (std::uint64_t r = 0; r < batch->rows(); ++r)
+        stream_mismatches += std::memcmp(column.data + r * column.column.row_pitch_bytes(),
+                                         &source.values[batch->row_indices()[r] * source.cols],
+                                         source.cols * sizeof(float)) != 0;
+      ++batches;
+    }
+    expect(batches == expected_order.batches() && stream_mismatches == 0,
+           "the stream's batches hold BatchOrder's rows");
+
     try {
       rt::Dataset::open(std::string(argv[1]) + "/missing");
       expect(false, "opening a missing dataset throws");
@@ -133,7 +157,8 @@ int main(int argc, char** argv) {
     if (failures == 0)
       std::printf("consumer_cpp: %llu rows x %llu f32 in %zu shards match %s\n",
                   static_cast<unsigned long long>(host.rows()),
-                  static_cast<unsigned long long>(embedding.dim()), dataset.shards().size(), argv[2]);
+                  static_cast<unsigned long long>(embedding.dim()), dataset.shards().size(),
+                  argv[2]);
   } catch (const std::exception& error) {
     std::fprintf(stderr, "consumer_cpp: FAILED: %s\n", error.what());
     return 1;

@@ -38,7 +38,7 @@ fail() {
   fail "cmake --install $build_dir (log: $work/install.log)"
 [ -x "$prefix/bin/gpucache" ] || fail "bin/gpucache was not installed"
 headers=$(cd "$prefix/include" && find . -type f | sort | tr '\n' ' ')
-expected_headers="./gpucache/api.hpp ./gpucache/column.hpp ./gpucache/dtype.hpp ./gpucache/error.hpp ./gpucache/gpucache.h ./gpucache/runtime.hpp "
+expected_headers="./gpucache/api.hpp ./gpucache/batch_order.hpp ./gpucache/batch_stream.hpp ./gpucache/column.hpp ./gpucache/dtype.hpp ./gpucache/error.hpp ./gpucache/gpucache.h ./gpucache/runtime.hpp "
 [ "$headers" = "$expected_headers" ] ||
   fail "installed headers are [$headers], expected [$expected_headers]"
 library=$(find "$prefix" -name 'libgpucache_runtime.so' | head -n 1)

@@ -4,6 +4,8 @@
     ds = gpucache.load("data/emb", device="cuda")      # every column in VRAM, hash-checked
     for batch in gpucache.GPUBatches(ds, batch_size=1024, seed=0):
         loss = model(batch["embedding"])
+    for batch in gpucache.stream("data/big", device="cuda", batch_size=1024, seed=0):
+        ...                                             # larger than VRAM: read as needed
 
 See docs/python.md for the full API, lifetimes, rank slicing and errors.
 """
@@ -11,6 +13,7 @@ from ._gpucache import Error, cuda_available, cuda_library
 from ._batches import GPUBatches
 from ._dataset import Dataset, load
 from ._sequences import PaddedBatch, Sequences, pad_sequences
+from ._stream import Stream, stream
 
 Error.__module__ = "gpucache"
 Error.__doc__ = ("Raised for every gpucache failure; the message names the file, where in it "
@@ -18,4 +21,4 @@ Error.__doc__ = ("Raised for every gpucache failure; the message names the file,
 
 __version__ = "0.1.0"
 __all__ = ["Dataset", "Error", "GPUBatches", "PaddedBatch", "Sequences", "cuda_available",
-           "cuda_library", "load", "pad_sequences"]
+           "cuda_library", "load", "pad_sequences", "Stream", "stream"]

@@ -5,19 +5,48 @@ from typing import Dict, Iterator, Optional, Sequence
 
 from . import _arrays
 from ._gpucache import Error
+from ._order import BatchOrder, OrderOptions
 from ._sequences import pad_sequences
+
+_ORDER_KEYS = ("rows", "shuffle", "seed", "block_rows", "window_blocks", "drop_last")
+
+
+def resume_batch(state: dict, batch_size: int, world_size: int) -> int:
+    """The batch to resume at under (batch_size, world_size) from a state saved under others.
+
+    Batch b of all ranks together covers the epoch's global positions [b·B·W, (b+1)·B·W), so the
+    saved progress is batch·B·W positions; resuming rounds it down to a whole batch of the new
+    ranks: no row is skipped, at most B·W - 1 rows are seen again."""
+    consumed = int(state["batch"]) * int(state["batch_size"]) * int(state["world_size"])
+    return consumed // (batch_size * world_size)
+
+
+def check_state(state: dict, current: dict, what: str) -> None:
+    for key in _ORDER_KEYS:
+        if key in state and state[key] != current[key]:
+            raise Error(f"{what}.load_state_dict: the state was saved with {key}={state[key]!r} "
+                        f"but this one has {key}={current[key]!r}: the order would differ")
 
 
 class GPUBatches:
     """Iterates over batches of a loaded Dataset: dicts name → batch of batch_size rows.
 
-    The permutation is made on the data's device (torch.randperm with a torch.Generator on that
-    device, seeded with seed + epoch) and rows are gathered with index_select, so a batch costs
-    no CPU work and no host synchronisation. Each iteration is one epoch; the epoch advances by
-    one per iteration unless set with set_epoch(e), so the order is reproducible: the same seed
-    and epoch give the same batches. Works on CPU tensors too, and with numpy arrays when torch
-    is absent.
+    The order is gpucache's stateless batch order (docs/python.md "Batch order"): a keyed
+    permutation of seed and epoch, computed on the data's device, the same one gpucache.stream
+    uses, so both yield the same batches. Rows are gathered with index_select: no CPU work and no
+    host synchronisation per batch. Each iteration is one epoch; the epoch advances by one per
+    iteration unless set with set_epoch(e). state_dict()/load_state_dict() resume mid-epoch.
+    Works on CPU tensors too, and with numpy arrays when torch is absent.
 
+    rank, world_size: take rank's part of every epoch's global order (DistributedSampler's
+        layout). Give them when every rank holds the whole dataset (load(..., rank=0,
+        world_size=1)): the ranks then reshuffle globally every epoch. Default 0 and 1 (the
+        dataset as loaded, which load() already slices per rank by default).
+    drop_last: True drops each rank's final short batch and gives each rank rows // world_size
+        rows; False keeps it and pads each rank to ceil(rows / world_size) rows by repeating the
+        epoch's first rows.
+    block_rows, window_blocks: block shuffle: blocks of block_rows consecutive rows in random
+        order, rows shuffled within windows of window_blocks blocks.
     columns: names to batch; default every tensor and sequence column (text columns are looked
         up by row index instead: with_indices=True, then ds.texts(name, indices)).
     Tensor columns come as [batch, *row_shape] (logical rows), or the stored rows with
@@ -33,11 +62,15 @@ class GPUBatches:
     def __init__(self, dataset, batch_size: int, shuffle: bool = True, seed: int = 0,
                  drop_last: bool = True, columns: Optional[Sequence[str]] = None,
                  padded: bool = False, with_indices: bool = False,
-                 max_length: Optional[int] = None, pad_value=0):
+                 max_length: Optional[int] = None, pad_value=0, *, rank: Optional[int] = None,
+                 world_size: Optional[int] = None, block_rows: Optional[int] = None,
+                 window_blocks: int = 1):
         if batch_size < 1:
             raise Error(f"batch_size must be at least 1, not {batch_size}")
         if max_length is not None and max_length < 0:
             raise Error(f"max_length must not be negative, not {max_length}")
+        if (rank is None) != (world_size is None):
+            raise Error("rank and world_size go together: pass both or neither")
         source = dataset.padded if padded else dataset.tensors
         sequences = dataset.sequences
         names = list(columns) if columns is not None else list(source) + list(sequences)
@@ -53,21 +86,41 @@ class GPUBatches:
         self._names = names
         self._rows = len(dataset)
         self.batch_size = int(batch_size)
-        self.shuffle = shuffle
+        self.shuffle = bool(shuffle)
         self.seed = int(seed)
-        self.drop_last = drop_last
+        self.drop_last = bool(drop_last)
+        self.rank = 0 if rank is None else int(rank)
+        self.world_size = 1 if world_size is None else int(world_size)
+        self.block_rows = 0 if block_rows is None else int(block_rows)
+        self.window_blocks = int(window_blocks)
         self.with_indices = with_indices
         self.max_length = max_length
         self.pad_value = pad_value
         self._next_epoch = 0
+        self._resume_at = 0      # batch of _next_epoch the next iteration starts at
+        # (epoch, next batch) of the latest iteration; None before any, or after set_epoch and
+        # load_state_dict, which say where the next one starts.
+        self._position = None
         self._torch = _arrays.backend() == "torch"
         first = (self._tensors[names[0]] if names[0] in self._tensors
                  else self._sequences[names[0]].values)
         self._device = first.device if self._torch else "cpu"
+        self._batch_order(0)  # checks rank, world_size and the block options now
+
+    def _batch_order(self, epoch: int) -> BatchOrder:
+        return BatchOrder(OrderOptions(
+            rows=self._rows, batch_size=self.batch_size, shuffle=self.shuffle, seed=self.seed,
+            epoch=epoch, rank=self.rank, world_size=self.world_size, drop_last=self.drop_last,
+            block_rows=self.block_rows, window_blocks=self.window_blocks), self._device)
 
     def set_epoch(self, epoch: int) -> None:
-        """The epoch the next iteration uses (as DistributedSampler.set_epoch)."""
-        self._next_epoch = int(epoch)
+        """The epoch the next iteration uses (as DistributedSampler.set_epoch). A position
+        restored by load_state_dict is kept when it is in this epoch."""
+        epoch = int(epoch)
+        if epoch != self._next_epoch:
+            self._resume_at = 0
+        self._next_epoch = epoch
+        self._position = None
 
     @property
     def epoch(self) -> int:
@@ -75,23 +128,37 @@ class GPUBatches:
         return self._next_epoch
 
     def __len__(self) -> int:
-        if self.drop_last:
-            return self._rows // self.batch_size
-        return (self._rows + self.batch_size - 1) // self.batch_size
+        return len(self._batch_order(0))
 
     def order(self, epoch: int):
-        """The row order of an epoch, on the data's device."""
-        if self._torch:
-            torch = _arrays.torch
-            if not self.shuffle:
-                return torch.arange(self._rows, device=self._device)
-            generator = torch.Generator(device=self._device)
-            generator.manual_seed(self.seed + epoch)
-            return torch.randperm(self._rows, generator=generator, device=self._device)
-        numpy = _arrays.numpy
-        if not self.shuffle:
-            return numpy.arange(self._rows)
-        return numpy.random.default_rng(self.seed + epoch).permutation(self._rows)
+        """This rank's rows of an epoch in batch order, on the data's device."""
+        return self._batch_order(epoch).epoch_rows()
+
+    def batch_indices(self, epoch: int, batch: int):
+        """The row indices of batch `batch` of an epoch, from its index alone."""
+        return self._batch_order(epoch).batch(batch)
+
+    def state_dict(self) -> dict:
+        """Where iteration stands: resuming from it (load_state_dict) yields exactly the batches
+        an uninterrupted run would have yielded next. Plain ints and bools."""
+        if self._position is None:
+            epoch, batch = self._next_epoch, self._resume_at
+        else:
+            epoch, batch = self._position
+        return {"epoch": epoch, "batch": batch, "rows": self._rows, "shuffle": self.shuffle,
+                "seed": self.seed, "drop_last": self.drop_last, "block_rows": self.block_rows,
+                "window_blocks": self.window_blocks, "batch_size": self.batch_size,
+                "world_size": self.world_size, "rank": self.rank}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Resumes at the saved epoch and batch. Another world size or batch size resumes at the
+        same place of the epoch's global order, rounded down to a whole batch (resume_batch)."""
+        check_state(state, {"rows": self._rows, "shuffle": self.shuffle, "seed": self.seed,
+                            "drop_last": self.drop_last, "block_rows": self.block_rows,
+                            "window_blocks": self.window_blocks}, "GPUBatches")
+        self._next_epoch = int(state["epoch"])
+        self._resume_at = resume_batch(state, self.batch_size, self.world_size)
+        self._position = None
 
     def _gather(self, index) -> Dict[str, object]:
         batch = {}
@@ -107,10 +174,14 @@ class GPUBatches:
         return batch
 
     def __iter__(self) -> Iterator[object]:
-        epoch = self._next_epoch
-        self._next_epoch = epoch + 1
-        order = self.order(epoch)
-        for batch in range(len(self)):
-            index = order[batch * self.batch_size:(batch + 1) * self.batch_size]
+        epoch, start = self._next_epoch, self._resume_at
+        self._next_epoch, self._resume_at = epoch + 1, 0
+        self._position = (epoch, start)
+        order = self._batch_order(epoch)
+        rows = order.epoch_rows()
+        for batch in range(start, len(order)):
+            index = rows[batch * self.batch_size:(batch + 1) * self.batch_size]
             gathered = self._gather(index)
+            self._position = (epoch, batch + 1)
             yield (index, gathered) if self.with_indices else gathered
+        self._position = (epoch + 1, 0)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 from typing import Dict, List, Optional, Sequence
 
@@ -41,6 +42,46 @@ def _resolve_device(device: str):
     raise Error(f"device '{device}' is not cpu, cuda or cuda:N")
 
 
+_GIB = 1 << 30
+_log = logging.getLogger("gpucache")
+
+
+def placement_margin(total: int) -> int:
+    """VRAM left free by placement="auto": 10% of the card, at least 1 GiB (for the model,
+    activations and the allocator's fragmentation)."""
+    return max(_GIB, total // 10)
+
+
+def choose_placement(needed: int, free: int, total: int, where: str):
+    """placement="auto": ("device", why) when needed + placement_margin(total) <= free, else
+    ("host_pinned", why)."""
+    margin = placement_margin(total)
+    numbers = (f"needs {needed / _GIB:.2f} GiB, {free / _GIB:.2f} GiB free on {where}, "
+               f"margin {margin / _GIB:.2f} GiB")
+    if needed + margin <= free:
+        return "device", f"{numbers}: resident in VRAM"
+    return "host_pinned", (f"{numbers}: does not fit, kept in pinned host memory that kernels "
+                           "read over PCIe (gpucache.stream copies batches to VRAM instead)")
+
+
+def device_bytes_needed(native) -> int:
+    """An upper bound of the device allocation for the selection: tensor columns exactly (rows ×
+    row pitch, 4096-aligned), sequence columns as their offsets plus the needed shards' sizes."""
+    rows = native.rows
+    total = 0
+    sequences = False
+    for column in native.columns():
+        if column["kind"] == "tensor":
+            total += -(-rows * column["row_pitch_bytes"] // 4096) * 4096
+        elif column["kind"] == "sequence":
+            sequences = True
+            total += -(-(rows + 1) * 8 // 4096) * 4096
+    if sequences:
+        shards = native.shards()
+        total += sum(shards[k]["file_size"] for k in native.needed_shards())
+    return total
+
+
 def _manifest_path(path: str) -> str:
     folder = path if os.path.isdir(path) else os.path.dirname(os.path.abspath(path))
     return os.path.join(folder, "manifest.json")
@@ -78,8 +119,12 @@ class Dataset:
     """
 
     def __init__(self, *, path, native, device, rank, world_size, columns, padded, sequences,
-                 host, device_data, shard_views):
+                 host, device_data, shard_views, placement=None, placement_reason=""):
         self.path = path
+        # Where the data went: "cpu" (mapped), "device" or "host_pinned"; with placement="auto"
+        # placement_reason says why (VRAM needed vs free).
+        self.placement = placement or ("cpu" if device == "cpu" else "device")
+        self.placement_reason = placement_reason
         self.device = device
         self.rank = rank
         self.world_size = world_size
@@ -99,6 +144,51 @@ class Dataset:
 
     def __len__(self) -> int:
         return self._native.rows
+
+    def __getitem__(self, row: int) -> dict:
+        """Row `row` as a dict name → value: a [*row_shape] tensor per tensor column, the row's
+        values (1-D) per sequence column, a str per text column. With __len__ this makes the
+        Dataset a map-style torch dataset: DataLoader(ds, batch_size=..., sampler=...)."""
+        rows = len(self)
+        if not -rows <= int(row) < rows:
+            raise IndexError(f"row {row} of a dataset with {rows} rows")
+        row = int(row) % rows
+        item = {name: tensor[row] for name, tensor in self.tensors.items()}
+        for name, sequence in self.sequences.items():
+            item[name] = sequence[row]
+        for column in self.columns:
+            if column["kind"] == "text":
+                item[column["name"]] = self._host.texts(column["name"], [row])[0]
+        return item
+
+    def __getitems__(self, rows) -> list:
+        """Several rows at once (torch 2.x DataLoader calls this with a batch of indices): each
+        tensor column gathered with one index_select, then split into rows."""
+        rows = [int(row) for row in rows]
+        count = len(self)
+        for row in rows:
+            if not -count <= row < count:
+                raise IndexError(f"row {row} of a dataset with {count} rows")
+        rows = [row % count for row in rows]
+        items = [dict() for _ in rows]
+        if _arrays.backend() == "torch" and rows:
+            torch = _arrays.torch
+            for name, tensor in self.tensors.items():
+                index = torch.as_tensor(rows, dtype=torch.int64, device=tensor.device)
+                for item, value in zip(items, tensor.index_select(0, index).unbind(0)):
+                    item[name] = value
+        else:
+            for name, tensor in self.tensors.items():
+                for item, row in zip(items, rows):
+                    item[name] = tensor[row]
+        for name, sequence in self.sequences.items():
+            for item, row in zip(items, rows):
+                item[name] = sequence[row]
+        for column in self.columns:
+            if column["kind"] == "text":
+                for item, text in zip(items, self._host.texts(column["name"], rows)):
+                    item[column["name"]] = text
+        return items
 
     @property
     def row_begin(self) -> int:
@@ -169,7 +259,10 @@ def load(path, device: str = "cuda", columns: Optional[Sequence[str]] = None,
         torch.distributed when it is initialised, else the whole dataset.
     rows: (begin, end) to load only those rows (before rank slicing).
     placement: "device", or "host_pinned" to keep data in pinned host memory that CUDA kernels
-        read over PCIe (for datasets larger than VRAM).
+        read over PCIe (for datasets larger than VRAM), or "auto": "device" when the selection
+        fits in free VRAM with a margin of 10% of the card (at least 1 GiB), else
+        "host_pinned"; ds.placement and ds.placement_reason say which and why (also logged to
+        the "gpucache" logger). For batches copied to VRAM as needed, use gpucache.stream.
     read_mode: "auto" (register the mapping as pinned memory, else parallel pread), "mmap" or
         "pread" (for network file systems).
     """
@@ -188,6 +281,20 @@ def load(path, device: str = "cuda", columns: Optional[Sequence[str]] = None,
     text_columns = [c["name"] for c in selected if c["kind"] == "text"]
 
     padded, sequences, shard_views, host, device_data = {}, {}, {}, None, None
+    if placement not in ("device", "host_pinned", "auto"):
+        raise Error(f"placement '{placement}' is not one of device, host_pinned, auto")
+    reason = ""
+    if device_index is None:
+        placement = "cpu"
+    elif placement == "auto":
+        torch = _arrays.torch
+        if not torch.cuda.is_available():
+            raise Error(f"{device_name}: placement='auto' found no usable CUDA GPU (PyTorch "
+                        "sees none: no NVIDIA driver, or no GPU); load with device='cpu'")
+        free, total = torch.cuda.mem_get_info(device_index)
+        placement, reason = choose_placement(device_bytes_needed(native), free, total,
+                                             device_name)
+        _log.info("gpucache.load(%s): %s", path, reason)
     flags = _arrays.wire_flags()
     if device_index is None:
         host = native.to_host(verify=verify, threads=threads)
@@ -226,7 +333,8 @@ def load(path, device: str = "cuda", columns: Optional[Sequence[str]] = None,
             host = native.select_columns(text_columns).to_host(verify=verify, threads=threads)
     return Dataset(path=path, native=native, device=device_name, rank=rank,
                    world_size=world_size, columns=selected, padded=padded, sequences=sequences,
-                   host=host, device_data=device_data, shard_views=shard_views)
+                   host=host, device_data=device_data, shard_views=shard_views,
+                   placement=placement, placement_reason=reason)
 
 
 _OFFSETS = {"dtype": "i64"}

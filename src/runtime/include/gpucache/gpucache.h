@@ -173,6 +173,74 @@ GPUCACHE_API int gpucache_device_column(const gpucache_device_data* data, const 
 GPUCACHE_API int gpucache_device_sequence(const gpucache_device_data* data, const char* column,
                                           void** values, int64_t** offsets, uint64_t* count);
 
+/* Batch order (gpucache/batch_order.hpp): which rows make up batch `batch` of an epoch, computed
+ * from its index alone with a keyed bijection (no permutation is held). The Python layer and the
+ * batch stream compute the same rows. */
+typedef struct {
+  uint64_t rows;       /* rows being ordered */
+  uint64_t batch_size; /* >= 1 */
+  int shuffle;         /* nonzero: keyed permutation of seed and epoch; 0: row order */
+  uint64_t seed;
+  uint64_t epoch;
+  uint32_t rank;       /* < world_size */
+  uint32_t world_size; /* >= 1; rank r takes the epoch's positions r, r + world_size, ... */
+  int drop_last;       /* nonzero: rows / world_size rows per rank, short batch dropped; 0: padded
+                          to ceil(rows / world_size) by repeating the first positions */
+  uint64_t block_rows; /* nonzero: block shuffle (blocks of block_rows, windows of window_blocks) */
+  uint64_t window_blocks;
+} gpucache_order_options;
+
+GPUCACHE_API void gpucache_order_options_init(gpucache_order_options* options);
+/* Batches of this rank in the epoch. */
+GPUCACHE_API int gpucache_order_batches(const gpucache_order_options* options, uint64_t* batches);
+/* The rows of batch `batch`: *count (<= batch_size) row indices written to rows[0..capacity). */
+GPUCACHE_API int gpucache_order_batch(const gpucache_order_options* options, uint64_t batch,
+                                      uint64_t* rows, uint64_t capacity, uint64_t* count);
+/* The image of `index` (< size) under the keyed bijection of [0, size) chosen by `key`. */
+GPUCACHE_API int gpucache_permute(uint64_t size, uint64_t key, uint64_t index, uint64_t* out);
+
+/* The batch stream (gpucache/batch_stream.hpp): batches of a dataset read from the shards as they
+ * are needed, `prefetch` ahead, by reader threads; for a GPU copied on the stream's own CUDA
+ * stream. Each chunk is hash-checked once per epoch before its rows are handed out. */
+typedef struct gpucache_stream gpucache_stream;
+typedef struct gpucache_batch gpucache_batch;
+
+typedef struct {
+  gpucache_order_options order; /* rows: ignored (the dataset's); epoch: the first epoch */
+  int device;                   /* -1: host batches; else the CUDA device */
+  unsigned prefetch;            /* batches gathered ahead (default 4) */
+  unsigned threads;             /* reader threads; 0: automatic */
+  int verify;                   /* default 1 */
+} gpucache_stream_options;
+
+GPUCACHE_API void gpucache_stream_options_init(gpucache_stream_options* options);
+GPUCACHE_API int gpucache_stream_open(const gpucache_dataset* dataset,
+                                      const gpucache_stream_options* options,
+                                      gpucache_stream** out);
+GPUCACHE_API void gpucache_stream_free(gpucache_stream* stream);
+/* Batches per epoch (of this rank). */
+GPUCACHE_API uint64_t gpucache_stream_batches(const gpucache_stream* stream);
+/* The epoch and batch index of the next batch. */
+GPUCACHE_API void gpucache_stream_position(const gpucache_stream* stream, uint64_t* epoch,
+                                           uint64_t* batch);
+/* Makes batch `batch` of epoch `epoch` the next one (resuming, set_epoch). */
+GPUCACHE_API int gpucache_stream_seek(gpucache_stream* stream, uint64_t epoch, uint64_t batch);
+/* The next batch, or *out = NULL at the end of the epoch (the stream then stands at batch 0 of
+ * the next epoch). The batch stays valid until gpucache_batch_free, also after the stream goes. */
+GPUCACHE_API int gpucache_stream_next(gpucache_stream* stream, gpucache_batch** out);
+GPUCACHE_API void gpucache_batch_free(gpucache_batch* batch);
+GPUCACHE_API uint64_t gpucache_batch_rows(const gpucache_batch* batch);
+/* The rows (of the dataset selection) in the batch, on the host. */
+GPUCACHE_API const uint64_t* gpucache_batch_row_indices(const gpucache_batch* batch);
+/* A column of the batch: tensor columns rows × row_pitch_bytes bytes at *data (offsets NULL,
+ * values 0); text and sequence columns *values values at *data and rows + 1 int64 *offsets from 0.
+ * Device memory for a GPU stream. Any output may be NULL. */
+GPUCACHE_API int gpucache_batch_column(const gpucache_batch* batch, const char* column, void** data,
+                                       uint64_t* bytes, int64_t** offsets, uint64_t* values);
+/* GPU batches: work enqueued on `cuda_stream` (a cudaStream_t) after this waits for the batch's
+ * copy, without blocking the host. No-op for host batches. */
+GPUCACHE_API int gpucache_batch_wait(const gpucache_batch* batch, void* cuda_stream);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,9 +1,9 @@
 // The runtime reader: opens a packed dataset (src/shard/SPEC.md) and hands its columns to
 // training code, either as zero-copy views into the memory-mapped shards or uploaded to a GPU in
 // one allocation. Built as its own small library (libgpucache_runtime) that depends only on the
-// C++ standard library, POSIX and xxHash; the CUDA runtime is loaded with dlopen on first use, so
-// the same build works on machines without a GPU. It parses no JSON: manifest.json is left to the
-// caller (the Python layer reads it).
+// C++ standard library, POSIX, xxHash and libzstd (for compressed shards); the CUDA runtime is
+// loaded with dlopen on first use, so the same build works on machines without a GPU. It parses no
+// JSON: manifest.json is left to the caller (the Python layer reads it).
 //
 // Every function reports failure by throwing gpucache::Error naming the file, where in it and why.
 #pragma once
@@ -22,6 +22,8 @@
 #include "gpucache/error.hpp"
 
 namespace gpucache::runtime {
+
+class BatchStream;
 
 namespace detail {
 struct DatasetState;
@@ -175,7 +177,8 @@ class GPUCACHE_API DeviceData {
 class GPUCACHE_API Dataset {
  public:
   // `path` is a dataset directory (all shard-*.gcs files, which must form one consistent,
-  // gap-free set, plus manifest.json) or a single .gcs shard. Compressed shards are refused.
+  // gap-free set, plus manifest.json) or a single .gcs shard. Compressed shards are decompressed
+  // when loaded (each needed shard into private memory laid out like its mapping).
   static Dataset open(const std::string& path);
 
   const std::string& path() const noexcept;
@@ -205,6 +208,7 @@ class GPUCACHE_API Dataset {
   DeviceData to_device(int device, const DeviceOptions& options = {}) const;
 
  private:
+  friend class BatchStream;  // gpucache/batch_stream.hpp
   explicit Dataset(std::shared_ptr<const detail::DatasetState> state) : state_(std::move(state)) {}
   std::shared_ptr<const detail::DatasetState> state_;
 };
