@@ -18,6 +18,7 @@
 #include "input_hashes.hpp"
 #include "output_dir.hpp"
 #include "pack_fill.hpp"
+#include "pack_part.hpp"
 #include "pack_plan.hpp"
 #include "pack_split.hpp"
 #include "pack_validate.hpp"
@@ -34,8 +35,9 @@ void check_options(const PackOptions& options) {
   const bool file_columns = std::any_of(options.fields.begin(), options.fields.end(),
                                         [](const FieldSpec& field) { return !field.file.empty(); });
   if (options.inputs.empty() && !file_columns)
-    throw UsageError("pack needs at least one input file (or columns named with --field "
-                     "COLUMN=FILE)");
+    throw UsageError(
+        "pack needs at least one input file (or columns named with --field "
+        "COLUMN=FILE)");
   if (options.output_dir.empty()) throw UsageError("pack needs an output directory (-o DIR)");
   if (options.dtype && *options.dtype != DType::f32 && *options.dtype != DType::f16 &&
       *options.dtype != DType::bf16)
@@ -54,6 +56,18 @@ void check_options(const PackOptions& options) {
   if (options.inputs.size() > 65535)
     throw UsageError("at most 65535 inputs can be packed into one dataset");
   if (options.resume && options.force) throw UsageError("--resume and --force cannot be combined");
+  if (options.part) {
+    if (file_columns)
+      throw UsageError(
+          "--part splits input files; it cannot be combined with --field "
+          "COLUMN=FILE");
+    if (!options.splits.empty())
+      throw UsageError(
+          "--part and --split cannot be combined: split the merged dataset's "
+          "parts instead, or pack each split's inputs as parts");
+    if (options.part->count == 0 || options.part->index >= options.part->count)
+      throw UsageError("--part K/N needs 0 <= K < N");
+  }
 }
 
 std::uint64_t source_file_size(const std::string& path) {
@@ -74,6 +88,7 @@ Json options_json(const PackOptions& options) {
       options.zstd_level == 0 ? "none" : "zstd:" + std::to_string(options.zstd_level);
   json["chunk_size"] = shard::kDefaultChunkSize;
   json["validation"] = validation_options_to_json(options.validation);
+  if (options.part) json["part"] = {{"index", options.part->index}, {"count", options.part->count}};
   // Keys of newer options are written only when used, so a dataset that uses none of them gets
   // the same manifest as before they existed.
   if (!options.column_dtypes.empty()) {
@@ -95,8 +110,8 @@ Error no_rows_kept(const std::string& where, const ValidationResult& result) {
   for (const auto& reason : drop_reasons()) {
     const std::uint64_t count = result.reasons[static_cast<std::size_t>(reason.reason)];
     if (count)
-      reasons += (reasons.empty() ? "" : ", ") + std::to_string(count) + " " +
-                 std::string(reason.name);
+      reasons +=
+          (reasons.empty() ? "" : ", ") + std::to_string(count) + " " + std::string(reason.name);
   }
   if (result.sampled_out)
     reasons += (reasons.empty() ? "" : ", ") + std::to_string(result.sampled_out) + " sampled out";
@@ -182,12 +197,28 @@ std::vector<std::unique_ptr<RowConverter>> make_converters(
 
 }  // namespace
 
-PackResult pack(const PackOptions& options) {
-  check_options(options);
+PackResult pack(const PackOptions& requested) {
+  check_options(requested);
+  // A --part run reads its share of the inputs (pack_part.hpp); every other run reads them all.
+  PackOptions options = requested;
+  if (options.part) options.inputs = detail::part_input_files(requested.inputs, *options.part);
   std::optional<detail::SplitRule> split_rule;
   if (!options.splits.empty()) split_rule.emplace(options.splits, options.validation.seed);
   detail::InputHashes input_hashes(detail::input_files(options), options.threads != 1);
   std::vector<detail::Source> sources = detail::open_sources(options);
+  std::optional<nlohmann::ordered_json> part_section;
+  if (options.part) {
+    if (detail::part_uses_row_ranges(requested.inputs.size(), *options.part)) {
+      sources = detail::part_row_ranges(std::move(sources), *options.part);
+    } else {
+      std::vector<std::string> sorted = requested.inputs;
+      std::sort(sorted.begin(), sorted.end());
+      const auto first = static_cast<std::uint32_t>(
+          std::find(sorted.begin(), sorted.end(), options.inputs.front()) - sorted.begin());
+      for (auto& source : sources) source.input_index += first;
+    }
+    part_section = detail::part_section(sources, requested.inputs.size(), *options.part);
+  }
   {
     std::vector<SourceMapping> mappings;  // copies: the sources keep what they point into
     for (const auto& source : sources) mappings.push_back(*source.mapping);
@@ -214,8 +245,7 @@ PackResult pack(const PackOptions& options) {
       const SplitSpec& split = split_rule->split(i);
       if (parts[i].empty())
         throw Error(options.output_dir, "--split " + split.name,
-                    "no row falls into this split (" +
-                        std::to_string(outcome.result.rows.size()) +
+                    "no row falls into this split (" + std::to_string(outcome.result.rows.size()) +
                         " rows kept); give it a larger fraction or pack more rows");
       datasets.push_back({split.name, nullptr, std::move(parts[i]), split.fraction});
     }
@@ -236,6 +266,7 @@ PackResult pack(const PackOptions& options) {
   for (const auto& column : inputs.first().columns) base.roles.push_back(column.role);
   base.roles.resize(specs.size(), ColumnRole::tensor);  // the provenance columns
   detail::add_validation_sections(base, outcome, inputs);
+  if (part_section) base.sections["part"] = *part_section;
   if (split_rule) {
     Json fractions = Json::object(), counts = Json::object();
     for (const auto& dataset : datasets) {
@@ -305,10 +336,9 @@ PackResult pack(const PackOptions& options) {
         if (d + 1 == datasets.size() && s + 1 == plans.size() && options.threads != 1)
           // No row is read after the last fill: the parsed inputs are freed while it is
           // written (the manifest and the rejects need only what release_rows keeps).
-          freeing_inputs = std::async(std::launch::async,
-                                      [released = inputs.release_rows()]() mutable {
-                                        released.clear();
-                                      });
+          freeing_inputs =
+              std::async(std::launch::async,
+                         [released = inputs.release_rows()]() mutable { released.clear(); });
         shard::WriteOptions write_options;
         write_options.first_row = plan.first;
         write_options.shard_index = static_cast<std::uint32_t>(s);
@@ -343,6 +373,23 @@ PackResult pack(const PackOptions& options) {
   return result;
 }
 
+PartSpec parse_part_spec(std::string_view text) {
+  const auto slash = text.find('/');
+  auto number = [&](std::string_view digits) -> std::optional<std::uint32_t> {
+    if (digits.empty() || digits.size() > 9 ||
+        !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }))
+      return std::nullopt;
+    return static_cast<std::uint32_t>(std::stoul(std::string(digits)));
+  };
+  const auto index = slash == std::string_view::npos ? std::nullopt : number(text.substr(0, slash));
+  const auto count =
+      slash == std::string_view::npos ? std::nullopt : number(text.substr(slash + 1));
+  if (!index || !count || *count == 0 || *index >= *count)
+    throw UsageError("--part '" + std::string(text) +
+                     "': expected K/N with 0 <= K < N, e.g. 0/4 (K is the array task index)");
+  return {*index, *count};
+}
+
 std::vector<SplitSpec> parse_split_spec(std::string_view text) {
   std::vector<SplitSpec> splits;
   std::size_t begin = 0;
@@ -351,8 +398,7 @@ std::vector<SplitSpec> parse_split_spec(std::string_view text) {
     const std::string_view item = text.substr(begin, comma - begin);
     const std::size_t equals = item.find('=');
     if (equals == std::string_view::npos || equals == 0)
-      throw UsageError("--split '" + std::string(text) +
-                       "': expected NAME=FRACTION,NAME=FRACTION");
+      throw UsageError("--split '" + std::string(text) + "': expected NAME=FRACTION,NAME=FRACTION");
     SplitSpec split{std::string(item.substr(0, equals)), 0};
     const std::string fraction(item.substr(equals + 1));
     char* end = nullptr;
@@ -418,8 +464,8 @@ std::string PackResult::to_text() const {
   auto shard_count = [](std::size_t count) {
     return std::to_string(count) + " shard" + (count == 1 ? "" : "s");
   };
-  std::string text = "packed " + std::to_string(rows) + " of " + std::to_string(input_rows) +
-                     " rows into ";
+  std::string text =
+      "packed " + std::to_string(rows) + " of " + std::to_string(input_rows) + " rows into ";
   if (splits.empty()) {
     text += shard_count(shards.size()) + " (" + std::to_string(bytes) + " bytes) in " + output_dir;
   } else {

@@ -58,8 +58,7 @@ ValidationOptions effective_validation_options(const PackOptions& options,
   return validation;
 }
 
-ValidationOutcome validate_inputs(const PackInputs& inputs,
-                                  const std::vector<Column>& specs,
+ValidationOutcome validate_inputs(const PackInputs& inputs, const std::vector<Column>& specs,
                                   const PackOptions& options, Progress& progress) {
   ValidationOutcome outcome;
   outcome.columns = embedding_columns(inputs.first());
@@ -191,7 +190,7 @@ void write_rejects(const std::string& path, const ValidationOutcome& outcome,
   for (const auto& reject : outcome.result.rejects) {
     Json line;
     line["source"] = inputs.sources()[reject.source].path;
-    line["row"] = reject.source_row;
+    line["row"] = inputs.sources()[reject.source].row_offset + reject.source_row;
     line["reason"] = drop_reason_name(reject.reason);
     if (reject.column < outcome.columns.size())
       line["column"] = inputs.first().columns[outcome.columns[reject.column]].name;

@@ -46,15 +46,19 @@ void take_columns_and_rows(ShardTable& table) {
 // The manifest vouches for every shard (its header hash covers all of the shard's bytes), so a
 // shard replaced after packing, or one added or removed, is refused here for every user of the
 // runtime: C, C++ and Python.
-void check_against_manifest(const ShardTable& table,
-                            std::span<const shard::FoundShard> found,
-                            std::vector<shard::DatasetProblem>& problems) {
-  const std::string manifest_path = (fs::path(table.path) / shard::kManifestName).string();
+shard::Manifest read_checked_manifest(const std::string& path) {
+  const std::string manifest_path = (fs::path(path) / shard::kManifestName).string();
   bool hash_ok = false;
-  const shard::Manifest manifest = shard::read_manifest(manifest_path, hash_ok);
+  shard::Manifest manifest = shard::read_manifest(manifest_path, hash_ok);
   if (!hash_ok)
     throw Error(manifest_path, "manifest_hash",
                 "does not match the manifest's content: manifest.json was edited or corrupted");
+  return manifest;
+}
+
+void check_against_manifest(const shard::Manifest& manifest,
+                            std::span<const shard::FoundShard> found,
+                            std::vector<shard::DatasetProblem>& problems) {
   std::vector<std::string> names;
   for (const auto& shard : found) names.push_back(shard.file);
   shard::check_manifest_listing(manifest, names, problems);
@@ -92,11 +96,16 @@ std::shared_ptr<const ShardTable> open_shard_table(const std::string& path) {
     throw Error(path, shard::kManifestName,
                 "missing: the dataset is unfinished (gpucache pack writes the manifest last)");
   std::sort(found.begin(), found.end());
+  const shard::Manifest manifest = read_checked_manifest(path);
+  // A merged or appended dataset is made of segments whose headers number their shards from 0
+  // (SPEC.md, "Segments"): only the manifest can place them, and it does for every shard.
+  const bool segmented = !manifest.segments.empty();
   std::vector<shard::FoundShard> shards;
   for (const auto& [number, name] : found) {
     const std::string shard_path = (fs::path(path) / name).string();
     add_shard(*table, shard_path);
-    if (table->shards.back().shard_index != number)
+    if (segmented) table->shards.back().shard_index = number;
+    if (!segmented && table->shards.back().shard_index != number)
       throw Error(shard_path, "header byte 40",
                   "the file name says shard " + std::to_string(number) + " but the header says " +
                       std::to_string(table->shards.back().shard_index) +
@@ -105,10 +114,13 @@ std::shared_ptr<const ShardTable> open_shard_table(const std::string& path) {
   for (std::size_t k = 0; k < found.size(); ++k)
     shards.push_back({found[k].second, &table->layouts[k]});
   std::vector<shard::DatasetProblem> problems;
-  shard::check_shard_set(shards, path, problems);
+  if (!segmented) shard::check_shard_set(shards, path, problems);
   shard::throw_first(problems, path);
-  check_against_manifest(*table, shards, problems);
+  check_against_manifest(manifest, shards, problems);
   shard::throw_first(problems, path);
+  if (segmented)  // the listing check above has matched names and entries one to one
+    for (std::size_t k = 0; k < table->shards.size(); ++k)
+      table->shards[k].first_row = manifest.shards[k].first_row;
   take_columns_and_rows(*table);
   return table;
 }

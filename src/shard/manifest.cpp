@@ -19,7 +19,8 @@ std::uint64_t hash_without_self(Json json) {
 }
 
 std::uint64_t hash_field(const Json& value, const std::string& path, const std::string& key) {
-  const auto hash = value.is_string() ? detail::parse_hex64(value.get<std::string>()) : std::nullopt;
+  const auto hash =
+      value.is_string() ? detail::parse_hex64(value.get<std::string>()) : std::nullopt;
   if (!hash) throw Error(path, key, "is not a 16-digit hex hash");
   return *hash;
 }
@@ -98,6 +99,16 @@ std::string manifest_to_text(const Manifest& manifest) {
                               {"first_row", shard.first_row},
                               {"bytes", shard.bytes},
                               {"header_hash", detail::hex64(shard.header_hash)}});
+  // Written only when there are segments, so a single pack's manifest is what it always was.
+  if (!manifest.segments.empty()) {
+    json["segments"] = Json::array();
+    for (const auto& segment : manifest.segments)
+      json["segments"].push_back({{"first_shard", segment.first_shard},
+                                  {"shards", segment.shard_count},
+                                  {"first_row", segment.first_row},
+                                  {"rows", segment.rows},
+                                  {"dataset_id", detail::hex64(segment.dataset_id)}});
+  }
   json["inputs"] = Json::array();
   for (const auto& input : manifest.inputs)
     json["inputs"].push_back(
@@ -146,8 +157,8 @@ Manifest parse_manifest(const std::string& text, const std::string& path, bool& 
     if (!kind) throw Error(path, where + ".kind", "is not 'tensor', 'text' or 'sequence'");
     column.kind = *kind;
     if (const auto role = entry.find("role"); role != entry.end()) {
-      const auto parsed = role->is_string() ? parse_column_role(role->get<std::string>())
-                                            : std::nullopt;
+      const auto parsed =
+          role->is_string() ? parse_column_role(role->get<std::string>()) : std::nullopt;
       if (!parsed)
         throw Error(path, where + ".role", "is not 'embedding', 'tensor', 'sequence' or 'text'");
       if (manifest.roles.size() != i)
@@ -194,6 +205,29 @@ Manifest parse_manifest(const std::string& text, const std::string& path, bool& 
         hash_field(member(shards[i], "header_hash", path, where), path, where + ".header_hash");
     manifest.shards.push_back(std::move(shard));
   }
+  if (json.contains("segments")) {
+    const Json& segments = array_field(json, "segments", path, "");
+    std::uint64_t next_shard = 0, next_row = 0;
+    for (std::size_t i = 0; i < segments.size(); ++i) {
+      const std::string where = "segments[" + std::to_string(i) + "]";
+      ManifestSegment segment;
+      segment.first_shard = unsigned_field(segments[i], "first_shard", path, where);
+      segment.shard_count = static_cast<std::uint32_t>(
+          unsigned_field(segments[i], "shards", path, where, UINT32_MAX));
+      segment.first_row = unsigned_field(segments[i], "first_row", path, where);
+      segment.rows = unsigned_field(segments[i], "rows", path, where);
+      segment.dataset_id =
+          hash_field(member(segments[i], "dataset_id", path, where), path, where + ".dataset_id");
+      if (segment.first_shard != next_shard || segment.first_row != next_row ||
+          segment.shard_count == 0)
+        throw Error(path, where, "does not follow the previous segment");
+      next_shard = segment.first_shard + segment.shard_count;
+      next_row = segment.first_row + segment.rows;
+      manifest.segments.push_back(segment);
+    }
+    if (next_shard != manifest.shards.size() || next_row != manifest.rows)
+      throw Error(path, "segments", "do not cover the shards and rows exactly");
+  }
   if (json.contains("inputs")) {
     const Json& inputs = array_field(json, "inputs", path, "");
     for (std::size_t i = 0; i < inputs.size(); ++i) {
@@ -206,9 +240,9 @@ Manifest parse_manifest(const std::string& text, const std::string& path, bool& 
     }
   }
   if (json.contains("options")) manifest.options = json["options"];
-  static const char* core_keys[] = {"format", "format_version", "tool",
-                                    "rows",   "columns",        "shards",
-                                    "inputs", "options",        "manifest_hash"};
+  static const char* core_keys[] = {"format",        "format_version", "tool",   "rows",
+                                    "columns",       "shards",         "inputs", "options",
+                                    "manifest_hash", "segments"};
   for (const auto& [key, value] : json.items())
     if (std::find(std::begin(core_keys), std::end(core_keys), key) == std::end(core_keys))
       manifest.sections[key] = value;
