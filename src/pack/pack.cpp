@@ -17,6 +17,7 @@
 #include "gpucache/validation_json.hpp"
 #include "input_hashes.hpp"
 #include "output_dir.hpp"
+#include "pack_append.hpp"
 #include "pack_fill.hpp"
 #include "pack_part.hpp"
 #include "pack_plan.hpp"
@@ -38,7 +39,8 @@ void check_options(const PackOptions& options) {
     throw UsageError(
         "pack needs at least one input file (or columns named with --field "
         "COLUMN=FILE)");
-  if (options.output_dir.empty()) throw UsageError("pack needs an output directory (-o DIR)");
+  if (options.output_dir.empty())
+    throw UsageError("pack needs an output directory (-o DIR, or --append DATASET)");
   if (options.dtype && *options.dtype != DType::f32 && *options.dtype != DType::f16 &&
       *options.dtype != DType::bf16)
     throw UsageError("--dtype must be f32, f16 or bf16");
@@ -197,7 +199,14 @@ std::vector<std::unique_ptr<RowConverter>> make_converters(
 
 }  // namespace
 
+namespace detail {
+Json pack_options_json(const PackOptions& options) {
+  return options_json(options);
+}
+}  // namespace detail
+
 PackResult pack(const PackOptions& requested) {
+  if (!requested.append_to.empty()) return detail::pack_append(requested);
   check_options(requested);
   // A --part run reads its share of the inputs (pack_part.hpp); every other run reads them all.
   PackOptions options = requested;
