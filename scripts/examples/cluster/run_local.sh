@@ -39,5 +39,14 @@ if ! "$python" -c "import gpucache, torch.distributed" 2>/dev/null; then
   echo "torchrun: skipped (the gpucache Python package or torch.distributed is missing)"
   exit 0
 fi
+# torch 1.13's launcher on Python 3.11 cannot parse its own defaults for --redirects and --tee
+# ("0" becomes None); naming single streams works on every version: stdout is shown (and logged),
+# stderr goes to the log directory, printed if a rank fails.
+status=0
 "$python" -m torch.distributed.run --nproc_per_node 2 --master_port "${PORT:-29517}" \
-  "$here/train_ddp.py" "$work/dataset" --device cpu --steps 10
+  --redirects 2 --tee 1 --log_dir "$work/torchrun-logs" \
+  "$here/train_ddp.py" "$work/dataset" --device cpu --steps 10 || status=$?
+if [ "$status" -ne 0 ]; then
+  find "$work/torchrun-logs" -name stderr.log -exec cat {} + >&2 || true
+  exit "$status"
+fi
