@@ -293,3 +293,40 @@ TEST_CASE("append adds shards, rewrites none, and an open reader keeps the old r
   CHECK(message.find("option shard_rows is 100 in the dataset but null in this run") !=
         std::string::npos);
 }
+
+// A merge killed with SIGKILL at many points of its run: whatever the moment, the parts still
+// verify and the output either does not exist or is the whole dataset (it verifies); a rerun then
+// finishes it.
+TEST_CASE("merge killed with SIGKILL at any moment: parts intact, no output or all of it") {
+  ScratchDir scratch;
+  const auto inputs = write_inputs(scratch, 4, 400);
+  for (int k = 0; k < 4; ++k)
+    pack_ok(with(inputs, {"-o", scratch / ("p" + std::to_string(k)), "--part",
+                          std::to_string(k) + "/4", "--shard-rows", "8"}));
+  const std::string out = scratch / "m";
+  std::string command = test_support::shell_quote(GPUCACHE_CLI_PATH) + " merge";
+  for (int k = 0; k < 4; ++k)
+    command += " " + test_support::shell_quote(scratch / ("p" + std::to_string(k)));
+  command += " -o " + test_support::shell_quote(out) + " >/dev/null 2>&1";
+  int complete = 0;
+  for (int delay_us = 0; delay_us < 40000; delay_us += 2000) {
+    fs::remove_all(out);
+    // A simple command run in the background is the merge process itself: $! is its pid.
+    const std::string killed = command + " & pid=$!; sleep " + std::to_string(delay_us / 1e6) +
+                               "; kill -KILL $pid 2>/dev/null; wait $pid 2>/dev/null; true";
+    std::system(killed.c_str());
+    CAPTURE(delay_us);
+    if (fs::exists(out)) {
+      verify_ok(out);
+      ++complete;
+    }
+    for (int k = 0; k < 4; ++k) verify_ok(scratch / ("p" + std::to_string(k)));
+  }
+  MESSAGE(complete << " of 20 killed merges had finished before the kill");
+  fs::remove_all(out);
+  const auto result =
+      run_cli({"merge", scratch / "p0", scratch / "p1", scratch / "p2", scratch / "p3", "-o", out});
+  INFO(result.err);
+  REQUIRE(result.exit_code == 0);
+  verify_ok(out);
+}
