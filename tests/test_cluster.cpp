@@ -330,3 +330,23 @@ TEST_CASE("merge killed with SIGKILL at any moment: parts intact, no output or a
   REQUIRE(result.exit_code == 0);
   verify_ok(out);
 }
+
+// An append killed after its staging pack finished but before it linked the shards in: the
+// dataset is still the old one for readers, and `--append --resume` links the staged shards in.
+TEST_CASE("an interrupted append is finished by --append --resume") {
+  ScratchDir scratch;
+  const auto inputs = write_inputs(scratch, 2, 100);
+  const std::string dataset = scratch / "ds";
+  pack_ok({inputs[0], "-o", dataset});
+  pack_ok({inputs[1], "-o", dataset + "/.append"});  // what the killed append had packed
+  // A shard a killed append had linked in under the next number, not yet listed.
+  fs::copy_file(dataset + "/.append/shard-00000.gcs", dataset + "/shard-00001.gcs");
+  CHECK(runtime::Dataset::open(dataset).to_host().rows() == manifest_of(dataset)["rows"]);
+  const auto result = run_cli({"pack", inputs[1], "--append", dataset, "--resume", "--quiet"});
+  INFO(result.err);
+  REQUIRE(result.exit_code == 0);
+  CHECK(result.out.find("resumed: 1 shards") != std::string::npos);
+  verify_ok(dataset);
+  CHECK(manifest_of(dataset)["shards"].size() == 2);
+  CHECK_FALSE(fs::exists(dataset + "/.append"));
+}

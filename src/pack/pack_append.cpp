@@ -67,13 +67,27 @@ PackResult pack_append(const PackOptions& options) {
   staged_options.append_to.clear();
   staged_options.output_dir = staging;
   std::error_code error;
-  // An append killed while packing left its staging dataset: --resume finishes it, anything else
-  // starts it over.
-  staged_options.force = !options.resume;
-  staged_options.resume = options.resume && fs::exists(staging, error);
-  PackResult result = pack(staged_options);
+  // An append killed while packing left its staging dataset: --resume finishes it (or, when it
+  // was complete, only links it in), anything else starts it over.
+  const bool staged_complete = fs::exists(fs::path(staging) / shard::kManifestName, error);
+  PackResult result;
+  if (options.resume && staged_complete) {
+    result.resumed_shards = 1;  // set below to the shard count: every staged shard is kept
+  } else {
+    staged_options.force = !options.resume;
+    staged_options.resume = options.resume && fs::exists(staging, error);
+    result = pack(staged_options);
+  }
 
   DatasetPart staged = read_part(staging);
+  if (options.resume && staged_complete) {
+    result.rows = result.input_rows = staged.manifest.rows;
+    result.resumed_shards = staged.manifest.shards.size();
+    for (const auto& shard : staged.manifest.shards) {
+      result.shards.push_back({shard.file, shard.rows, shard.bytes});
+      result.bytes += shard.bytes;
+    }
+  }
   staged.dir = dir + " (append " + std::to_string(existing.segments.size()) + ")";
   check_same_layout(existing, staged);
   const shard::Manifest combined = combine_parts({existing, staged});
