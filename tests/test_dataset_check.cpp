@@ -93,7 +93,8 @@ TEST_CASE("the shard set rules name what is wrong") {
   }
   SUBCASE("rows that do not follow on") {
     built.layouts[1].header.first_row = 6;
-    CHECK(mentions(set_problems(built.found), "first_row is 6 but the shards before it end at row 5"));
+    CHECK(mentions(set_problems(built.found),
+                   "first_row is 6 but the shards before it end at row 5"));
   }
   SUBCASE("different columns") {
     built.layouts[2].columns[0].row_shape = {4};
@@ -105,10 +106,10 @@ TEST_CASE("the manifest rules name what is wrong") {
   const Built built = build({5, 7, 4});
   std::vector<DatasetProblem> problems;
   SUBCASE("a listed shard is missing and an unlisted one is present") {
-    check_manifest_listing(built.manifest,
-                           std::vector<std::string>{"shard-00000.gcs", "shard-00001.gcs",
-                                                    "shard-00009.gcs"},
-                           problems);
+    check_manifest_listing(
+        built.manifest,
+        std::vector<std::string>{"shard-00000.gcs", "shard-00001.gcs", "shard-00009.gcs"},
+        problems);
     CHECK(mentions(problems, "shard-00002.gcs: : missing: listed in the manifest but not on disk"));
     CHECK(mentions(problems, "shard-00009.gcs: : extra shard"));
   }
@@ -133,10 +134,9 @@ TEST_CASE("the manifest rules name what is wrong") {
   SUBCASE("rows that do not add up") {
     Manifest edited = built.manifest;
     edited.rows = 17;
-    check_manifest_listing(edited,
-                           std::vector<std::string>{"shard-00000.gcs", "shard-00001.gcs",
-                                                    "shard-00002.gcs"},
-                           problems);
+    check_manifest_listing(
+        edited, std::vector<std::string>{"shard-00000.gcs", "shard-00001.gcs", "shard-00002.gcs"},
+        problems);
     CHECK(mentions(problems, "total rows do not match"));
   }
 }
@@ -171,4 +171,48 @@ TEST_CASE("throw_first reports the first problem as an error naming the shard's 
   } catch (const Error& error) {
     CHECK(std::string(error.what()) == "ds: the shards hold 3 rows");
   }
+}
+
+// Two pack runs joined (merge, append): each run's headers count within their segment, and the
+// manifest's segments place them (SPEC.md, "Segments").
+TEST_CASE("segments: shards of two pack runs agree with the manifest that joins them") {
+  const Built first = build({5, 7}, 11), second = build({4, 6}, 12);
+  Manifest joined;
+  joined.columns = first.manifest.columns;
+  joined.shards = first.manifest.shards;
+  for (auto shard : second.manifest.shards) {
+    shard.first_row += first.manifest.rows;
+    joined.shards.push_back(shard);
+  }
+  joined.rows = first.manifest.rows + second.manifest.rows;
+  joined.segments = {{0, 2, 0, 12, 11}, {2, 2, 12, 10, 12}};
+  const std::vector<FoundShard> found{first.found[0], first.found[1], second.found[0],
+                                      second.found[1]};
+  std::vector<DatasetProblem> problems;
+  for (std::size_t k = 0; k < found.size(); ++k)
+    check_shard_against_manifest(found[k], joined, k, problems);
+  CHECK(problems.empty());
+  const ShardPlace place = manifest_place(joined, 3);
+  CHECK(place.index == 1);
+  CHECK(place.first_row == 4);
+  CHECK(place.shard_count == 2);
+  CHECK(place.dataset_rows == 10);
+  CHECK(place.dataset_id == 12u);
+  CHECK(place.header_hash == second.manifest.shards[1].header_hash);
+
+  // The manifest text keeps the segments, and its parser checks that they cover the shards.
+  bool hash_ok = false;
+  const Manifest parsed = parse_manifest(manifest_to_text(joined), "m.json", hash_ok);
+  CHECK(hash_ok);
+  CHECK(parsed.segments == joined.segments);
+  Manifest gap = joined;
+  gap.segments[1].first_row = 13;
+  CHECK_THROWS_WITH(parse_manifest(manifest_to_text(gap), "m.json", hash_ok),
+                    doctest::Contains("does not follow the previous segment"));
+  // A shard of the second run at the first run's place is refused: its segment differs.
+  check_shard_against_manifest(second.found[0], joined, 0, problems);
+  CHECK(mentions(problems, "shard-00000.gcs: header: header hash"));
+  // Without segments a manifest is one segment: the whole dataset, no id recorded.
+  CHECK_FALSE(manifest_place(first.manifest, 1).dataset_id.has_value());
+  CHECK(manifest_place(first.manifest, 1).first_row == 5);
 }

@@ -51,7 +51,7 @@ Runner add_pack(CLI::App& app) {
   struct Arguments {
     PackOptions options;
     std::vector<std::string> dtypes;
-    std::string split, shard_size = "1G", compress, device = "auto", on_overflow = "error";
+    std::string split, part, shard_size = "1G", compress, device = "auto", on_overflow = "error";
     MappingArguments mapping;
     std::vector<std::string> checks;
     bool json = false, quiet = false;
@@ -61,14 +61,20 @@ Runner add_pack(CLI::App& app) {
                       "Input files, of the formats listed below (none when every column comes "
                       "from --field COLUMN=FILE)");
   add_mapping_options(*command, args->mapping);
-  command->add_option("-o,--output", args->options.output_dir, "Output dataset directory")
-      ->required();
+  command->add_option("-o,--output", args->options.output_dir, "Output dataset directory");
   command->add_option("--dtype", args->dtypes,
                       "Storage type of float columns: f32, f16 or bf16, or COLUMN=TYPE for one "
                       "column (repeatable)");
   command->add_option("--split", args->split,
                       "NAME=FRACTION,...: write one dataset per split in OUT/NAME, e.g. "
                       "train=0.9,val=0.1 (rows assigned by --seed)");
+  command->add_option("--part", args->part,
+                      "K/N: pack partition K of N of the inputs (sorted; whole files when there "
+                      "are at least N, else row ranges), e.g. --part $SLURM_ARRAY_TASK_ID/8; "
+                      "join the parts with gpucache merge");
+  command->add_option("--append", args->options.append_to,
+                      "DATASET: add the inputs' rows to this dataset as new shards (same options "
+                      "as the dataset's; -o not needed)");
   command->add_option("--shard-size", args->shard_size, "Largest shard in bytes (K, M, G suffixes)")
       ->capture_default_str();
   command->add_option("--shard-rows", args->options.shard_rows, "Most rows per shard");
@@ -137,6 +143,8 @@ Examples:
   gpucache pack emb.npy -o data/emb --dedup --norm-min 0.5 --rejects dropped.jsonl
   gpucache pack emb.npy -o data/emb --shuffle --seed 7 --sample 0.1 --device cpu
   gpucache pack images.pt -o data/images --dtype images=bf16 --split train=0.9,val=0.1
+  gpucache pack shards/*.npy -o parts/$SLURM_ARRAY_TASK_ID --part $SLURM_ARRAY_TASK_ID/16
+  gpucache pack new-*.npy --append data/emb            # new rows as new shards
   gpucache pack tokens.jsonl -o data/tokens --field tokens=[*].tokens --role tokens=sequence
   gpucache pack images.pt -o data/images --checks keypoints=none --checks weights=finite
   gpucache pack emb.npy -o data/emb --norm-min 0 --norm-max inf   # norm without bounds
@@ -155,6 +163,7 @@ Examples:
         options.column_dtypes.emplace_back(text.substr(0, equals), *dtype);
     }
     if (!args->split.empty()) options.splits = parse_split_spec(args->split);
+    if (!args->part.empty()) options.part = parse_part_spec(args->part);
     options.shard_size = parse_size(args->shard_size, "--shard-size");
     apply_mapping_options(args->mapping, options.kind, options.fields, options.roles);
     for (const auto& spec : args->checks) options.checks.push_back(parse_checks_spec(spec));

@@ -19,6 +19,7 @@ Runner add_verify(CLI::App& app);
 Runner add_inspect(CLI::App& app);
 Runner add_export(CLI::App& app);
 Runner add_probe(CLI::App& app);
+Runner add_merge(CLI::App& app);
 
 // --kind, --field and --role, shared by pack and probe.
 struct MappingArguments {

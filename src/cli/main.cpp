@@ -3,8 +3,8 @@
 #include <cstdio>
 #include <map>
 
-#include "gpucache/error.hpp"
 #include "commands.hpp"
+#include "gpucache/error.hpp"
 
 int main(int argc, char** argv) {
   CLI::App app{"gpucache: verified, GPU-ready embedding datasets"};
@@ -14,7 +14,7 @@ int main(int argc, char** argv) {
   std::map<std::string, gpucache::cli::Runner> runners{
       {"pack", gpucache::cli::add_pack(app)},       {"verify", gpucache::cli::add_verify(app)},
       {"inspect", gpucache::cli::add_inspect(app)}, {"export", gpucache::cli::add_export(app)},
-      {"probe", gpucache::cli::add_probe(app)},
+      {"probe", gpucache::cli::add_probe(app)},     {"merge", gpucache::cli::add_merge(app)},
   };
   try {
     app.parse(argc, argv);

@@ -17,7 +17,9 @@
 #include "gpucache/validation_json.hpp"
 #include "input_hashes.hpp"
 #include "output_dir.hpp"
+#include "pack_append.hpp"
 #include "pack_fill.hpp"
+#include "pack_part.hpp"
 #include "pack_plan.hpp"
 #include "pack_split.hpp"
 #include "pack_validate.hpp"
@@ -37,7 +39,8 @@ void check_options(const PackOptions& options) {
     throw UsageError(
         "pack needs at least one input file (or columns named with --field "
         "COLUMN=FILE)");
-  if (options.output_dir.empty()) throw UsageError("pack needs an output directory (-o DIR)");
+  if (options.output_dir.empty())
+    throw UsageError("pack needs an output directory (-o DIR, or --append DATASET)");
   if (options.dtype && *options.dtype != DType::f32 && *options.dtype != DType::f16 &&
       *options.dtype != DType::bf16)
     throw UsageError("--dtype must be f32, f16 or bf16");
@@ -55,6 +58,18 @@ void check_options(const PackOptions& options) {
   if (options.inputs.size() > 65535)
     throw UsageError("at most 65535 inputs can be packed into one dataset");
   if (options.resume && options.force) throw UsageError("--resume and --force cannot be combined");
+  if (options.part) {
+    if (file_columns)
+      throw UsageError(
+          "--part splits input files; it cannot be combined with --field "
+          "COLUMN=FILE");
+    if (!options.splits.empty())
+      throw UsageError(
+          "--part and --split cannot be combined: split the merged dataset's "
+          "parts instead, or pack each split's inputs as parts");
+    if (options.part->count == 0 || options.part->index >= options.part->count)
+      throw UsageError("--part K/N needs 0 <= K < N");
+  }
 }
 
 std::uint64_t source_file_size(const std::string& path) {
@@ -75,6 +90,7 @@ Json options_json(const PackOptions& options, const ValidationOptions& rules) {
       options.zstd_level == 0 ? "none" : "zstd:" + std::to_string(options.zstd_level);
   json["chunk_size"] = shard::kDefaultChunkSize;
   json["validation"] = validation_options_to_json(rules);
+  if (options.part) json["part"] = {{"index", options.part->index}, {"count", options.part->count}};
   // Keys of newer options are written only when used, so a dataset that uses none of them gets
   // the same manifest as before they existed.
   if (!options.column_dtypes.empty()) {
@@ -183,12 +199,36 @@ std::vector<std::unique_ptr<RowConverter>> make_converters(
 
 }  // namespace
 
-PackResult pack(const PackOptions& options) {
-  check_options(options);
+namespace detail {
+Json pack_options_json(const PackOptions& options) {
+  // Without the per-column checks, which follow from the inputs' columns (plan_validation).
+  return options_json(options, options.validation);
+}
+}  // namespace detail
+
+PackResult pack(const PackOptions& requested) {
+  if (!requested.append_to.empty()) return detail::pack_append(requested);
+  check_options(requested);
+  // A --part run reads its share of the inputs (pack_part.hpp); every other run reads them all.
+  PackOptions options = requested;
+  if (options.part) options.inputs = detail::part_input_files(requested.inputs, *options.part);
   std::optional<detail::SplitRule> split_rule;
   if (!options.splits.empty()) split_rule.emplace(options.splits, options.validation.seed);
   detail::InputHashes input_hashes(detail::input_files(options), options.threads != 1);
   std::vector<detail::Source> sources = detail::open_sources(options);
+  std::optional<nlohmann::ordered_json> part_section;
+  if (options.part) {
+    if (detail::part_uses_row_ranges(requested.inputs.size(), *options.part)) {
+      sources = detail::part_row_ranges(std::move(sources), *options.part);
+    } else {
+      std::vector<std::string> sorted = requested.inputs;
+      std::sort(sorted.begin(), sorted.end());
+      const auto first = static_cast<std::uint32_t>(
+          std::find(sorted.begin(), sorted.end(), options.inputs.front()) - sorted.begin());
+      for (auto& source : sources) source.input_index += first;
+    }
+    part_section = detail::part_section(sources, requested.inputs.size(), *options.part);
+  }
   {
     std::vector<SourceMapping> mappings;  // copies: the sources keep what they point into
     for (const auto& source : sources) mappings.push_back(*source.mapping);
@@ -236,6 +276,7 @@ PackResult pack(const PackOptions& options) {
   for (const auto& column : inputs.first().columns) base.roles.push_back(column.role);
   base.roles.resize(specs.size(), ColumnRole::tensor);  // the provenance columns
   detail::add_validation_sections(base, outcome, inputs);
+  if (part_section) base.sections["part"] = *part_section;
   if (split_rule) {
     Json fractions = Json::object(), counts = Json::object();
     for (const auto& dataset : datasets) {
@@ -340,6 +381,23 @@ PackResult pack(const PackOptions& options) {
     datasets[d].output->finish(shard::manifest_to_text(manifests[d]));
   if (freeing_inputs.valid()) freeing_inputs.get();
   return result;
+}
+
+PartSpec parse_part_spec(std::string_view text) {
+  const auto slash = text.find('/');
+  auto number = [&](std::string_view digits) -> std::optional<std::uint32_t> {
+    if (digits.empty() || digits.size() > 9 ||
+        !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }))
+      return std::nullopt;
+    return static_cast<std::uint32_t>(std::stoul(std::string(digits)));
+  };
+  const auto index = slash == std::string_view::npos ? std::nullopt : number(text.substr(0, slash));
+  const auto count =
+      slash == std::string_view::npos ? std::nullopt : number(text.substr(slash + 1));
+  if (!index || !count || *count == 0 || *index >= *count)
+    throw UsageError("--part '" + std::string(text) +
+                     "': expected K/N with 0 <= K < N, e.g. 0/4 (K is the array task index)");
+  return {*index, *count};
 }
 
 std::vector<SplitSpec> parse_split_spec(std::string_view text) {

@@ -11,7 +11,6 @@
 namespace gpucache::detail {
 namespace {
 
-
 struct Run {
   std::uint64_t offset;  // first output row of the run, relative to the rows span
   std::uint64_t global_first;
@@ -140,8 +139,8 @@ void fill_raw(shard::ShardBuilder& builder, std::size_t column, const PackInputs
     packed.resize(runs[r].count * row_bytes);
     inputs.read_raw(column, runs[r].global_first, runs[r].count, packed.data());
     for (std::uint64_t i = 0; i < runs[r].count; ++i)
-      std::memcpy(out + (runs[r].offset + i) * entry.row_pitch_bytes(), packed.data() + i * row_bytes,
-                  row_bytes);
+      std::memcpy(out + (runs[r].offset + i) * entry.row_pitch_bytes(),
+                  packed.data() + i * row_bytes, row_bytes);
   });
 }
 
@@ -171,9 +170,8 @@ void fill_variable(shard::ShardBuilder& builder, std::size_t column, const PackI
 
 }  // namespace
 
-ConversionCounts fill_shard(shard::ShardBuilder& builder,
-                            const std::vector<Column>& specs, const PackInputs& inputs,
-                            std::span<const std::uint64_t> rows,
+ConversionCounts fill_shard(shard::ShardBuilder& builder, const std::vector<Column>& specs,
+                            const PackInputs& inputs, std::span<const std::uint64_t> rows,
                             std::vector<std::unique_ptr<RowConverter>>& converters,
                             unsigned threads, Progress& progress) {
   ConversionCounts counts;
@@ -193,8 +191,9 @@ ConversionCounts fill_shard(shard::ShardBuilder& builder,
       reinterpret_cast<std::uint64_t*>(builder.tensor_data(input_columns + 1).data());
   for (std::uint64_t r = 0; r < rows.size(); ++r) {
     const InputRow at = inputs.locate(rows[r]);
-    sources[r] = static_cast<std::uint16_t>(at.source);
-    source_rows[r] = at.row;
+    const Source& source = inputs.sources()[at.source];
+    sources[r] = static_cast<std::uint16_t>(source.input_index);
+    source_rows[r] = source.row_offset + at.row;
   }
   return counts;
 }

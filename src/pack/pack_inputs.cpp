@@ -8,7 +8,7 @@
 namespace gpucache::detail {
 
 PackInputs::PackInputs(std::vector<Source> sources) : sources_(std::move(sources)) {
-  for (const auto& source : sources_) {
+  for (auto& source : sources_) {
     starts_.push_back(total_);
     total_ += source.rows;
   }
@@ -21,6 +21,8 @@ std::vector<Source> PackInputs::release_rows() {
     Source kept;
     kept.path = source.path;
     kept.rows = source.rows;
+    kept.input_index = source.input_index;
+    kept.row_offset = source.row_offset;
     for (InputColumn column : source.columns) {
       column.read_rows = nullptr;
       column.release_rows = nullptr;
@@ -51,7 +53,8 @@ void PackInputs::read_raw(std::size_t column, std::uint64_t global_first, std::u
                           std::byte* out) const {
   const InputRow at = locate(global_first);
   const InputColumn& source_column = sources_[at.source].columns[column];
-  const std::uint64_t bytes = count * source_column.row_elements() * dtype_size(source_column.dtype);
+  const std::uint64_t bytes =
+      count * source_column.row_elements() * dtype_size(source_column.dtype);
   source_column.read_rows(at.row, count, {out, bytes});
   if (source_column.release_rows) source_column.release_rows(at.row, count);
 }

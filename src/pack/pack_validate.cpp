@@ -332,7 +332,7 @@ void write_rejects(const std::string& path, const ValidationOutcome& outcome,
   for (const auto& reject : outcome.result.rejects) {
     Json line;
     line["source"] = inputs.sources()[reject.source].path;
-    line["row"] = reject.source_row;
+    line["row"] = inputs.sources()[reject.source].row_offset + reject.source_row;
     line["reason"] = drop_reason_name(reject.reason);
     if (reject.column < outcome.plan.columns.size())
       line["column"] = inputs.first().columns[outcome.plan.columns[reject.column]].name;

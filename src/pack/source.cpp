@@ -18,9 +18,11 @@ bool names_file_column(const PackOptions& options, const std::string& column) {
 // input (when there is one) maps to: one source.
 Source open_joined_source(const PackOptions& options) {
   if (options.inputs.size() > 1)
-    throw UsageError("columns from files of their own (--field COLUMN=FILE) join one input row by "
-                     "row; with " + std::to_string(options.inputs.size()) +
-                     " inputs, pack each separately or name every column with --field");
+    throw UsageError(
+        "columns from files of their own (--field COLUMN=FILE) join one input row by "
+        "row; with " +
+        std::to_string(options.inputs.size()) +
+        " inputs, pack each separately or name every column with --field");
   SourceOptions mapped{options.kind, {}, {}, options.threads};
   for (const auto& field : options.fields)
     if (field.file.empty()) mapped.fields.push_back(field);
@@ -51,8 +53,8 @@ Source open_joined_source(const PackOptions& options) {
     joined.columns.push_back(std::move(column));
   }
   if (joined.rows == 0) throw Error(joined.origin, "layout", "the columns have no rows");
-  joined.explanation = "Columns joined row by row from " + std::to_string(input_files(options).size()) +
-                       " files.";
+  joined.explanation =
+      "Columns joined row by row from " + std::to_string(input_files(options).size()) + " files.";
   source.path = joined.origin;
   source.rows = joined.rows;
   source.columns = joined.columns;
@@ -65,9 +67,9 @@ Source open_joined_source(const PackOptions& options) {
 Source open_source(const std::string& path, const SourceOptions& options) {
   Source source;
   source.path = path;
-  auto mapping = std::make_shared<SourceMapping>(map_input(
-      read_input(path, ReadOptions{options.threads}), path, options.kind, options.fields,
-      options.roles));
+  auto mapping =
+      std::make_shared<SourceMapping>(map_input(read_input(path, ReadOptions{options.threads}),
+                                                path, options.kind, options.fields, options.roles));
   source.rows = mapping->rows;
   source.columns = mapping->columns;
   source.mapping = std::move(mapping);
@@ -79,9 +81,11 @@ std::vector<Source> open_sources(const PackOptions& options) {
                                         [](const FieldSpec& field) { return !field.file.empty(); });
   if (file_columns) return {open_joined_source(options)};
   std::vector<Source> sources;
-  for (const auto& input : options.inputs)
+  for (const auto& input : options.inputs) {
     sources.push_back(
         open_source(input, {options.kind, options.fields, options.roles, options.threads}));
+    sources.back().input_index = static_cast<std::uint32_t>(sources.size() - 1);
+  }
   return sources;
 }
 

@@ -19,6 +19,11 @@ struct Source {
   std::uint64_t rows = 0;
   std::vector<InputColumn> columns;  // keep the parsed input (and its memory map) alive
   std::shared_ptr<const SourceMapping> mapping;
+  // What the provenance columns record for this source's rows: its position among every input
+  // of the run, and the input row of its row 0. Both differ from its place only in a --part
+  // pack, which packs a share of the inputs (pack_part.hpp).
+  std::uint32_t input_index = 0;
+  std::uint64_t row_offset = 0;
 };
 
 struct SourceOptions {

@@ -1,6 +1,8 @@
 // Dataset: opening, selections and rank slicing. Loading lives in host_load.cpp and
 // device_load.cpp.
 #include <algorithm>
+#include <filesystem>
+#include <map>
 
 #include "dataset_state.hpp"
 #include "gpucache/common/parallel.hpp"
@@ -98,24 +100,43 @@ namespace detail {
 std::vector<MappedShard> map_needed_shards(const DatasetState& state, ShardMapping::Access access) {
   const auto& table = *state.table;
   std::vector<MappedShard> mapped;
+  // The dataset id of the first shard mapped in each segment: shards of one segment share it, so
+  // a shard of another pack run is named as such before its header hash is compared.
+  std::map<std::uint32_t, std::uint64_t> segment_ids;
   std::uint64_t out_row = 0;
   for (std::size_t k = 0; k < table.shards.size(); ++k) {
     const std::uint64_t begin = table.starts[k], end = begin + table.shards[k].rows;
     const std::uint64_t lo = std::max(begin, state.row_begin), hi = std::min(end, state.row_end);
     if (lo >= hi) continue;
     const ShardInfo& info = table.shards[k];
+    std::error_code error;
+    if (!std::filesystem::exists(info.path, error))
+      throw Error(info.path, "", "missing: listed in manifest.json but not on disk");
     MappedShard shard;
     shard.table_index = k;
     shard.file = ShardMapping::open(info.path, access);
-    // Decoded again because the file may have been replaced or truncated since open.
-    const auto layout = shard::decode_layout({shard.file->data(), shard.file->size()}, info.path);
-    if (layout.header.header_hash != info.header_hash)
-      throw Error(info.path, "header", "the shard changed since the dataset was opened");
-    shard.layout = &table.layouts[k];
-    if (shard.layout->header.compressed())
+    auto layout = std::make_shared<shard::Layout>(
+        shard::decode_layout({shard.file->data(), shard.file->size()}, info.path));
+    const shard::Header& header = layout->header;
+    if (header.has_dataset_fields()) {
+      const auto [seen, inserted] = segment_ids.try_emplace(table.segment_of[k], header.dataset_id);
+      if (!inserted && seen->second != header.dataset_id)
+        throw Error(info.path, "header byte 152",
+                    "belongs to another dataset than the shards before it (its dataset id "
+                    "differs): shards from different packs were mixed");
+    }
+    if (auto cause = shard::place_mismatch(header, table.places[k]))
+      throw Error(info.path, "header", *cause + " according to " + shard::kManifestName);
+    bool same_columns = layout->columns.size() == table.columns.size();
+    for (std::size_t c = 0; same_columns && c < table.columns.size(); ++c)
+      same_columns = static_cast<const Column&>(layout->columns[c]) == table.columns[c];
+    if (!same_columns) throw Error(info.path, "column table", "columns differ from the manifest");
+    // A compressed shard is decompressed into private memory laid out like its mapping, after
+    // its header has been checked against the manifest.
+    if (header.compressed())
       shard.file = ShardMapping::decompress(
-          *shard.file, *shard.layout,
-          gpucache::detail::resolve_thread_count(0, kDefaultLoadThreadCap));
+          *shard.file, *layout, gpucache::detail::resolve_thread_count(0, kDefaultLoadThreadCap));
+    shard.layout = std::move(layout);
     shard.row_lo = lo - begin;
     shard.row_hi = hi - begin;
     shard.out_row = out_row;

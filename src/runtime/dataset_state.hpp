@@ -7,17 +7,23 @@
 #include <string>
 #include <vector>
 
-#include "gpucache/shard/shard_layout.hpp"
 #include "gpucache/runtime.hpp"
+#include "gpucache/shard/dataset_check.hpp"
+#include "gpucache/shard/shard_layout.hpp"
 #include "shard_mapping.hpp"
 
 namespace gpucache::runtime::detail {
 
+// What opening a dataset learns from its manifest (or a single shard's header): no shard of a
+// directory is read until a load needs its rows.
 struct ShardTable {
-  std::string path;                    // as given to Dataset::open
-  std::vector<ShardInfo> shards;       // ordered by shard_index
-  std::vector<shard::Layout> layouts;  // decoded at open, one per shard
-  std::vector<std::uint64_t> starts;   // row of the dataset where each shard begins
+  std::string path;               // as given to Dataset::open
+  std::vector<ShardInfo> shards;  // in dataset order
+  // Where each shard's header must place it (its segment's numbering, header hash): checked
+  // when the shard is mapped.
+  std::vector<shard::ShardPlace> places;
+  std::vector<std::uint32_t> segment_of;  // the manifest segment of each shard (0 without)
+  std::vector<std::uint64_t> starts;      // row of the dataset where each shard begins
   std::vector<Column> columns;
   std::uint64_t total_rows = 0;
 };
@@ -30,11 +36,11 @@ struct DatasetState {
   std::uint64_t row_end = 0;
 };
 
-// One shard a load needs, mapped and checked again (the file may have changed since open).
+// One shard a load needs, mapped, its header checked against the manifest's record of it.
 struct MappedShard {
   std::size_t table_index = 0;  // into ShardTable::shards
   std::shared_ptr<const ShardMapping> file;
-  const shard::Layout* layout = nullptr;
+  std::shared_ptr<const shard::Layout> layout;
   std::uint64_t row_lo = 0, row_hi = 0;  // rows [row_lo, row_hi) of this shard are selected
   std::uint64_t out_row = 0;             // where row_lo lands in the selection
 };

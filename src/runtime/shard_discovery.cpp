@@ -1,6 +1,8 @@
-// Dataset::open: finds the shard files, decodes and checks each one's layout, and checks that they
-// form one dataset and agree with manifest.json (the shard module's dataset rules) before
-// anything is loaded.
+// Dataset::open. A dataset directory is opened from its manifest alone (SPEC.md, "Opening a
+// slice"): the manifest's shard list says which shard holds which rows and what each shard's
+// header must be, so opening costs one file read however many shards there are, and a load maps
+// and checks only the shards its rows lie in (map_needed_shards). A single shard file is opened
+// by its header.
 #include <algorithm>
 #include <filesystem>
 #include <system_error>
@@ -14,96 +16,87 @@ namespace {
 
 namespace fs = std::filesystem;
 
-void add_shard(ShardTable& table, const std::string& path) {
+std::shared_ptr<ShardTable> open_single_shard(const std::string& path) {
+  auto table = std::make_shared<ShardTable>();
+  table->path = path;
   const auto file = ShardMapping::open(path, ShardMapping::Access::read_only);
-  shard::Layout layout = shard::decode_layout({file->data(), file->size()}, path);
-  ShardInfo info;
-  info.path = path;
-  info.shard_index = layout.header.shard_index;
-  info.first_row = layout.header.first_row;
-  info.rows = layout.header.row_count;
-  info.file_size = layout.header.file_size;
-  info.header_hash = layout.header.header_hash;
-  table.shards.push_back(std::move(info));
-  table.layouts.push_back(std::move(layout));
+  const shard::Layout layout = shard::decode_layout({file->data(), file->size()}, path);
+  // A single shard is a dataset of its own: its rows are numbered from 0 here.
+  ShardInfo info{path,
+                 layout.header.shard_index,
+                 layout.header.first_row,
+                 layout.header.row_count,
+                 layout.header.file_size,
+                 layout.header.header_hash};
+  shard::ShardPlace place;
+  place.index = layout.header.shard_index;
+  place.first_row = layout.header.first_row;
+  place.rows = layout.header.row_count;
+  place.shard_count = layout.header.shard_count;
+  place.dataset_rows = layout.header.dataset_rows;
+  place.header_hash = layout.header.header_hash;
+  table->shards.push_back(std::move(info));
+  table->places.push_back(place);
+  table->segment_of.push_back(0);
+  table->starts.push_back(0);
+  for (const auto& entry : layout.columns) table->columns.push_back(entry);
+  table->total_rows = layout.header.row_count;
+  return table;
 }
 
-void take_columns_and_rows(ShardTable& table) {
-  for (const auto& entry : table.layouts.front().columns) table.columns.push_back(entry);
-  std::uint64_t next_row = 0;
-  for (const auto& info : table.shards) {
-    table.starts.push_back(next_row);
-    next_row += info.rows;
-  }
-  table.total_rows = next_row;
-}
-
-// The manifest vouches for every shard (its header hash covers all of the shard's bytes), so a
-// shard replaced after packing, or one added or removed, is refused here for every user of the
-// runtime: C, C++ and Python.
-void check_against_manifest(const ShardTable& table, std::span<const shard::FoundShard> found,
-                            std::vector<shard::DatasetProblem>& problems) {
-  const std::string manifest_path = (fs::path(table.path) / shard::kManifestName).string();
-  bool hash_ok = false;
-  const shard::Manifest manifest = shard::read_manifest(manifest_path, hash_ok);
-  if (!hash_ok)
-    throw Error(manifest_path, "manifest_hash",
-                "does not match the manifest's content: manifest.json was edited or corrupted");
-  std::vector<std::string> names;
-  for (const auto& shard : found) names.push_back(shard.file);
-  shard::check_manifest_listing(manifest, names, problems);
-  for (const auto& shard : found)
-    for (std::size_t i = 0; i < manifest.shards.size(); ++i)
-      if (manifest.shards[i].file == shard.file)
-        shard::check_shard_against_manifest(shard, manifest, i, problems);
+// Why a directory without manifest.json cannot be opened.
+Error no_manifest(const std::string& path) {
+  std::error_code error;
+  for (fs::directory_iterator it(path, error), end; !error && it != end; it.increment(error))
+    if (shard::shard_file_index(it->path().filename().string()))
+      return Error(path, shard::kManifestName,
+                   "missing: the dataset is unfinished (gpucache pack writes the manifest last)");
+  if (error) return Error(path, "", "cannot list the directory: " + error.message());
+  return Error(path, "", "no shard-*.gcs files: not a gpucache dataset");
 }
 
 }  // namespace
 
 std::shared_ptr<const ShardTable> open_shard_table(const std::string& path) {
-  auto table = std::make_shared<ShardTable>();
-  table->path = path;
   std::error_code error;
   const auto status = fs::status(path, error);
   if (error || !fs::exists(status))
     throw Error(path, "", "no such dataset directory or shard file");
-  if (!fs::is_directory(status)) {
-    // A single shard is a dataset of its own: its rows are numbered from 0 here.
-    add_shard(*table, path);
-    take_columns_and_rows(*table);
-    return table;
+  if (!fs::is_directory(status)) return open_single_shard(path);
+  const std::string manifest_path = (fs::path(path) / shard::kManifestName).string();
+  if (!fs::exists(manifest_path, error)) throw no_manifest(path);
+  bool hash_ok = false;
+  const shard::Manifest manifest = shard::read_manifest(manifest_path, hash_ok);
+  if (!hash_ok)
+    throw Error(manifest_path, "manifest_hash",
+                "does not match the manifest's content: manifest.json was edited or corrupted");
+  if (manifest.shards.empty()) throw Error(manifest_path, "shards", "the dataset has no shards");
+
+  auto table = std::make_shared<ShardTable>();
+  table->path = path;
+  table->columns = manifest.columns;
+  table->shards.reserve(manifest.shards.size());
+  table->places.reserve(manifest.shards.size());
+  std::uint64_t next_row = 0;
+  std::uint32_t segment = 0;
+  for (std::size_t k = 0; k < manifest.shards.size(); ++k) {
+    const auto& entry = manifest.shards[k];
+    if (entry.first_row != next_row)
+      throw Error(manifest_path, "shards[" + std::to_string(k) + "]",
+                  "first_row does not follow the previous shard");
+    table->shards.push_back({(fs::path(path) / entry.file).string(), static_cast<std::uint32_t>(k),
+                             entry.first_row, entry.rows, entry.bytes, entry.header_hash});
+    table->places.push_back(shard::manifest_place(manifest, k));
+    while (segment + 1 < manifest.segments.size() &&
+           k >= manifest.segments[segment + 1].first_shard)
+      ++segment;
+    table->segment_of.push_back(segment);
+    table->starts.push_back(next_row);
+    next_row += entry.rows;
   }
-  std::vector<std::pair<std::uint32_t, std::string>> found;
-  // The error_code overloads: a directory that vanishes or cannot be read must not throw
-  // std::filesystem_error past the runtime's API.
-  for (fs::directory_iterator it(path, error), end; !error && it != end; it.increment(error)) {
-    const std::string name = it->path().filename().string();
-    if (const auto number = shard::shard_file_index(name)) found.emplace_back(*number, name);
-  }
-  if (error) throw Error(path, "", "cannot list the directory: " + error.message());
-  if (found.empty()) throw Error(path, "", "no shard-*.gcs files: not a gpucache dataset");
-  if (!fs::exists(fs::path(path) / shard::kManifestName))
-    throw Error(path, shard::kManifestName,
-                "missing: the dataset is unfinished (gpucache pack writes the manifest last)");
-  std::sort(found.begin(), found.end());
-  std::vector<shard::FoundShard> shards;
-  for (const auto& [number, name] : found) {
-    const std::string shard_path = (fs::path(path) / name).string();
-    add_shard(*table, shard_path);
-    if (table->shards.back().shard_index != number)
-      throw Error(shard_path, "header byte 40",
-                  "the file name says shard " + std::to_string(number) + " but the header says " +
-                      std::to_string(table->shards.back().shard_index) +
-                      ": shards were renamed or mixed");
-  }
-  for (std::size_t k = 0; k < found.size(); ++k)
-    shards.push_back({found[k].second, &table->layouts[k]});
-  std::vector<shard::DatasetProblem> problems;
-  shard::check_shard_set(shards, path, problems);
-  shard::throw_first(problems, path);
-  check_against_manifest(*table, shards, problems);
-  shard::throw_first(problems, path);
-  take_columns_and_rows(*table);
+  if (next_row != manifest.rows)
+    throw Error(manifest_path, "rows", "total rows do not match the shards listed");
+  table->total_rows = next_row;
   return table;
 }
 

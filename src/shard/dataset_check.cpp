@@ -37,9 +37,9 @@ std::optional<std::string> place_mismatch(const Header& header, const ShardPlace
     return std::nullopt;
   }
   if (header.shard_count != place.shard_count || header.dataset_rows != place.dataset_rows)
-    return "its header says the dataset has " + std::to_string(header.shard_count) + " shards and " +
-           std::to_string(header.dataset_rows) + " rows, not " + std::to_string(place.shard_count) +
-           " and " + std::to_string(place.dataset_rows);
+    return "its header says the dataset has " + std::to_string(header.shard_count) +
+           " shards and " + std::to_string(header.dataset_rows) + " rows, not " +
+           std::to_string(place.shard_count) + " and " + std::to_string(place.dataset_rows);
   if (place.dataset_id && header.dataset_id != *place.dataset_id)
     return "belongs to another dataset (its dataset id differs)";
   return std::nullopt;
@@ -56,13 +56,13 @@ void check_shard_set(std::span<const FoundShard> shards, const std::string& data
     const Header& header = shard.layout->header;
     if (header.shard_index != k) {
       const bool repeated = k > 0 && shards[k - 1].layout->header.shard_index == header.shard_index;
-      problems.push_back(
-          {shard.file, "header byte 40",
-           repeated ? "shard index " + std::to_string(header.shard_index) +
-                          " appears twice (also in " + shards[k - 1].file + ")"
-                    : "shard index " + std::to_string(k) +
-                          " is missing: the dataset is incomplete (this shard is index " +
-                          std::to_string(header.shard_index) + ")"});
+      problems.push_back({shard.file, "header byte 40",
+                          repeated
+                              ? "shard index " + std::to_string(header.shard_index) +
+                                    " appears twice (also in " + shards[k - 1].file + ")"
+                              : "shard index " + std::to_string(k) +
+                                    " is missing: the dataset is incomplete (this shard is index " +
+                                    std::to_string(header.shard_index) + ")"});
       return;  // every later index is off by the same gap
     }
     if (header.first_row != next_row)
@@ -92,9 +92,9 @@ void check_shard_set(std::span<const FoundShard> shards, const std::string& data
                               " (its dataset id differs): shards from different packs were mixed"});
     else if (header.shard_count != first_header.shard_count ||
              header.dataset_rows != first_header.dataset_rows)
-      problems.push_back({shard.file, "header byte 136",
-                          "disagrees with " + first.file +
-                              " on the dataset's shard count or rows"});
+      problems.push_back(
+          {shard.file, "header byte 136",
+           "disagrees with " + first.file + " on the dataset's shard count or rows"});
     next_row = header.first_row + header.row_count;
   }
   if (!first_header.has_dataset_fields()) return;  // version 1.0: only the manifest can tell
@@ -106,8 +106,10 @@ void check_shard_set(std::span<const FoundShard> shards, const std::string& data
                               std::to_string(shards.size()) + " are present"});
     else
       problems.push_back({dataset, "",
-                          std::to_string(shards.size()) + " shards are present but their headers "
-                          "say the dataset has " + std::to_string(first_header.shard_count)});
+                          std::to_string(shards.size()) +
+                              " shards are present but their headers "
+                              "say the dataset has " +
+                              std::to_string(first_header.shard_count)});
   } else if (next_row != first_header.dataset_rows) {
     problems.push_back({dataset, "",
                         "the shards hold " + std::to_string(next_row) +
@@ -137,8 +139,7 @@ void check_manifest_listing(const Manifest& manifest, std::span<const std::strin
   }
 }
 
-void check_shard_against_manifest(const FoundShard& shard, const Manifest& manifest,
-                                  std::size_t index, std::vector<DatasetProblem>& problems) {
+ShardPlace manifest_place(const Manifest& manifest, std::size_t index) {
   const ManifestShard& entry = manifest.shards[index];
   ShardPlace place;
   place.index = static_cast<std::uint32_t>(index);
@@ -147,6 +148,24 @@ void check_shard_against_manifest(const FoundShard& shard, const Manifest& manif
   place.shard_count = static_cast<std::uint32_t>(manifest.shards.size());
   place.dataset_rows = manifest.rows;
   place.header_hash = entry.header_hash;
+  const auto segment =
+      std::find_if(manifest.segments.begin(), manifest.segments.end(), [&](const auto& candidate) {
+        return index >= candidate.first_shard &&
+               index < candidate.first_shard + candidate.shard_count;
+      });
+  if (segment != manifest.segments.end()) {
+    place.index = static_cast<std::uint32_t>(index - segment->first_shard);
+    place.first_row = entry.first_row - segment->first_row;
+    place.shard_count = segment->shard_count;
+    place.dataset_rows = segment->rows;
+    place.dataset_id = segment->dataset_id;
+  }
+  return place;
+}
+
+void check_shard_against_manifest(const FoundShard& shard, const Manifest& manifest,
+                                  std::size_t index, std::vector<DatasetProblem>& problems) {
+  const ShardPlace place = manifest_place(manifest, index);
   if (auto cause = place_mismatch(shard.layout->header, place))
     problems.push_back({shard.file, "header", *cause + " according to " + kManifestName});
   if (!same_columns(shard.layout->columns, manifest.columns))

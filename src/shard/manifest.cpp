@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 #include "gpucache/common/hash.hpp"
@@ -12,14 +13,15 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
-std::uint64_t hash_without_self(Json json) {
-  json.erase("manifest_hash");
+// `json` must not hold manifest_hash.
+std::uint64_t hash_of(const Json& json) {
   const std::string compact = json.dump();
   return detail::xxh3_64(std::as_bytes(std::span(compact.data(), compact.size())));
 }
 
 std::uint64_t hash_field(const Json& value, const std::string& path, const std::string& key) {
-  const auto hash = value.is_string() ? detail::parse_hex64(value.get<std::string>()) : std::nullopt;
+  const auto hash =
+      value.is_string() ? detail::parse_hex64(value.get<std::string>()) : std::nullopt;
   if (!hash) throw Error(path, key, "is not a 16-digit hex hash");
   return *hash;
 }
@@ -98,13 +100,23 @@ std::string manifest_to_text(const Manifest& manifest) {
                               {"first_row", shard.first_row},
                               {"bytes", shard.bytes},
                               {"header_hash", detail::hex64(shard.header_hash)}});
+  // Written only when there are segments, so a single pack's manifest is what it always was.
+  if (!manifest.segments.empty()) {
+    json["segments"] = Json::array();
+    for (const auto& segment : manifest.segments)
+      json["segments"].push_back({{"first_shard", segment.first_shard},
+                                  {"shards", segment.shard_count},
+                                  {"first_row", segment.first_row},
+                                  {"rows", segment.rows},
+                                  {"dataset_id", detail::hex64(segment.dataset_id)}});
+  }
   json["inputs"] = Json::array();
   for (const auto& input : manifest.inputs)
     json["inputs"].push_back(
         {{"path", input.path}, {"bytes", input.bytes}, {"xxh3", detail::hex64(input.xxh3)}});
   json["options"] = manifest.options;
   for (const auto& [key, value] : manifest.sections.items()) json[key] = value;
-  json["manifest_hash"] = detail::hex64(hash_without_self(json));
+  json["manifest_hash"] = detail::hex64(hash_of(json));
   return json.dump(2) + "\n";
 }
 
@@ -126,9 +138,13 @@ Manifest parse_manifest(const std::string& text, const std::string& path, bool& 
   if (version != kVersionMajor)
     throw Error(path, "format_version",
                 "dataset format version " + std::to_string(version) + " is not supported");
-  const auto stored_hash = json.find("manifest_hash");
-  hash_ok = stored_hash != json.end() && stored_hash->is_string() &&
-            stored_hash->get<std::string>() == detail::hex64(hash_without_self(json));
+  // Taken out rather than hashed from a copy: a manifest of 100,000 shards is 15 MB of JSON.
+  std::optional<std::string> stored_hash;
+  if (const auto it = json.find("manifest_hash"); it != json.end()) {
+    if (it->is_string()) stored_hash = it->get<std::string>();
+    json.erase(it);
+  }
+  hash_ok = stored_hash && *stored_hash == detail::hex64(hash_of(json));
 
   Manifest manifest;
   if (const auto tool = json.find("tool"); tool != json.end() && tool->is_object())
@@ -146,8 +162,8 @@ Manifest parse_manifest(const std::string& text, const std::string& path, bool& 
     if (!kind) throw Error(path, where + ".kind", "is not 'tensor', 'text' or 'sequence'");
     column.kind = *kind;
     if (const auto role = entry.find("role"); role != entry.end()) {
-      const auto parsed = role->is_string() ? parse_column_role(role->get<std::string>())
-                                            : std::nullopt;
+      const auto parsed =
+          role->is_string() ? parse_column_role(role->get<std::string>()) : std::nullopt;
       if (!parsed)
         throw Error(path, where + ".role", "is not 'embedding', 'tensor', 'sequence' or 'text'");
       if (manifest.roles.size() != i)
@@ -194,6 +210,29 @@ Manifest parse_manifest(const std::string& text, const std::string& path, bool& 
         hash_field(member(shards[i], "header_hash", path, where), path, where + ".header_hash");
     manifest.shards.push_back(std::move(shard));
   }
+  if (json.contains("segments")) {
+    const Json& segments = array_field(json, "segments", path, "");
+    std::uint64_t next_shard = 0, next_row = 0;
+    for (std::size_t i = 0; i < segments.size(); ++i) {
+      const std::string where = "segments[" + std::to_string(i) + "]";
+      ManifestSegment segment;
+      segment.first_shard = unsigned_field(segments[i], "first_shard", path, where);
+      segment.shard_count = static_cast<std::uint32_t>(
+          unsigned_field(segments[i], "shards", path, where, UINT32_MAX));
+      segment.first_row = unsigned_field(segments[i], "first_row", path, where);
+      segment.rows = unsigned_field(segments[i], "rows", path, where);
+      segment.dataset_id =
+          hash_field(member(segments[i], "dataset_id", path, where), path, where + ".dataset_id");
+      if (segment.first_shard != next_shard || segment.first_row != next_row ||
+          segment.shard_count == 0)
+        throw Error(path, where, "does not follow the previous segment");
+      next_shard = segment.first_shard + segment.shard_count;
+      next_row = segment.first_row + segment.rows;
+      manifest.segments.push_back(segment);
+    }
+    if (next_shard != manifest.shards.size() || next_row != manifest.rows)
+      throw Error(path, "segments", "do not cover the shards and rows exactly");
+  }
   if (json.contains("inputs")) {
     const Json& inputs = array_field(json, "inputs", path, "");
     for (std::size_t i = 0; i < inputs.size(); ++i) {
@@ -206,9 +245,9 @@ Manifest parse_manifest(const std::string& text, const std::string& path, bool& 
     }
   }
   if (json.contains("options")) manifest.options = json["options"];
-  static const char* core_keys[] = {"format", "format_version", "tool",
-                                    "rows",   "columns",        "shards",
-                                    "inputs", "options",        "manifest_hash"};
+  static const char* core_keys[] = {"format",        "format_version", "tool",   "rows",
+                                    "columns",       "shards",         "inputs", "options",
+                                    "manifest_hash", "segments"};
   for (const auto& [key, value] : json.items())
     if (std::find(std::begin(core_keys), std::end(core_keys), key) == std::end(core_keys))
       manifest.sections[key] = value;

@@ -78,7 +78,8 @@ ExportSource::ExportSource(std::string dataset, const std::vector<std::string>& 
       found.push_back({manifest.shards[k].file, &layouts_[k]});
       shard::check_shard_against_manifest(found.back(), manifest, k, problems);
     }
-    shard::check_shard_set(found, path_, problems);
+    // Segments (merged or appended datasets) are placed by the manifest alone (SPEC.md).
+    if (manifest.segments.empty()) shard::check_shard_set(found, path_, problems);
     shard::throw_first(problems, path_);
     if (layouts_.empty()) throw Error(manifest_path, "shards", "the dataset has no shards");
   } else {

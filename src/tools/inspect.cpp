@@ -148,12 +148,10 @@ std::string render_text(const Json& json) {
       shape += (shape.empty() ? "" : ", ") +
                (extent.is_null() ? std::string("*") : std::to_string(extent.get<std::uint64_t>()));
     std::string detail =
-        column["kind"] == "text"       ? "UTF-8 text"
-        : column["kind"] == "sequence" ? "values of varying length"
-                                       : "pitch " +
-                                             std::to_string(
-                                                 column["row_pitch_bytes"].get<std::uint64_t>()) +
-                                             " bytes";
+        column["kind"] == "text" ? "UTF-8 text"
+        : column["kind"] == "sequence"
+            ? "values of varying length"
+            : "pitch " + std::to_string(column["row_pitch_bytes"].get<std::uint64_t>()) + " bytes";
     if (column.contains("role")) detail = column["role"].get<std::string>() + ", " + detail;
     if (column.contains("offset"))
       detail += " at offset " + std::to_string(column["offset"].get<std::uint64_t>());
@@ -186,10 +184,33 @@ std::string render_text(const Json& json) {
     const auto& split = json["split"];
     std::string counts;
     for (const auto& [name, rows] : split["rows"].items())
-      counts += (counts.empty() ? "" : ", ") + name + " " + std::to_string(rows.get<std::uint64_t>()) +
-                " rows (" + split["fractions"][name].dump() + ")";
+      counts += (counts.empty() ? "" : ", ") + name + " " +
+                std::to_string(rows.get<std::uint64_t>()) + " rows (" +
+                split["fractions"][name].dump() + ")";
     text += "\nsplit: " + split["name"].get<std::string>() + " of " + counts + ", seed " +
             std::to_string(split["seed"].get<std::uint64_t>()) + "\n";
+  }
+  if (json.contains("part")) {
+    const auto& part = json["part"];
+    text += "\npart " + part["index"].dump() + " of " + part["count"].dump() + " (" +
+            (part.value("rule", std::string()) == "rows" ? "row ranges" : "whole files") + " of " +
+            part["inputs_total"].dump() + " inputs); join the parts with gpucache merge\n";
+  }
+  if (json.contains("merge")) {
+    const auto& merge = json["merge"];
+    text += "\nmerged from " + std::to_string(merge["parts"].size()) + " parts:\n";
+    for (const auto& part : merge["parts"]) {
+      const std::string which =
+          part["part"].is_object()
+              ? " (part " + part["part"]["index"].dump() + "/" + part["part"]["count"].dump() + ")"
+              : "";
+      text += "  " + part["path"].get<std::string>() + which + ": " + part["rows"].dump() +
+              " rows from row " + part["first_row"].dump() + ", " + part["shards"].dump() +
+              " shards\n";
+    }
+    text += "dedup: " + merge.value("dedup", std::string("off")) +
+            ", shuffle: " + merge.value("shuffle", std::string("off")) +
+            " (checks that compare rows ran within each part)\n";
   }
   if (json.contains("dropped")) {
     std::string reasons;

@@ -252,8 +252,9 @@ def load(path, device: str = "cuda", columns: Optional[Sequence[str]] = None,
         stay in host memory either way.
     columns: names to load (default: all).
     verify: check the XXH3 hash of every chunk read; a mismatch raises gpucache.Error naming the
-        shard and byte range. (Opening always checks every shard's header against manifest.json,
-        whose hash vouches for all of the shard's bytes.)
+        shard and byte range. (Each shard's header is always checked against manifest.json, whose
+        hash vouches for all of the shard's bytes, when the shard is mapped; opening reads only
+        the manifest.)
     rank, world_size: load only this rank's slice: rows // world_size rows each, the last
         rows % world_size rows dropped so every rank gets the same count. Default from
         torch.distributed when it is initialised, else the whole dataset.

@@ -24,6 +24,15 @@ struct SplitSpec {
 // Parses "train=0.9,val=0.1". Throws UsageError for a malformed list.
 std::vector<SplitSpec> parse_split_spec(std::string_view text);
 
+// --part K/N: pack partition K of N of the inputs (docs/scale.md, "Partitioning").
+struct PartSpec {
+  std::uint32_t index = 0;
+  std::uint32_t count = 1;
+  bool operator==(const PartSpec&) const = default;
+};
+// Parses "K/N" with 0 <= K < N. Throws UsageError otherwise.
+PartSpec parse_part_spec(std::string_view text);
+
 struct PackOptions {
   std::vector<std::string> inputs;  // .pt/.pth, .safetensors, .npy, .npz, .jsonl, mixed freely
   // How inputs map to columns (docs/cli.md): detected from the layout unless given.
@@ -60,6 +69,11 @@ struct PackOptions {
   // With splits: output_dir/<name> holds each split's dataset; every kept row goes to one split,
   // chosen from its input row and validation.seed.
   std::vector<SplitSpec> splits;
+  // Pack only this partition of the inputs; each part is a complete dataset that `merge` joins.
+  std::optional<PartSpec> part;
+  // Add the rows as new shards of the dataset in this directory (docs/scale.md, "Append"):
+  // output_dir is then ignored, and the options must equal the dataset's.
+  std::string append_to;
 };
 
 struct PackedShard {
@@ -83,9 +97,9 @@ struct PackResult {
   std::uint64_t rows = 0;
   std::uint64_t bytes = 0;
   std::uint64_t resumed_shards = 0;  // shards kept from an interrupted run (--resume)
-  std::vector<PackedShard> shards;  // without splits
-  std::vector<PackedSplit> splits;  // with splits (rows and bytes above add them up)
-  ReasonCounts dropped{};  // indexed by DropReason; [kept] unused
+  std::vector<PackedShard> shards;   // without splits
+  std::vector<PackedSplit> splits;   // with splits (rows and bytes above add them up)
+  ReasonCounts dropped{};            // indexed by DropReason; [kept] unused
   std::uint64_t sampled_out = 0;
   std::uint64_t overflowed_values = 0;       // clamped to the largest finite value
   std::uint64_t flushed_to_zero_values = 0;  // nonzero values too small for the storage type

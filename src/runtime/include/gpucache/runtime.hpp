@@ -37,8 +37,10 @@ using gpucache::ColumnKind;
 
 struct ShardInfo {
   std::string path;
+  // The shard's position and first row in the dataset, as manifest.json lists it (a merged or
+  // appended dataset's headers count within their segment: src/shard/SPEC.md, "Segments").
   std::uint32_t shard_index = 0;
-  std::uint64_t first_row = 0;  // as written in the shard header
+  std::uint64_t first_row = 0;
   std::uint64_t rows = 0;
   std::uint64_t file_size = 0;
   std::uint64_t header_hash = 0;  // manifest.json records this value for every shard
@@ -171,14 +173,18 @@ class GPUCACHE_API DeviceData {
   std::shared_ptr<const detail::DeviceState> state_;
 };
 
-// A dataset and a selection of its columns and rows. Opening reads and checks every shard's header
-// and tables (a few KiB each); the data of a shard is only mapped and read by to_host/to_device,
-// and only when the selection needs rows from it. Selections return new, cheap Dataset values.
+// A dataset and a selection of its columns and rows. Opening a directory reads only manifest.json
+// (its hash checked): the shard list there says which shard holds which rows. A shard is mapped,
+// and its header and tables checked against the manifest's record of it, by to_host/to_device,
+// and only when the selection needs rows from it: a rank's slice of 100,000 shards opens in the
+// time it takes to parse the manifest. Selections return new, cheap Dataset values.
 class GPUCACHE_API Dataset {
  public:
-  // `path` is a dataset directory (all shard-*.gcs files, which must form one consistent,
-  // gap-free set, plus manifest.json) or a single .gcs shard. Compressed shards are decompressed
-  // when loaded (each needed shard into private memory laid out like its mapping).
+  // `path` is a dataset directory (manifest.json and the shard-*.gcs files it lists; files it
+  // does not list are ignored, as during an append) or a single .gcs shard. Compressed shards
+  // are decompressed when loaded (each needed shard into private memory laid out like its mapping).
+  // A reader keeps the shard set it opened: files of an append made after open are not seen, and
+  // old shards are never rewritten (src/shard/SPEC.md, "Segments").
   static Dataset open(const std::string& path);
 
   const std::string& path() const noexcept;

@@ -35,8 +35,8 @@ struct ShardPlace {
   std::uint64_t rows = 0;
   std::uint32_t shard_count = 0;
   std::uint64_t dataset_rows = 0;
-  std::optional<std::uint64_t> dataset_id;    // when known (a plan knows it, a manifest not)
-  std::optional<std::uint64_t> header_hash;   // when known (a manifest records it, a plan not)
+  std::optional<std::uint64_t> dataset_id;   // when known (a plan knows it, a manifest not)
+  std::optional<std::uint64_t> header_hash;  // when known (a manifest records it, a plan not)
 };
 
 // The cause when `header` does not sit at `place`; nothing when it does.
@@ -52,6 +52,11 @@ void check_shard_set(std::span<const FoundShard> shards, const std::string& data
 // among `files_present`, none of those unlisted.
 void check_manifest_listing(const Manifest& manifest, std::span<const std::string> files_present,
                             std::vector<DatasetProblem>& problems);
+
+// Where the manifest says the header of its shard `index` places it: the dataset position, or,
+// in a manifest with segments, the position within the shard's segment with the segment's dataset
+// fields and id. The header hash is included.
+ShardPlace manifest_place(const Manifest& manifest, std::size_t index);
 
 // One shard against the manifest's entry `index`: header hash, rows, first row, index, dataset
 // fields and columns.

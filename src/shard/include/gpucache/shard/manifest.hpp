@@ -23,6 +23,18 @@ struct ManifestShard {
   std::uint64_t header_hash = 0;
 };
 
+// A run of shards written by one pack run (a part of a merged dataset, or the rows one append
+// added): their headers number them from 0 within the segment and carry its dataset fields
+// (SPEC.md, "Segments"). A manifest without segments is one segment: the whole dataset.
+struct ManifestSegment {
+  std::uint64_t first_shard = 0;  // index into Manifest::shards
+  std::uint32_t shard_count = 0;
+  std::uint64_t first_row = 0;
+  std::uint64_t rows = 0;
+  std::uint64_t dataset_id = 0;  // the value in every header of the segment
+  bool operator==(const ManifestSegment&) const = default;
+};
+
 struct ManifestInput {
   std::string path;
   std::uint64_t bytes = 0;
@@ -36,6 +48,8 @@ struct Manifest {
   // What each column is for (one per column); empty in manifests written before roles existed.
   std::vector<ColumnRole> roles;
   std::vector<ManifestShard> shards;
+  // Empty for a dataset written by one pack run; otherwise they cover shards in order.
+  std::vector<ManifestSegment> segments;
   std::vector<ManifestInput> inputs;
   nlohmann::ordered_json options = nlohmann::ordered_json::object();
   // Further top-level sections, written after the core keys in insertion order.
@@ -48,6 +62,5 @@ std::string manifest_to_text(const Manifest& manifest);
 // hash_ok to whether manifest_hash matches the content.
 Manifest parse_manifest(const std::string& text, const std::string& path, bool& hash_ok);
 Manifest read_manifest(const std::string& path, bool& hash_ok);
-
 
 }  // namespace gpucache::shard

@@ -1,0 +1,289 @@
+#include "merge_parts.hpp"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "gpucache/common/mapped_file.hpp"
+#include "gpucache/error.hpp"
+#include "gpucache/shard/dataset_check.hpp"
+
+namespace gpucache::detail {
+namespace {
+
+namespace fs = std::filesystem;
+using Json = nlohmann::ordered_json;
+
+std::string read_text(const std::string& path) {
+  std::ifstream stream(path, std::ios::binary);
+  if (!stream) throw Error(path, "", "cannot open: not a finished gpucache dataset");
+  std::ostringstream text;
+  text << stream.rdbuf();
+  return text.str();
+}
+
+std::string describe(const Column& column) {
+  std::string shape;
+  for (auto extent : column.row_shape)
+    shape += (shape.empty() ? "" : ", ") + std::to_string(extent);
+  return "'" + column.name + "' " + std::string(column_kind_name(column.kind)) + " " +
+         std::string(dtype_name(column.dtype)) + " [" + shape + "] padded to " +
+         std::to_string(column.padded_dim);
+}
+
+std::uint64_t count_of(const Json& section, const char* key) {
+  const auto it = section.find(key);
+  return it != section.end() && it->is_number_unsigned() ? it->get<std::uint64_t>() : 0;
+}
+
+// Adds every number of `from` to `into`, key by key (drop counts by reason).
+void add_counts(Json& into, const Json& from) {
+  if (!from.is_object()) return;
+  for (const auto& [key, value] : from.items())
+    if (value.is_number_unsigned())
+      into[key] = count_of(into, key.c_str()) + value.get<std::uint64_t>();
+}
+
+// Norm statistics of several parts as one pack of their rows would record them: counts and
+// histogram counts add up (the bin edges depend only on the options, which agree), min and max
+// are the extremes, the mean is weighted by the counts.
+void add_norm_stats(Json& into, const Json& from) {
+  if (!from.is_object()) return;
+  for (const auto& [column, stats] : from.items()) {
+    if (!into.contains(column)) {
+      into[column] = stats;
+      continue;
+    }
+    Json& total = into[column];
+    const double a = static_cast<double>(count_of(total, "count"));
+    const double b = static_cast<double>(count_of(stats, "count"));
+    if (b == 0) continue;
+    if (a == 0) {
+      total = stats;
+      continue;
+    }
+    total["mean"] = (total["mean"].get<double>() * a + stats["mean"].get<double>() * b) / (a + b);
+    total["min"] = std::min(total["min"].get<double>(), stats["min"].get<double>());
+    total["max"] = std::max(total["max"].get<double>(), stats["max"].get<double>());
+    total["count"] = count_of(total, "count") + count_of(stats, "count");
+    Json& histogram = total["histogram"];
+    if (histogram["edges"] == stats["histogram"]["edges"])
+      for (std::size_t k = 0; k < histogram["counts"].size(); ++k)
+        histogram["counts"][k] = histogram["counts"][k].get<std::uint64_t>() +
+                                 stats["histogram"]["counts"][k].get<std::uint64_t>();
+  }
+}
+
+// Where a part's inputs go in the merged list: a --part pack records the first input of its
+// share (its `source` column already counts from there); any other dataset goes at the end.
+std::uint64_t first_input(const DatasetPart& part, std::uint64_t merged_inputs) {
+  const auto& sections = part.manifest.sections;
+  if (sections.contains("part") && sections["part"].contains("first_input"))
+    return sections["part"]["first_input"].get<std::uint64_t>();
+  return merged_inputs;
+}
+
+}  // namespace
+
+DatasetPart read_part(const std::string& dir) {
+  DatasetPart part;
+  part.dir = dir;
+  const std::string manifest_path = (fs::path(dir) / shard::kManifestName).string();
+  std::error_code error;
+  if (!fs::is_directory(dir, error)) throw Error(dir, "", "is not a dataset directory");
+  if (!fs::exists(manifest_path, error))
+    throw Error(dir, shard::kManifestName,
+                "missing: the part is unfinished (pack --resume finishes it)");
+  const std::string text = read_text(manifest_path);
+  bool hash_ok = false;
+  part.manifest = shard::parse_manifest(text, manifest_path, hash_ok);
+  if (!hash_ok)
+    throw Error(manifest_path, "manifest_hash",
+                "does not match the manifest's content: run gpucache verify on the part");
+  part.manifest_hash = Json::parse(text).at("manifest_hash").get<std::string>();
+  if (part.manifest.shards.empty())
+    throw Error(manifest_path, "shards", "the dataset has no shards");
+  // Every shard's header (the hash of which covers its tables and data) must be the one the
+  // manifest records, at its place: merge then vouches for the parts as their manifests did.
+  std::vector<shard::DatasetProblem> problems;
+  std::uint64_t first_id = 0;
+  for (std::size_t i = 0; i < part.manifest.shards.size(); ++i) {
+    const auto& entry = part.manifest.shards[i];
+    const std::string path = (fs::path(dir) / entry.file).string();
+    const auto file = MappedFile::open(path);
+    const shard::Layout layout = shard::decode_layout(file->bytes(), path);
+    if (!layout.header.has_dataset_fields())
+      throw Error(path, "header", "is a version 1.0 shard without dataset fields: repack to merge");
+    if (i == 0) first_id = layout.header.dataset_id;
+    shard::check_shard_against_manifest({entry.file, &layout}, part.manifest, i, problems);
+    shard::throw_first(problems, dir);
+  }
+  part.segments = part.manifest.segments;
+  if (part.segments.empty())
+    part.segments.push_back({0, static_cast<std::uint32_t>(part.manifest.shards.size()), 0,
+                             part.manifest.rows, first_id});
+  return part;
+}
+
+Json comparable_options(const Json& options) {
+  Json comparable = options;
+  if (comparable.is_object()) comparable.erase("part");
+  return comparable;
+}
+
+void check_same_options(const Json& expected, const Json& got, const std::string& where,
+                        const std::string& expected_name, const std::string& got_name) {
+  // Compared as unordered objects: the same options may be written in another key order.
+  const auto unordered = [](const Json& options) {
+    return nlohmann::json::parse(comparable_options(options).dump());
+  };
+  const nlohmann::json a = unordered(expected), b = unordered(got);
+  if (a == b) return;
+  // Name the first differing option, one level deep for the validation rules.
+  for (const auto& [key, value] : a.items()) {
+    const nlohmann::json other = b.contains(key) ? b[key] : nlohmann::json(nullptr);
+    if (other == value) continue;
+    // The per-column checks follow from the other rules: a difference in those is named first.
+    if (value.is_object() && other.is_object())
+      for (const bool derived : {false, true})
+        for (const auto& [inner, inner_value] : value.items())
+          if ((inner == "columns") == derived &&
+              (!other.contains(inner) || other[inner] != inner_value))
+            throw Error(where, "options",
+                        "option " + key + "." + inner + " is " + inner_value.dump() + " in " +
+                            expected_name + " but " +
+                            (other.contains(inner) ? other[inner].dump() : "unset") + " in " +
+                            got_name);
+    throw Error(where, "options",
+                "option " + key + " is " + value.dump() + " in " + expected_name + " but " +
+                    other.dump() + " in " + got_name);
+  }
+  for (const auto& [key, value] : b.items())
+    if (!a.contains(key))
+      throw Error(where, "options",
+                  "option " + key + " is " + value.dump() + " in " + got_name + " but unset in " +
+                      expected_name);
+  throw Error(where, "options", "the options differ from " + expected_name + "'s");
+}
+
+void check_same_layout(const DatasetPart& first, const DatasetPart& other) {
+  const auto& a = first.manifest.columns;
+  const auto& b = other.manifest.columns;
+  for (std::size_t c = 0; c < std::max(a.size(), b.size()); ++c) {
+    if (c < a.size() && c < b.size() && a[c] == b[c]) continue;
+    throw Error(other.dir, "columns",
+                c >= b.size() ? "has no column " + describe(a[c]) + ", which " + first.dir + " has"
+                : c >= a.size()
+                    ? "has column " + describe(b[c]) + ", which " + first.dir + " does not have"
+                    : "column " + std::to_string(c) + " is " + describe(b[c]) + " but in " +
+                          first.dir + " it is " + describe(a[c]));
+  }
+  if (first.manifest.roles != other.manifest.roles)
+    throw Error(other.dir, "columns", "the columns' roles differ from " + first.dir + "'s");
+  check_same_options(first.manifest.options, other.manifest.options, other.dir, first.dir,
+                     other.dir);
+}
+
+shard::Manifest combine_parts(const std::vector<DatasetPart>& parts) {
+  shard::Manifest merged;
+  merged.tool_version = GPUCACHE_VERSION;
+  merged.columns = parts.front().manifest.columns;
+  merged.roles = parts.front().manifest.roles;
+  merged.options = comparable_options(parts.front().manifest.options);
+  Json provenance = Json::array(), dropped = Json::object(), norms = Json::object(),
+       sources = Json::array();
+  std::uint64_t rows_checked = 0, sampled_out = 0, clamped = 0;
+  for (std::size_t p = 0; p < parts.size(); ++p) {
+    const DatasetPart& part = parts[p];
+    const shard::Manifest& manifest = part.manifest;
+    const std::uint64_t first_shard = merged.shards.size(), first_row = merged.rows;
+    for (const auto& shard : manifest.shards) {
+      shard::ManifestShard placed = shard;
+      placed.file = shard::shard_file_name(static_cast<std::uint32_t>(merged.shards.size()));
+      placed.first_row += first_row;
+      merged.shards.push_back(std::move(placed));
+    }
+    for (auto segment : part.segments) {
+      segment.first_shard += first_shard;
+      segment.first_row += first_row;
+      merged.segments.push_back(segment);
+    }
+    merged.rows += manifest.rows;
+    const std::uint64_t input_base = first_input(part, merged.inputs.size());
+    for (std::size_t i = 0; i < manifest.inputs.size(); ++i) {
+      const std::uint64_t at = input_base + i;
+      if (at > merged.inputs.size())
+        throw Error(part.dir, "part",
+                    "its inputs start at input " + std::to_string(input_base) +
+                        " but the parts before it list only " +
+                        std::to_string(merged.inputs.size()) + ": a part is missing");
+      if (at == merged.inputs.size()) {
+        merged.inputs.push_back(manifest.inputs[i]);
+      } else if (merged.inputs[at].path != manifest.inputs[i].path ||
+                 merged.inputs[at].xxh3 != manifest.inputs[i].xxh3) {
+        throw Error(part.dir, "inputs[" + std::to_string(i) + "]",
+                    manifest.inputs[i].path + " differs from input " + std::to_string(at) + " (" +
+                        merged.inputs[at].path +
+                        ") of an earlier part: the parts come from "
+                        "different input sets");
+      }
+    }
+    const auto& sections = manifest.sections;
+    // A part that is itself a merge contributes the parts it names.
+    if (sections.contains("merge") && sections["merge"].contains("parts")) {
+      for (Json entry : sections["merge"]["parts"]) {
+        entry["first_shard"] = entry["first_shard"].get<std::uint64_t>() + first_shard;
+        entry["first_row"] = entry["first_row"].get<std::uint64_t>() + first_row;
+        provenance.push_back(entry);
+      }
+    } else {
+      Json entry;
+      entry["path"] = part.dir;
+      entry["part"] =
+          sections.contains("part")
+              ? Json({{"index", sections["part"]["index"]}, {"count", sections["part"]["count"]}})
+              : Json(nullptr);
+      entry["manifest_hash"] = part.manifest_hash;
+      entry["tool_version"] = manifest.tool_version;
+      entry["first_shard"] = first_shard;
+      entry["shards"] = manifest.shards.size();
+      entry["first_row"] = first_row;
+      entry["rows"] = manifest.rows;
+      entry["first_input"] = input_base;
+      entry["inputs"] = manifest.inputs.size();
+      entry["rows_checked"] = count_of(sections, "rows_checked");
+      entry["dropped"] = sections.contains("dropped") ? sections["dropped"] : Json::object();
+      entry["sampled_out"] = count_of(sections, "sampled_out");
+      provenance.push_back(entry);
+    }
+    rows_checked += count_of(sections, "rows_checked");
+    sampled_out += count_of(sections, "sampled_out");
+    clamped += count_of(sections, "clamped_rows");
+    if (sections.contains("dropped")) add_counts(dropped, sections["dropped"]);
+    if (sections.contains("norm_stats")) add_norm_stats(norms, sections["norm_stats"]);
+    if (sections.contains("sources"))
+      for (Json source : sections["sources"]) {
+        source["part"] = p;
+        sources.push_back(source);
+      }
+  }
+  const auto& first_sections = parts.front().manifest.sections;
+  if (first_sections.contains("validated_columns"))
+    merged.sections["validated_columns"] = first_sections["validated_columns"];
+  merged.sections["rows_checked"] = rows_checked;
+  merged.sections["dropped"] = dropped;
+  merged.sections["sampled_out"] = sampled_out;
+  merged.sections["clamped_rows"] = clamped;
+  merged.sections["sources"] = sources;
+  merged.sections["norm_stats"] = norms;
+  const auto& validation =
+      merged.options.contains("validation") ? merged.options["validation"] : Json::object();
+  // Checks that need every row at once ran within each part; docs/scale.md says why.
+  merged.sections["merge"] = {{"parts", provenance},
+                              {"dedup", validation.value("dedup", false) ? "per part" : "off"},
+                              {"shuffle", validation.value("shuffle", false) ? "per part" : "off"}};
+  return merged;
+}
+
+}  // namespace gpucache::detail

@@ -1,0 +1,40 @@
+// What merge and pack --append share: reading a finished dataset as a part (manifest and every
+// shard's header checked against it), refusing parts that differ in columns or options, and
+// combining parts into one manifest whose segments keep each part's shards as they are.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "gpucache/shard/manifest.hpp"
+
+namespace gpucache::detail {
+
+struct DatasetPart {
+  std::string dir;
+  shard::Manifest manifest;
+  std::string manifest_hash;                     // as recorded, for provenance
+  std::vector<shard::ManifestSegment> segments;  // the manifest's, or the one implied
+};
+
+// Reads a finished dataset. Throws gpucache::Error naming the part for a missing or edited
+// manifest, a shard whose header disagrees with it, or shards without dataset fields (1.0).
+DatasetPart read_part(const std::string& dir);
+
+// The options that must agree between parts: the recorded ones without "part".
+nlohmann::ordered_json comparable_options(const nlohmann::ordered_json& options);
+// Throws gpucache::Error naming the first difference in columns, roles or options.
+void check_same_layout(const DatasetPart& first, const DatasetPart& other);
+// Throws gpucache::Error naming the first option that differs ("dataset" and "this run" as the
+// sides' names).
+void check_same_options(const nlohmann::ordered_json& expected, const nlohmann::ordered_json& got,
+                        const std::string& where, const std::string& expected_name,
+                        const std::string& got_name);
+
+// One manifest for the parts in order: shards numbered from 0 across them, segments, inputs,
+// options, summed drop counts and statistics, and a "merge" section naming every part.
+shard::Manifest combine_parts(const std::vector<DatasetPart>& parts);
+
+}  // namespace gpucache::detail
