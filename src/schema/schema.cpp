@@ -5,10 +5,11 @@
 #include <algorithm>
 #include <cctype>
 
+#include "gpucache/common/error_text.hpp"
+#include "gpucache/common/float_convert.hpp"
 #include "gpucache/error.hpp"
 #include "schema_columns.hpp"
 #include "schema_detect.hpp"
-#include "gpucache/common/float_convert.hpp"
 #include "schema_path.hpp"
 #include "value_summary.hpp"
 
@@ -69,6 +70,27 @@ std::string shell_quote(std::string_view text) {
            std::string_view("_-./=:@,").find(c) != std::string_view::npos;
   });
   if (plain) return std::string(text);
+  // Control characters (keys from files may hold any) cannot sit in '...': bash's $'...' spells
+  // them, so the flag still pastes as one line.
+  if (std::any_of(text.begin(), text.end(),
+                  [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; })) {
+    static constexpr char kDigits[] = "0123456789abcdef";
+    std::string ansi = "$'";
+    for (char c : text) {
+      const auto byte = static_cast<unsigned char>(c);
+      if (c == '\\' || c == '\'') {
+        ansi += '\\';
+        ansi += c;
+      } else if (byte < 0x20 || byte == 0x7f) {
+        ansi += "\\x";
+        ansi += kDigits[byte >> 4];
+        ansi += kDigits[byte & 15];
+      } else {
+        ansi += c;
+      }
+    }
+    return ansi + "'";
+  }
   std::string quoted = "'";
   for (char c : text) {
     if (c == '\'')
@@ -281,8 +303,8 @@ SourceMapping map_source(const Value& root, const std::string& origin,
   if (!rows_agree) {
     std::string counts;
     for (const auto& column : mapping.columns)
-      counts += "\n  " + column.name + ": " + std::to_string(column.rows) + " rows (path '" +
-                column.path + "')";
+      counts += (counts.empty() ? " " : "; ") + column.name + ": " + std::to_string(column.rows) +
+                " rows (path " + detail::quoted(column.path, detail::kShownChars, '\'') + ")";
     throw Error(origin, "layout", "columns disagree on the number of rows:" + counts);
   }
   if (mapping.rows == 0) throw Error(origin, "layout", "the columns have no rows");
@@ -306,9 +328,12 @@ SourceMapping map_source(const Value& root, const std::string& origin,
 
 void check_compatible(const std::vector<SourceMapping>& mappings) {
   if (mappings.size() < 2) return;
+  // "a.pt: dialogue; b.pt: embeddings", on the message's one line.
   auto listing = [&](auto&& describe) {
     std::string text;
-    for (const auto& mapping : mappings) text += "\n  " + mapping.origin + ": " + describe(mapping);
+    for (const auto& mapping : mappings)
+      text += (text.empty() ? " " : "; ") + detail::escaped(mapping.origin, 256) + ": " +
+              describe(mapping);
     return text;
   };
   const auto& first = mappings.front();
