@@ -19,6 +19,9 @@ fi
 pip=("$venv/bin/python" -m pip --quiet --disable-pip-version-check)
 "$venv/bin/python" -c "import scikit_build_core, nanobind" 2>/dev/null ||
   "${pip[@]}" install "scikit-build-core>=0.10" "nanobind>=2.0"
+# huggingface's safetensors (one small wheel, no dependencies) reads back what `gpucache export
+# --to safetensors` writes in src/python/tests/test_export.py.
+"$venv/bin/python" -c "import safetensors" 2>/dev/null || "${pip[@]}" install "safetensors>=0.4"
 "${pip[@]}" install --no-build-isolation "$root"
 status=0
 GPUCACHE_BUILD_DIR="$build_dir" "$venv/bin/python" -m pytest -q -p no:cacheprovider \

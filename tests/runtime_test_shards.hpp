@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -16,49 +17,153 @@
 
 namespace gpucache::test {
 
-// One column of a whole dataset: `values` holds every row's logical elements (rows × dim, as
-// bytes of dtype) for tensors; `texts` one string per row for text columns.
+// One column of a whole dataset, as a shard stores it (`column`: kind, dtype, row shape,
+// padding) with every row's logical content: `values` holds rows × row_elements() elements (bytes
+// of dtype) for tensors; `texts` one string per row for text; `sequences` each row's values
+// (bytes of dtype) for sequence columns.
 struct TestColumn {
-  std::string name;
-  DType dtype = DType::f32;
-  std::uint8_t rank = 2;
-  std::uint64_t dim = 1;
-  bool text = false;
+  Column column;
   std::vector<std::byte> values;
   std::vector<std::string> texts;
+  std::vector<std::vector<std::byte>> sequences;
+
+  // A variable-length row's bytes.
+  std::span<const std::byte> row_bytes(std::uint64_t row) const {
+    if (column.kind == ColumnKind::text)
+      return std::as_bytes(std::span(texts[row].data(), texts[row].size()));
+    return sequences[row];
+  }
 };
+
+inline TestColumn tensor_column(const std::string& name, DType dtype,
+                                std::vector<std::uint64_t> row_shape, bool pad) {
+  TestColumn out;
+  out.column.name = name;
+  out.column.dtype = dtype;
+  out.column.row_shape = row_shape;
+  out.column.padded_dim = row_shape.empty() ? 1
+                          : pad             ? shard::padded_dim_for(row_shape.back(), dtype, 16)
+                                            : row_shape.back();
+  return out;
+}
+
+template <typename T>
+void put_value(std::vector<std::byte>& bytes, std::uint64_t index, T value) {
+  std::memcpy(bytes.data() + index * sizeof(T), &value, sizeof(T));
+}
 
 // value(row, element) = row * 1000 + element, exactly representable in f32 for these sizes.
 inline float test_value(std::uint64_t row, std::uint64_t element) {
   return static_cast<float>(row * 1000 + element);
 }
 
+// An embedding column: f32 rows [dim] padded to 16 elements, as gpucache pack writes them;
+// element j of row r is test_value(r, j).
 inline TestColumn f32_column(const std::string& name, std::uint64_t rows, std::uint64_t dim) {
-  TestColumn column{name, DType::f32, 2, dim, false, {}, {}};
-  column.values.resize(rows * dim * 4);
+  TestColumn out = tensor_column(name, DType::f32, {dim}, true);
+  out.values.resize(rows * dim * 4);
   for (std::uint64_t r = 0; r < rows; ++r)
-    for (std::uint64_t j = 0; j < dim; ++j) {
-      const float v = test_value(r, j);
-      std::memcpy(column.values.data() + (r * dim + j) * 4, &v, 4);
-    }
-  return column;
+    for (std::uint64_t j = 0; j < dim; ++j) put_value(out.values, r * dim + j, test_value(r, j));
+  return out;
 }
 
+// The same values stored densely: rows of dim × 4 bytes (format 1.2 when that is not a multiple
+// of 16).
+inline TestColumn dense_f32_column(const std::string& name, std::uint64_t rows, std::uint64_t dim) {
+  TestColumn out = f32_column(name, rows, dim);
+  out.column.padded_dim = dim;
+  return out;
+}
+
+// A scalar i64 column ([rows]): row r is 7r - 3.
 inline TestColumn i64_column(const std::string& name, std::uint64_t rows) {
-  TestColumn column{name, DType::i64, 1, 1, false, {}, {}};
-  column.values.resize(rows * 8);
-  for (std::uint64_t r = 0; r < rows; ++r) {
-    const std::int64_t v = static_cast<std::int64_t>(r) * 7 - 3;
-    std::memcpy(column.values.data() + r * 8, &v, 8);
-  }
-  return column;
+  TestColumn out = tensor_column(name, DType::i64, {}, false);
+  out.values.resize(rows * 8);
+  for (std::uint64_t r = 0; r < rows; ++r)
+    put_value(out.values, r, static_cast<std::int64_t>(r) * 7 - 3);
+  return out;
+}
+
+inline std::uint8_t image_value(std::uint64_t row, std::uint64_t element) {
+  return static_cast<std::uint8_t>((row * 7 + element) % 251);
+}
+
+// A u8 column of rows `row_shape` ([3, 4, 5]: format 1.2's row-shape table), dense: element e
+// (row-major within the row) of row r is image_value(r, e).
+inline TestColumn u8_image_column(const std::string& name, std::uint64_t rows,
+                                  std::vector<std::uint64_t> row_shape) {
+  TestColumn out = tensor_column(name, DType::u8, std::move(row_shape), false);
+  const std::uint64_t elements = out.column.row_elements();
+  out.values.resize(rows * elements);
+  for (std::uint64_t r = 0; r < rows; ++r)
+    for (std::uint64_t e = 0; e < elements; ++e)
+      put_value(out.values, r * elements + e, image_value(r, e));
+  return out;
 }
 
 inline TestColumn text_column(const std::string& name, std::uint64_t rows) {
-  TestColumn column{name, DType::u8, 1, 1, true, {}, {}};
+  TestColumn out;
+  out.column.name = name;
+  out.column.kind = ColumnKind::text;
+  out.column.dtype = DType::u8;
   for (std::uint64_t r = 0; r < rows; ++r)
-    column.texts.push_back(r % 5 == 3 ? std::string() : "row " + std::to_string(r) + " ✓");
-  return column;
+    out.texts.push_back(r % 5 == 3 ? std::string() : "row " + std::to_string(r) + " ✓");
+  return out;
+}
+
+// Sequence columns (format 1.2). i32 "tokens": row r has r % 5 values (rows 0, 5, 10, ... are
+// empty), value k of it is r * 100 + k. i64 "ids": row r has (3r) % 7 values (rows 0, 7, 14, ...
+// empty), value k is r * 2^33 + k, which needs all 64 bits.
+inline std::uint64_t token_count(std::uint64_t row) {
+  return row % 5;
+}
+inline std::int32_t token_value(std::uint64_t row, std::uint64_t k) {
+  return static_cast<std::int32_t>(row * 100 + k);
+}
+inline std::uint64_t id_count(std::uint64_t row) {
+  return row * 3 % 7;
+}
+inline std::int64_t id_value(std::uint64_t row, std::uint64_t k) {
+  return static_cast<std::int64_t>((row << 33) + k);
+}
+
+inline TestColumn sequence_column(const std::string& name, DType dtype, std::uint64_t rows) {
+  TestColumn out;
+  out.column.name = name;
+  out.column.kind = ColumnKind::sequence;
+  out.column.dtype = dtype;
+  out.column.padded_dim = 0;
+  for (std::uint64_t r = 0; r < rows; ++r) {
+    std::vector<std::byte> row;
+    if (dtype == DType::i32) {
+      row.resize(token_count(r) * 4);
+      for (std::uint64_t k = 0; k < token_count(r); ++k) put_value(row, k, token_value(r, k));
+    } else {
+      row.resize(id_count(r) * 8);
+      for (std::uint64_t k = 0; k < id_count(r); ++k) put_value(row, k, id_value(r, k));
+    }
+    out.sequences.push_back(std::move(row));
+  }
+  return out;
+}
+inline TestColumn i32_sequence_column(const std::string& name, std::uint64_t rows) {
+  return sequence_column(name, DType::i32, rows);
+}
+inline TestColumn i64_sequence_column(const std::string& name, std::uint64_t rows) {
+  return sequence_column(name, DType::i64, rows);
+}
+
+// Row `row` of a tensor column as the shard stores it: row_pitch_bytes() bytes, each run of the
+// innermost dimension followed by zeros up to padded_dim elements.
+inline std::vector<std::byte> stored_row(const TestColumn& in, std::uint64_t row) {
+  const Column& column = in.column;
+  const std::uint64_t itemsize = dtype_size(column.dtype);
+  const std::uint64_t run = column.dim() * itemsize, stored_run = column.padded_dim * itemsize;
+  const std::uint64_t runs = column.row_elements() / column.dim();
+  std::vector<std::byte> out(column.row_pitch_bytes());
+  for (std::uint64_t k = 0; k < runs; ++k)
+    std::memcpy(out.data() + k * stored_run, in.values.data() + (row * runs + k) * run, run);
+  return out;
 }
 
 struct ShardOptions {
@@ -84,14 +189,21 @@ inline std::vector<std::byte> read_bytes(const std::string& path) {
   return bytes;
 }
 
-// Rows [first_row, first_row + rows) of `columns` as one shard file.
+// Rows [first_row, first_row + rows) of `columns` as one shard file, of the lowest version that
+// expresses them (with a row-shape table when a column needs one), as gpucache's writer does.
 inline std::vector<std::byte> build_shard(std::uint32_t shard_index, std::uint64_t first_row,
                                           std::uint64_t rows,
                                           const std::vector<TestColumn>& columns,
                                           const ShardOptions& options = {}) {
   using namespace shard;
   Layout layout;
+  for (const TestColumn& in : columns) {
+    ColumnEntry entry;
+    static_cast<Column&>(entry) = in.column;
+    layout.columns.push_back(entry);
+  }
   Header& h = layout.header;
+  h.version_minor = minimum_minor_version(layout.columns);
   h.row_count = rows;
   h.first_row = first_row;
   h.shard_index = shard_index;
@@ -100,37 +212,31 @@ inline std::vector<std::byte> build_shard(std::uint32_t shard_index, std::uint64
   h.dataset_id = options.dataset_id;
   h.column_count = static_cast<std::uint32_t>(columns.size());
   h.chunk_size = options.chunk_size;
-  h.flags = options.compressed_flag ? kFlagCompressed : 0;
-  h.data_offset = align_up(kHeaderSize + kColumnEntrySize * columns.size(), kAlignment);
+  h.flags = (options.compressed_flag ? kFlagCompressed : 0) |
+            (needs_row_shape_table(layout.columns) ? kFlagRowShapes : 0);
+  h.data_offset = align_up(kHeaderSize + *column_tables_size(h), kAlignment);
   std::uint64_t cursor = h.data_offset;
-  std::vector<std::vector<std::uint64_t>> text_offsets(columns.size());
+  std::vector<std::vector<std::uint64_t>> offsets(columns.size());
   for (std::size_t c = 0; c < columns.size(); ++c) {
     const TestColumn& in = columns[c];
-    ColumnEntry entry;
-    entry.name = in.name;
-    entry.kind = in.text ? ColumnKind::text : ColumnKind::tensor;
-    entry.dtype = in.text ? DType::u8 : in.dtype;
-    if (!in.text && in.rank == 2) {
-      entry.row_shape = {in.dim};
-      entry.padded_dim = padded_dim_for(in.dim, in.dtype, 16);
-    }
+    ColumnEntry& entry = layout.columns[c];
     entry.data_offset = align_up(cursor, kAlignment);
-    if (in.text) {
+    if (entry.variable_length()) {
       entry.data_size = (rows + 1) * 8;
+      const std::uint64_t itemsize = dtype_size(entry.dtype);
       std::uint64_t total = 0;
-      text_offsets[c].push_back(0);
+      offsets[c].push_back(0);
       for (std::uint64_t r = first_row; r < first_row + rows; ++r) {
-        total += in.texts[r].size();
-        text_offsets[c].push_back(total);
+        total += in.row_bytes(r).size() / itemsize;
+        offsets[c].push_back(total);
       }
       entry.aux_offset = align_up(entry.data_offset + entry.data_size, kAlignment);
-      entry.aux_size = total;
+      entry.aux_size = total * itemsize;
       cursor = entry.aux_offset + entry.aux_size;
     } else {
       entry.data_size = rows * entry.row_pitch_bytes();
       cursor = entry.data_offset + entry.data_size;
     }
-    layout.columns.push_back(entry);
   }
   h.data_size = align_up(cursor, kAlignment) - h.data_offset;
   h.stored_data_size = h.data_size;
@@ -144,18 +250,19 @@ inline std::vector<std::byte> build_shard(std::uint32_t shard_index, std::uint64
     const TestColumn& in = columns[c];
     const ColumnEntry& entry = layout.columns[c];
     std::byte* out = file.data() + entry.data_offset;
-    if (in.text) {
-      std::memcpy(out, text_offsets[c].data(), text_offsets[c].size() * 8);
-      std::byte* text = file.data() + entry.aux_offset;
+    if (entry.variable_length()) {
+      std::memcpy(out, offsets[c].data(), offsets[c].size() * 8);
+      std::byte* values = file.data() + entry.aux_offset;
       for (std::uint64_t r = first_row; r < first_row + rows; ++r) {
-        std::memcpy(text, in.texts[r].data(), in.texts[r].size());
-        text += in.texts[r].size();
+        const auto bytes = in.row_bytes(r);
+        if (!bytes.empty()) std::memcpy(values, bytes.data(), bytes.size());
+        values += bytes.size();
       }
     } else {
-      const std::uint64_t logical = in.dim * dtype_size(in.dtype);
-      for (std::uint64_t r = 0; r < rows; ++r)
-        std::memcpy(out + r * entry.row_pitch_bytes(), in.values.data() + (first_row + r) * logical,
-                    logical);
+      for (std::uint64_t r = 0; r < rows; ++r) {
+        const auto row = stored_row(in, first_row + r);
+        std::memcpy(out + r * row.size(), row.data(), row.size());
+      }
     }
   }
   for (std::uint64_t k = 0; k < h.chunk_count; ++k) {
@@ -196,7 +303,8 @@ inline void write_manifest(const std::filesystem::path& dir) {
     if (k == 0)
       for (const auto& column : layout.columns) manifest.columns.push_back(column);
     manifest.shards.push_back({shard_name(k), layout.header.row_count, manifest.rows,
-                               static_cast<std::uint64_t>(bytes.size()), layout.header.header_hash});
+                               static_cast<std::uint64_t>(bytes.size()),
+                               layout.header.header_hash});
     manifest.rows += layout.header.row_count;
   }
   std::ofstream(dir / "manifest.json") << shard::manifest_to_text(manifest);

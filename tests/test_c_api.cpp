@@ -25,6 +25,8 @@ std::string last_error() {
 }  // namespace
 
 extern "C" long long c_rows_of_rank(const char* path, unsigned rank, unsigned world_size);
+extern "C" long long c_sequence_values(const char* path, const char* column);
+extern "C" long long c_row_elements(const char* path, size_t index);
 
 namespace {
 
@@ -212,4 +214,103 @@ TEST_CASE("a column whose shards end on pages is joined through the C ABI") {
   CHECK(joined == nullptr);
   gpucache_host_data_free(host);
   gpucache_dataset_free(dataset);
+}
+
+TEST_CASE("row shapes and sequence columns through the C ABI") {
+  REQUIRE(fake_selected);
+  TempDir dir;
+  const std::vector<test::TestColumn> columns{
+      test::u8_image_column("image", 16, {3, 4, 5}), test::dense_f32_column("dense", 16, 7),
+      test::i32_sequence_column("tokens", 16), test::i64_sequence_column("ids", 16)};
+  test::write_dataset(dir.path(), columns, {5, 7, 4});
+  gpucache_dataset* dataset = nullptr;
+  REQUIRE(gpucache_open(dir.path().c_str(), &dataset) == 0);
+
+  gpucache_column column{};
+  REQUIRE(gpucache_dataset_column(dataset, 0, &column) == 0);
+  CHECK(column.rank == 4);
+  CHECK(column.dim == 5);
+  CHECK(column.padded_dim == 5);
+  CHECK(column.row_pitch_bytes == 60);
+  gpucache_row_shape shape{};
+  REQUIRE(gpucache_dataset_column_shape(dataset, 0, &shape) == 0);
+  CHECK(shape.row_dims == 3);
+  CHECK(shape.row_shape[0] == 3);
+  CHECK(shape.row_shape[1] == 4);
+  CHECK(shape.row_shape[2] == 5);
+  CHECK(shape.row_shape[3] == 0);
+  CHECK(shape.padded_dim == 5);
+  CHECK(shape.row_pitch_bytes == 60);
+  REQUIRE(gpucache_dataset_column_shape(dataset, 1, &shape) == 0);
+  CHECK(shape.row_dims == 1);
+  CHECK(shape.row_shape[0] == 7);
+  CHECK(shape.row_pitch_bytes == 28);
+  REQUIRE(gpucache_dataset_column(dataset, 2, &column) == 0);
+  CHECK(column.kind == GPUCACHE_KIND_SEQUENCE);
+  CHECK(std::string(column.dtype_name) == "i32");
+  CHECK(column.rank == 2);
+  REQUIRE(gpucache_dataset_column_shape(dataset, 2, &shape) == 0);
+  CHECK(shape.row_dims == 0);
+  CHECK(gpucache_dataset_column_shape(dataset, 4, &shape) == -1);
+  CHECK(gpucache_dataset_column_shape(dataset, 0, nullptr) == -1);
+
+  // Host: per-shard offsets and values, and one row's values.
+  gpucache_host_data* host = nullptr;
+  REQUIRE(gpucache_to_host(dataset, nullptr, &host) == 0);
+  gpucache_sequence_piece piece{};
+  REQUIRE(gpucache_host_get_sequence_piece(host, "ids", 1, &piece) == 0);
+  CHECK(piece.rows == 7);
+  CHECK(piece.first_row == 5);
+  CHECK(piece.offsets[0] == 0);
+  CHECK(piece.offsets[1] == test::id_count(5));
+  std::int64_t id = 0;
+  std::memcpy(&id, static_cast<const std::byte*>(piece.values) + piece.offsets[1] * 8, 8);
+  CHECK(id == test::id_value(6, 0));
+  CHECK(gpucache_host_get_sequence_piece(host, "image", 0, &piece) == -1);
+  CHECK(last_error().find("is a tensor column") != std::string::npos);
+  CHECK(gpucache_host_get_sequence_piece(host, "ids", 3, &piece) == -1);
+  const void* values = nullptr;
+  uint64_t count = 0;
+  REQUIRE(gpucache_host_row_values(host, "tokens", 9, &values, &count) == 0);
+  REQUIRE(count == test::token_count(9));
+  std::int32_t token = 0;
+  std::memcpy(&token, static_cast<const std::byte*>(values) + 3 * 4, 4);
+  CHECK(token == test::token_value(9, 3));
+  REQUIRE(gpucache_host_row_values(host, "tokens", 10, &values, &count) == 0);
+  CHECK(count == 0);
+  CHECK(gpucache_host_row_values(host, "dense", 0, &values, &count) == -1);
+  const void* joined = &joined;
+  REQUIRE(gpucache_host_joined(host, "tokens", &joined) == 0);
+  CHECK(joined == nullptr);
+  gpucache_host_data_free(host);
+
+  // Device: values and rebased int64 offsets in the one allocation.
+  fake_cuda_reset();
+  gpucache_device_data* device = nullptr;
+  REQUIRE(gpucache_to_device(dataset, 0, nullptr, &device) == 0);
+  void* device_values = nullptr;
+  int64_t* offsets = nullptr;
+  REQUIRE(gpucache_device_sequence(device, "ids", &device_values, &offsets, &count) == 0);
+  std::uint64_t total = 0;
+  for (std::uint64_t r = 0; r < 16; ++r) total += test::id_count(r);
+  CHECK(count == total);
+  CHECK(offsets[0] == 0);  // fake device memory is host memory
+  CHECK(offsets[16] == static_cast<int64_t>(total));
+  std::memcpy(&id, static_cast<const std::byte*>(device_values) + offsets[13] * 8, 8);
+  CHECK(id == test::id_value(13, 0));
+  CHECK(gpucache_device_sequence(device, "image", &device_values, &offsets, &count) == -1);
+  CHECK(last_error().find("not a sequence column") != std::string::npos);
+  void* pointer = nullptr;
+  REQUIRE(gpucache_device_column(device, "image", &pointer, &column) == 0);
+  CHECK(column.row_pitch_bytes == 60);
+  CHECK(static_cast<const std::uint8_t*>(pointer)[7 * 60 + 59] == test::image_value(7, 59));
+  gpucache_device_data_free(device);
+  CHECK(fake_cuda_stats().live_device_allocations == 0);
+  gpucache_dataset_free(dataset);
+
+  // The same from C.
+  CHECK(c_sequence_values(dir.path().c_str(), "ids") == static_cast<long long>(total));
+  CHECK(c_sequence_values(dir.path().c_str(), "image") == -1);
+  CHECK(c_row_elements(dir.path().c_str(), 0) == 60);
+  CHECK(c_row_elements(dir.path().c_str(), 3) == 1);
 }

@@ -94,3 +94,58 @@ TEST_CASE("a corrupted shard fails the GPU load") {
     CHECK(message.find("chunk hash mismatch") != std::string::npos);
   }
 }
+
+TEST_CASE("rows of any shape and sequence columns on a GPU hold what was written") {
+  REQUIRE(cuda_available());
+  TempDir dir;
+  constexpr std::uint64_t rows = 5000;
+  const std::vector<test::TestColumn> written{test::u8_image_column("image", rows, {3, 4, 5}),
+                                              test::dense_f32_column("dense", rows, 7),
+                                              test::i64_column("label", rows),
+                                              test::f32_column("emb", rows, 3),
+                                              test::i32_sequence_column("tokens", rows),
+                                              test::i64_sequence_column("ids", rows),
+                                              test::text_column("caption", rows)};
+  test::write_dataset(dir.path(), written, {2048, 2048, 904});
+  const Dataset dataset = Dataset::open(dir.path().string());
+  for (const ReadMode mode : {ReadMode::automatic, ReadMode::pread}) {
+    for (const Placement placement : {Placement::device, Placement::host_pinned}) {
+      CAPTURE(static_cast<int>(mode));
+      CAPTURE(static_cast<int>(placement));
+      DeviceOptions options;
+      options.read_mode = mode;
+      options.placement = placement;
+      const std::uint64_t first = 1000;
+      const DeviceData device = dataset.select_rows(first, 4500).to_device(0, options);
+      REQUIRE(device.columns().size() == 6);  // the text column stays on the host
+      for (const DeviceColumn& column : device.columns()) {
+        CAPTURE(column.column.name);
+        const test::TestColumn* in = nullptr;
+        for (const auto& candidate : written)
+          if (candidate.column.name == column.column.name) in = &candidate;
+        REQUIRE(in != nullptr);
+        std::vector<std::byte> actual(column.bytes);
+        REQUIRE(copy_to_host(actual.data(), column.data, actual.size()) == 0);
+        std::vector<std::byte> expected;
+        if (column.column.kind == ColumnKind::tensor) {
+          for (std::uint64_t r = 0; r < device.rows(); ++r) {
+            const auto row = test::stored_row(*in, first + r);
+            expected.insert(expected.end(), row.begin(), row.end());
+          }
+          CHECK(actual == expected);
+          continue;
+        }
+        std::vector<std::int64_t> offsets(device.rows() + 1), expected_offsets{0};
+        REQUIRE(copy_to_host(offsets.data(), column.offsets, offsets.size() * 8) == 0);
+        const std::uint64_t itemsize = dtype_size(column.column.dtype);
+        for (std::uint64_t r = 0; r < device.rows(); ++r) {
+          const auto row = in->row_bytes(first + r);
+          expected.insert(expected.end(), row.begin(), row.end());
+          expected_offsets.push_back(static_cast<std::int64_t>(expected.size() / itemsize));
+        }
+        CHECK(offsets == expected_offsets);
+        CHECK(actual == expected);
+      }
+    }
+  }
+}

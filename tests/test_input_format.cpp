@@ -81,7 +81,7 @@ constexpr std::array kTestFormats{
                 .title = "a test format that is built",
                 .extensions = "fake",
                 .sniff = sniff_anything,
-                .read = recording_reader},
+                .read = read_tree<recording_reader>},
     InputFormat{.name = "hdf5",
                 .title = "HDF5 files",
                 .extensions = "h5 hdf5",
@@ -91,7 +91,7 @@ constexpr std::array kTestFormats{
     InputFormat{.name = "also",
                 .title = "a second built format, by extension only",
                 .extensions = "also fk2",
-                .read = recording_reader},
+                .read = read_tree<recording_reader>},
 };
 
 }  // namespace
@@ -198,7 +198,7 @@ TEST_CASE("read_input calls the detected format's reader with the caller's optio
   const std::string by_extension = scratch / "data.FK2";
   test_support::write_bytes(by_extension, {'x'});
   last_call = {};
-  const Value value = read_input(by_extension, ReadOptions{3}, kTestFormats);
+  const Value value = read_input(by_extension, ReadOptions{3}, kTestFormats).tree;
   CHECK(*value.as_string() == "read by the test reader");
   CHECK(last_call.count == 1);
   CHECK(last_call.path == by_extension);

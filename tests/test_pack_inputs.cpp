@@ -35,7 +35,7 @@ void check_packed_equals_mapping(const std::string& input,
   const auto result = pack(options);
   REQUIRE(verify(options.output_dir).ok());
 
-  const Value root = read_input(input);
+  const Value root = read_input(input).tree;
   const SourceMapping mapping = map_source(root, input, kind, fields);
   REQUIRE(result.rows == mapping.rows);
   shard::ShardReader reader(options.output_dir + "/shard-00000.gcs");
@@ -71,7 +71,7 @@ TEST_CASE("torch .pt layouts pack to the values torch wrote") {
     const std::string path = data_path(std::string("pt/") + name + ".pt");
     if (std::string(name) == "legacy" || std::string(name) == "big_endian") {
       // Not one of the three layouts: pack the first float matrix explicitly if there is one.
-      const Value root = read_input(path);
+      const Value root = read_input(path).tree;
       try {
         map_source(root, path);
       } catch (const Error&) {

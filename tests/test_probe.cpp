@@ -67,7 +67,7 @@ TEST_CASE("a long homogeneous list is summarised in a few lines, with the mappin
                   "  question: str \"question 0\"\n") == 0);
   CHECK(text.find("  question_embedding: tensor f32 [4]\n") != std::string::npos);
   CHECK(text.find("layout: dialogue, 100000 rows\n") != std::string::npos);
-  CHECK(text.find("  question_embedding  f32 dim 4        from [*].question_embedding\n") !=
+  CHECK(text.find("  question_embedding  embedding f32 [4] from [*].question_embedding\n") !=
         std::string::npos);
   CHECK(text.find("  answer              text") != std::string::npos);
   CHECK(text.find("flags: --kind dialogue --field 'question_embedding=[*].question_embedding'") !=
@@ -146,7 +146,7 @@ TEST_CASE("probe shows why no mapping was found, and follows --kind/--field") {
 
   ProbeOptions options;
   options.fields = {{"embedding", "b"}};
-  CHECK(probe_text(root, "two.pt", options).find("  embedding  f32 dim 2        from b\n") !=
+  CHECK(probe_text(root, "two.pt", options).find("  embedding  embedding f32 [2] from b\n") !=
         std::string::npos);
   options.kind = SourceKind::dialogue;
   const auto json = nlohmann::json::parse(probe_json(root, "two.pt", options));

@@ -429,3 +429,42 @@ TEST_CASE("chunks hashed as they are stored match the bytes written") {
   }
   CHECK(ShardReader(scratch / "in_place.gcs", true).rows() == rows);
 }
+
+TEST_CASE("format 1.2: rank-2 rows beside rank-3 rows and sequences round-trip (row-shape table)") {
+  // With a row-shape table present, a rank-2 column's entry is [dim] (SPEC.md "Row-shape table":
+  // rank r has r - 1 non-zero dimensions), as the writer writes it; the decoder must accept it.
+  test_support::ScratchDir scratch;
+  const std::vector<Column> specs{
+      {"embedding", ColumnKind::tensor, DType::f32, {5}, padded_dim_for(5, DType::f32, 16)},
+      {"image", ColumnKind::tensor, DType::u8, {3, 2, 2}, 2},
+      {"label", ColumnKind::tensor, DType::i64, {}, 1},
+      {"tokens", ColumnKind::sequence, DType::i32, {}, 0}};
+  const std::uint64_t rows = 3;
+  ShardBuilder builder(specs, rows, {0, 0, 0, 3 * 4});
+  for (std::uint64_t r = 0; r < rows; ++r) {
+    const float value = static_cast<float>(r) + 0.5f;
+    std::memcpy(builder.tensor_data(0).data() + r * 64, &value, 4);
+    builder.tensor_data(1)[r * 12 + 11] = static_cast<std::byte>(r + 1);
+  }
+  // Rows hold 0, 1 and 2 tokens.
+  const std::uint64_t offsets[4] = {0, 0, 1, 3};
+  std::copy(std::begin(offsets), std::end(offsets), builder.offsets(3).begin());
+  const std::int32_t tokens[3] = {7, 8, 9};
+  std::memcpy(builder.values(3).data(), tokens, sizeof tokens);
+  const std::string path = scratch / "mixed.gcs";
+  builder.write(path, {});
+  const ShardReader reader(path);
+  CHECK(reader.layout().header.version_minor == kVersionMinorRowShapes);
+  CHECK(reader.layout().header.has_row_shapes());
+  const auto& columns = reader.layout().columns;
+  CHECK(columns[0].row_shape == std::vector<std::uint64_t>{5});
+  CHECK(columns[1].row_shape == std::vector<std::uint64_t>{3, 2, 2});
+  CHECK(columns[2].row_shape.empty());
+  float second = 0;
+  std::memcpy(&second, reader.tensor_data(0).data() + 64, 4);
+  CHECK(second == 1.5f);
+  CHECK(reader.tensor_data(1)[2 * 12 + 11] == std::byte{3});
+  CHECK(reader.values(3, 0).empty());
+  CHECK(reader.values(3, 1).size() == 4);
+  CHECK(reader.values(3, 2).size() == 8);
+}

@@ -34,18 +34,24 @@ Runner add_pack(CLI::App& app) {
       app.add_subcommand("pack", "Validate, convert and pack raw embedding files into a dataset");
   struct Arguments {
     PackOptions options;
-    std::string dtype, shard_size = "1G", compress, device = "auto", on_overflow = "error";
+    std::vector<std::string> dtypes;
+    std::string split, shard_size = "1G", compress, device = "auto", on_overflow = "error";
     MappingArguments mapping;
     bool json = false, quiet = false;
   };
   auto args = std::make_shared<Arguments>();
-  command->add_option("inputs", args->options.inputs, "Input files, of the formats listed below")
-      ->required();
+  command->add_option("inputs", args->options.inputs,
+                      "Input files, of the formats listed below (none when every column comes "
+                      "from --field COLUMN=FILE)");
   add_mapping_options(*command, args->mapping);
   command->add_option("-o,--output", args->options.output_dir, "Output dataset directory")
       ->required();
-  command->add_option("--dtype", args->dtype,
-                      "Storage type of embedding columns: f32, f16 or bf16");
+  command->add_option("--dtype", args->dtypes,
+                      "Storage type of float columns: f32, f16 or bf16, or COLUMN=TYPE for one "
+                      "column (repeatable)");
+  command->add_option("--split", args->split,
+                      "NAME=FRACTION,...: write one dataset per split in OUT/NAME, e.g. "
+                      "train=0.9,val=0.1 (rows assigned by --seed)");
   command->add_option("--shard-size", args->shard_size, "Largest shard in bytes (K, M, G suffixes)")
       ->capture_default_str();
   command->add_option("--shard-rows", args->options.shard_rows, "Most rows per shard");
@@ -102,17 +108,24 @@ Examples:
   gpucache pack part-*.npy -o data/emb --resume      # after an interrupted run
   gpucache pack emb.npy -o data/emb --dedup --norm-min 0.5 --rejects dropped.jsonl
   gpucache pack emb.npy -o data/emb --shuffle --seed 7 --sample 0.1 --device cpu
+  gpucache pack images.pt -o data/images --dtype images=bf16 --split train=0.9,val=0.1
+  gpucache pack tokens.jsonl -o data/tokens --field tokens=[*].tokens --role tokens=sequence
 
 )" + drop_reasons_help());
   return [command, args] {
     auto& options = args->options;
-    if (!args->dtype.empty()) {
-      options.dtype = parse_dtype(args->dtype);
-      if (!options.dtype)
-        throw UsageError("--dtype '" + args->dtype + "' is not one of f32, f16, bf16");
+    for (const auto& text : args->dtypes) {
+      const auto equals = text.find('=');
+      const auto dtype = parse_dtype(equals == std::string::npos ? text : text.substr(equals + 1));
+      if (!dtype) throw UsageError("--dtype '" + text + "': the type is not one of f32, f16, bf16");
+      if (equals == std::string::npos)
+        options.dtype = dtype;
+      else
+        options.column_dtypes.emplace_back(text.substr(0, equals), *dtype);
     }
+    if (!args->split.empty()) options.splits = parse_split_spec(args->split);
     options.shard_size = parse_size(args->shard_size, "--shard-size");
-    apply_mapping_options(args->mapping, options.kind, options.fields);
+    apply_mapping_options(args->mapping, options.kind, options.fields, options.roles);
     if (args->device == "auto")
       options.validation.device = Device::automatic;
     else if (args->device == "cpu")

@@ -31,16 +31,16 @@ Examples:
   gpucache probe cache/llm_*.pt --json)");
   return [args] {
     ProbeOptions options;
-    apply_mapping_options(args->mapping, options.kind, options.fields);
+    apply_mapping_options(args->mapping, options.kind, options.fields, options.roles);
     std::string out = args->json ? "[" : "";
     for (std::size_t i = 0; i < args->files.size(); ++i) {
       const auto& file = args->files[i];
       // Probe reads what describes the data, never the data: compressed tensors stay compressed.
-      const Value root = read_input(file, ReadOptions{.tensor_data = false});
+      const InputData data = read_input(file, ReadOptions{.tensor_data = false});
       if (args->json)
-        out += (i ? ",\n" : "\n") + probe_json(root, file, options);
+        out += (i ? ",\n" : "\n") + probe_json(data, file, options);
       else
-        out += (i ? "\n" : "") + probe_text(root, file, options);
+        out += (i ? "\n" : "") + probe_text(data, file, options);
     }
     if (args->json) out += "\n]\n";
     std::fputs(out.c_str(), stdout);

@@ -20,14 +20,15 @@ Runner add_inspect(CLI::App& app);
 Runner add_export(CLI::App& app);
 Runner add_probe(CLI::App& app);
 
-// --kind and --field, shared by pack and probe.
+// --kind, --field and --role, shared by pack and probe.
 struct MappingArguments {
   std::string kind;
   std::vector<std::string> fields;
+  std::vector<std::string> roles;
 };
 void add_mapping_options(CLI::App& command, MappingArguments& arguments);
 void apply_mapping_options(const MappingArguments& arguments, std::optional<SourceKind>& kind,
-                           std::vector<FieldSpec>& fields);
+                           std::vector<FieldSpec>& fields, std::vector<RoleSpec>& roles);
 
 // Progress is drawn when stderr is a terminal, unless --quiet.
 bool show_progress(bool quiet);

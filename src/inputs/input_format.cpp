@@ -91,8 +91,8 @@ const InputFormat& detect_input_format(const std::string& path,
 }
 
 // The one place a reader is called.
-Value read_input(const std::string& path, const ReadOptions& options,
-                 std::span<const InputFormat> formats) {
+InputData read_input(const std::string& path, const ReadOptions& options,
+                     std::span<const InputFormat> formats) {
   const InputFormat& format = detect_input_format(path, formats);
   if (!format.built()) throw Error(path, "", not_built_message(format));
   return format.read(path, options);

@@ -1,6 +1,8 @@
 #include "gpucache/pack.hpp"
 
 #include <algorithm>
+#include <cctype>
+#include <cstdlib>
 #include <filesystem>
 #include <future>
 #include <nlohmann/json.hpp>
@@ -17,6 +19,7 @@
 #include "output_dir.hpp"
 #include "pack_fill.hpp"
 #include "pack_plan.hpp"
+#include "pack_split.hpp"
 #include "pack_validate.hpp"
 
 namespace gpucache {
@@ -28,7 +31,11 @@ using detail::PackInputs;
 using detail::ShardPlan;
 
 void check_options(const PackOptions& options) {
-  if (options.inputs.empty()) throw UsageError("pack needs at least one input file");
+  const bool file_columns = std::any_of(options.fields.begin(), options.fields.end(),
+                                        [](const FieldSpec& field) { return !field.file.empty(); });
+  if (options.inputs.empty() && !file_columns)
+    throw UsageError("pack needs at least one input file (or columns named with --field "
+                     "COLUMN=FILE)");
   if (options.output_dir.empty()) throw UsageError("pack needs an output directory (-o DIR)");
   if (options.dtype && *options.dtype != DType::f32 && *options.dtype != DType::f16 &&
       *options.dtype != DType::bf16)
@@ -67,8 +74,45 @@ Json options_json(const PackOptions& options) {
       options.zstd_level == 0 ? "none" : "zstd:" + std::to_string(options.zstd_level);
   json["chunk_size"] = shard::kDefaultChunkSize;
   json["validation"] = validation_options_to_json(options.validation);
+  // Keys of newer options are written only when used, so a dataset that uses none of them gets
+  // the same manifest as before they existed.
+  if (!options.column_dtypes.empty()) {
+    Json dtypes = Json::object();
+    for (const auto& [column, dtype] : options.column_dtypes) dtypes[column] = dtype_name(dtype);
+    json["column_dtypes"] = dtypes;
+  }
+  if (!options.roles.empty()) {
+    Json roles = Json::object();
+    for (const auto& role : options.roles) roles[role.column] = column_role_name(role.role);
+    json["roles"] = roles;
+  }
   return json;
 }
+
+// The error of a pack whose checks keep no row: one line with the drop counts by reason.
+Error no_rows_kept(const std::string& where, const ValidationResult& result) {
+  std::string reasons;
+  for (const auto& reason : drop_reasons()) {
+    const std::uint64_t count = result.reasons[static_cast<std::size_t>(reason.reason)];
+    if (count)
+      reasons += (reasons.empty() ? "" : ", ") + std::to_string(count) + " " +
+                 std::string(reason.name);
+  }
+  if (result.sampled_out)
+    reasons += (reasons.empty() ? "" : ", ") + std::to_string(result.sampled_out) + " sampled out";
+  return Error(where, "",
+               "no row is kept: all " + std::to_string(result.rows_checked) + " rows were dropped" +
+                   (reasons.empty() ? "" : " (" + reasons + ")") +
+                   "; nothing was written (see --checks and --no-checks, docs/validation.md)");
+}
+
+// One dataset a pack writes: the whole output, or one split of it.
+struct OutputDataset {
+  std::string name;  // the split's name; empty without splits
+  std::unique_ptr<detail::OutputDir> output;
+  std::vector<std::uint64_t> rows;  // kept global rows in output order
+  double fraction = 0;
+};
 
 struct DatasetIdentity {
   std::uint32_t shard_count = 0;
@@ -140,108 +184,191 @@ std::vector<std::unique_ptr<RowConverter>> make_converters(
 
 PackResult pack(const PackOptions& options) {
   check_options(options);
-  detail::InputHashes input_hashes(options.inputs, options.threads != 1);
-  std::vector<detail::Source> sources;
-  std::vector<SourceMapping> mappings;
-  for (const auto& input : options.inputs) {
-    sources.push_back(detail::open_source(input, {options.kind, options.fields, options.roles, options.threads}));
-    mappings.push_back(*sources.back().mapping);
+  std::optional<detail::SplitRule> split_rule;
+  if (!options.splits.empty()) split_rule.emplace(options.splits, options.validation.seed);
+  detail::InputHashes input_hashes(detail::input_files(options), options.threads != 1);
+  std::vector<detail::Source> sources = detail::open_sources(options);
+  {
+    std::vector<SourceMapping> mappings;  // copies: the sources keep what they point into
+    for (const auto& source : sources) mappings.push_back(*source.mapping);
+    check_compatible(mappings);
   }
-  check_compatible(mappings);
-  mappings.clear();  // copies: the sources keep what they point into
   PackInputs inputs(std::move(sources));
   const auto specs = detail::output_columns(inputs.first(), options);
-
-  detail::OutputDir output(options.output_dir, options.resume  ? detail::OutputMode::resume
-                                               : options.force ? detail::OutputMode::replace
-                                                               : detail::OutputMode::fresh);
-  shard::Manifest manifest;
-  manifest.tool_version = GPUCACHE_VERSION;
-  manifest.options = options_json(options);
+  const auto mode = options.resume  ? detail::OutputMode::resume
+                    : options.force ? detail::OutputMode::replace
+                                    : detail::OutputMode::fresh;
   std::uint64_t input_bytes = 0;
-  for (const auto& source : inputs.sources()) input_bytes += source_file_size(source.path);
+  for (const auto& file : detail::input_files(options)) input_bytes += source_file_size(file);
 
   // Pass 1: validation decides which rows are kept and in what order.
   Progress progress(options.show_progress, "pack", 2 * input_bytes);
   const auto outcome = detail::validate_inputs(inputs, specs, options, progress);
-  manifest.inputs = input_hashes.get();
-  const std::span<const std::uint64_t> rows = outcome.result.rows;
-  manifest.rows = rows.size();
-  const auto plans = detail::plan_shards(specs, inputs, rows, options);
-  if (plans.size() > UINT32_MAX)
-    throw UsageError("the options make " + std::to_string(plans.size()) +
-                     " shards; a dataset holds at most 4294967295: raise --shard-size or " +
-                     "--shard-rows");
-  const std::string plan_text = detail::plan_text(manifest, plans);
-  output.record_plan(plan_text);
-  // Every shard carries the plan's hash, so readers without the manifest can tell whether shards
-  // belong together (SPEC.md, header dataset fields).
-  DatasetIdentity identity;
-  identity.shard_count = static_cast<std::uint32_t>(plans.size());
-  identity.rows = rows.size();
-  identity.id = detail::xxh3_64(std::as_bytes(std::span(plan_text)));
+  if (outcome.result.rows.empty()) throw no_rows_kept(options.output_dir, outcome.result);
+  std::vector<OutputDataset> datasets;
+  if (!split_rule) {
+    datasets.push_back({"", nullptr, outcome.result.rows, 1.0});
+  } else {
+    auto parts = split_rule->assign(outcome.result.rows);
+    for (std::size_t i = 0; i < parts.size(); ++i) {
+      const SplitSpec& split = split_rule->split(i);
+      if (parts[i].empty())
+        throw Error(options.output_dir, "--split " + split.name,
+                    "no row falls into this split (" +
+                        std::to_string(outcome.result.rows.size()) +
+                        " rows kept); give it a larger fraction or pack more rows");
+      datasets.push_back({split.name, nullptr, std::move(parts[i]), split.fraction});
+    }
+  }
+  // Every output directory is claimed before any is written, so a run that fails leaves none.
+  for (auto& dataset : datasets) {
+    const std::string dir = dataset.name.empty()
+                                ? options.output_dir
+                                : (fs::path(options.output_dir) / dataset.name).string();
+    dataset.output = std::make_unique<detail::OutputDir>(dir, mode);
+  }
 
-  // Pass 2: fill, convert and write each shard.
+  shard::Manifest base;
+  base.tool_version = GPUCACHE_VERSION;
+  base.options = options_json(options);
+  base.inputs = input_hashes.get();
+  base.columns = specs;
+  for (const auto& column : inputs.first().columns) base.roles.push_back(column.role);
+  base.roles.resize(specs.size(), ColumnRole::tensor);  // the provenance columns
+  detail::add_validation_sections(base, outcome, inputs);
+  if (split_rule) {
+    Json fractions = Json::object(), counts = Json::object();
+    for (const auto& dataset : datasets) {
+      fractions[dataset.name] = dataset.fraction;
+      counts[dataset.name] = dataset.rows.size();
+    }
+    base.sections["split"] = {{"name", nullptr},
+                              {"fractions", fractions},
+                              {"rows", counts},
+                              {"seed", options.validation.seed}};
+  }
+
+  // Pass 2: per dataset, plan the shards, then fill, convert and write each.
   auto converters = make_converters(
       specs, inputs, outcome.columns,
       detail::effective_validation_options(options, specs, outcome.columns), options.threads);
   PackResult result;
   result.output_dir = options.output_dir;
   result.input_rows = inputs.total_rows();
-  result.rows = rows.size();
   result.device = outcome.device_description;
   std::future<void> freeing_inputs;
-  for (std::size_t s = 0; s < plans.size(); ++s) {
-    const ShardPlan& plan = plans[s];
-    const std::string file = shard::shard_file_name(static_cast<std::uint32_t>(s));
-    std::optional<shard::WrittenShard> written;
-    if (options.resume) {
-      written = reuse_shard(output.file(file), plan, s, identity, options.threads);
-      if (written) ++result.resumed_shards;
+  std::vector<shard::Manifest> manifests;
+  for (std::size_t d = 0; d < datasets.size(); ++d) {
+    OutputDataset& dataset = datasets[d];
+    detail::OutputDir& output = *dataset.output;
+    shard::Manifest manifest = base;
+    if (split_rule) manifest.sections["split"]["name"] = dataset.name;
+    const std::span<const std::uint64_t> rows = dataset.rows;
+    manifest.rows = rows.size();
+    const auto plans = detail::plan_shards(specs, inputs, rows, options);
+    if (plans.size() > UINT32_MAX)
+      throw UsageError("the options make " + std::to_string(plans.size()) +
+                       " shards; a dataset holds at most 4294967295: raise --shard-size or " +
+                       "--shard-rows");
+    const std::string plan_text = detail::plan_text(manifest, plans);
+    output.record_plan(plan_text);
+    // Every shard carries the plan's hash, so readers without the manifest can tell whether
+    // shards belong together (SPEC.md, header dataset fields).
+    DatasetIdentity identity;
+    identity.shard_count = static_cast<std::uint32_t>(plans.size());
+    identity.rows = rows.size();
+    identity.id = detail::xxh3_64(std::as_bytes(std::span(plan_text)));
+    PackedSplit packed{dataset.name, output.path(), dataset.fraction, rows.size(), 0, {}};
+    for (std::size_t s = 0; s < plans.size(); ++s) {
+      const ShardPlan& plan = plans[s];
+      const std::string file = shard::shard_file_name(static_cast<std::uint32_t>(s));
+      std::optional<shard::WrittenShard> written;
+      if (options.resume) {
+        written = reuse_shard(output.file(file), plan, s, identity, options.threads);
+        if (written) ++result.resumed_shards;
+      }
+      if (!written) {
+        const auto shard_rows = rows.subspan(plan.first, plan.rows);
+        std::vector<std::uint64_t> value_bytes(specs.size(), 0);
+        for (std::size_t c = 0; c < specs.size(); ++c)
+          if (specs[c].variable_length())
+            for (std::uint64_t row : shard_rows) value_bytes[c] += inputs.value_bytes(c, row);
+        // Uncompressed shards are filled straight into their (temporary) file's page cache.
+        shard::ShardBuilder builder =
+            options.zstd_level == 0
+                ? shard::ShardBuilder(specs, plan.rows, value_bytes, output.file(file))
+                : shard::ShardBuilder(specs, plan.rows, value_bytes);
+        const auto counts = detail::fill_shard(builder, specs, inputs, shard_rows, converters,
+                                               options.threads, progress);
+        result.overflowed_values += counts.overflowed;
+        result.flushed_to_zero_values += counts.flushed_to_zero;
+        if (d + 1 == datasets.size() && s + 1 == plans.size() && options.threads != 1)
+          // No row is read after the last fill: the parsed inputs are freed while it is
+          // written (the manifest and the rejects need only what release_rows keeps).
+          freeing_inputs = std::async(std::launch::async,
+                                      [released = inputs.release_rows()]() mutable {
+                                        released.clear();
+                                      });
+        shard::WriteOptions write_options;
+        write_options.first_row = plan.first;
+        write_options.shard_index = static_cast<std::uint32_t>(s);
+        write_options.shard_count = identity.shard_count;
+        write_options.dataset_rows = identity.rows;
+        write_options.dataset_id = identity.id;
+        write_options.zstd_level = options.zstd_level;
+        write_options.threads = options.threads;
+        written = builder.write(output.file(file), write_options);
+      }
+      manifest.shards.push_back(
+          {file, plan.rows, plan.first, written->bytes, written->header_hash});
+      packed.shards.push_back({file, plan.rows, written->bytes});
+      packed.bytes += written->bytes;
     }
-    if (!written) {
-      const auto shard_rows = rows.subspan(plan.first, plan.rows);
-      std::vector<std::uint64_t> value_bytes(specs.size(), 0);
-      for (std::size_t c = 0; c < specs.size(); ++c)
-        if (specs[c].variable_length())
-          for (std::uint64_t row : shard_rows) value_bytes[c] += inputs.value_bytes(c, row);
-      // Uncompressed shards are filled straight into their (temporary) file's page cache.
-      shard::ShardBuilder builder =
-          options.zstd_level == 0
-              ? shard::ShardBuilder(specs, plan.rows, value_bytes, output.file(file))
-              : shard::ShardBuilder(specs, plan.rows, value_bytes);
-      const auto counts = detail::fill_shard(builder, specs, inputs, shard_rows, converters,
-                                             options.threads, progress);
-      result.overflowed_values += counts.overflowed;
-      result.flushed_to_zero_values += counts.flushed_to_zero;
-      if (s + 1 == plans.size() && options.threads != 1)
-        // No row is read after the last fill: the parsed inputs are freed while it is written.
-        freeing_inputs = std::async(
-            std::launch::async, [released = inputs.release_rows()]() mutable { released.clear(); });
-      shard::WriteOptions write_options;
-      write_options.first_row = plan.first;
-      write_options.shard_index = static_cast<std::uint32_t>(s);
-      write_options.shard_count = identity.shard_count;
-      write_options.dataset_rows = identity.rows;
-      write_options.dataset_id = identity.id;
-      write_options.zstd_level = options.zstd_level;
-      write_options.threads = options.threads;
-      written = builder.write(output.file(file), write_options);
-    }
-    manifest.shards.push_back({file, plan.rows, plan.first, written->bytes, written->header_hash});
-    result.shards.push_back({file, plan.rows, written->bytes});
-    result.bytes += written->bytes;
+    result.rows += packed.rows;
+    result.bytes += packed.bytes;
+    if (split_rule)
+      result.splits.push_back(std::move(packed));
+    else
+      result.shards = std::move(packed.shards);
+    manifests.push_back(std::move(manifest));
   }
   progress.finish();
 
-  manifest.columns = specs;
-  detail::add_validation_sections(manifest, outcome, inputs);
   for (std::size_t r = 1; r < kDropReasonCount; ++r) result.dropped[r] = outcome.result.reasons[r];
   result.sampled_out = outcome.result.sampled_out;
   if (!options.rejects_path.empty()) detail::write_rejects(options.rejects_path, outcome, inputs);
-  output.finish(shard::manifest_to_text(manifest));
+  for (std::size_t d = 0; d < datasets.size(); ++d)
+    datasets[d].output->finish(shard::manifest_to_text(manifests[d]));
   if (freeing_inputs.valid()) freeing_inputs.get();
   return result;
+}
+
+std::vector<SplitSpec> parse_split_spec(std::string_view text) {
+  std::vector<SplitSpec> splits;
+  std::size_t begin = 0;
+  while (begin <= text.size()) {
+    const std::size_t comma = std::min(text.find(',', begin), text.size());
+    const std::string_view item = text.substr(begin, comma - begin);
+    const std::size_t equals = item.find('=');
+    if (equals == std::string_view::npos || equals == 0)
+      throw UsageError("--split '" + std::string(text) +
+                       "': expected NAME=FRACTION,NAME=FRACTION");
+    SplitSpec split{std::string(item.substr(0, equals)), 0};
+    const std::string fraction(item.substr(equals + 1));
+    char* end = nullptr;
+    split.fraction = std::strtod(fraction.c_str(), &end);
+    if (fraction.empty() || end != fraction.c_str() + fraction.size())
+      throw UsageError("--split " + split.name + ": '" + fraction + "' is not a number");
+    const bool plain = std::all_of(split.name.begin(), split.name.end(), [](char c) {
+      return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-';
+    });
+    if (!plain || split.name.size() > 64)
+      throw UsageError("--split: the name '" + split.name +
+                       "' must be letters, digits, '_' and '-' (it names a folder)");
+    splits.push_back(std::move(split));
+    begin = comma + 1;
+  }
+  return splits;
 }
 
 std::string PackResult::to_json() const {
@@ -257,9 +384,24 @@ std::string PackResult::to_json() const {
   json["conversion"] = {{"overflowed_values", overflowed_values},
                         {"flushed_to_zero_values", flushed_to_zero_values}};
   json["resumed_shards"] = resumed_shards;
-  json["shards"] = Json::array();
-  for (const auto& shard : shards)
-    json["shards"].push_back({{"file", shard.file}, {"rows", shard.rows}, {"bytes", shard.bytes}});
+  auto shard_list = [](const std::vector<PackedShard>& list) {
+    Json out = Json::array();
+    for (const auto& shard : list)
+      out.push_back({{"file", shard.file}, {"rows", shard.rows}, {"bytes", shard.bytes}});
+    return out;
+  };
+  if (splits.empty()) {
+    json["shards"] = shard_list(shards);
+  } else {
+    json["splits"] = Json::array();
+    for (const auto& split : splits)
+      json["splits"].push_back({{"name", split.name},
+                                {"output", split.output_dir},
+                                {"fraction", split.fraction},
+                                {"rows", split.rows},
+                                {"bytes", split.bytes},
+                                {"shards", shard_list(split.shards)}});
+  }
   return json.dump(2);
 }
 
@@ -273,10 +415,19 @@ std::string PackResult::to_text() const {
       reasons +=
           (reasons.empty() ? "" : ", ") + std::to_string(count) + " " + std::string(reason.name);
   }
+  auto shard_count = [](std::size_t count) {
+    return std::to_string(count) + " shard" + (count == 1 ? "" : "s");
+  };
   std::string text = "packed " + std::to_string(rows) + " of " + std::to_string(input_rows) +
-                     " rows into " + std::to_string(shards.size()) + " shard" +
-                     (shards.size() == 1 ? "" : "s") + " (" + std::to_string(bytes) +
-                     " bytes) in " + output_dir;
+                     " rows into ";
+  if (splits.empty()) {
+    text += shard_count(shards.size()) + " (" + std::to_string(bytes) + " bytes) in " + output_dir;
+  } else {
+    text += std::to_string(splits.size()) + " splits (" + std::to_string(bytes) + " bytes):";
+    for (const auto& split : splits)
+      text += "\n  " + split.name + ": " + std::to_string(split.rows) + " rows in " +
+              shard_count(split.shards.size()) + " in " + split.output_dir;
+  }
   if (dropped_total) text += "\ndropped " + std::to_string(dropped_total) + " rows: " + reasons;
   if (sampled_out) text += "\nsampled out " + std::to_string(sampled_out) + " rows";
   if (!device.empty()) text += "\nvalidation " + device;

@@ -1,19 +1,96 @@
 #include "source.hpp"
 
+#include <algorithm>
+
+#include "gpucache/error.hpp"
 #include "gpucache/input.hpp"
 
 namespace gpucache::detail {
+namespace {
+
+bool names_file_column(const PackOptions& options, const std::string& column) {
+  return std::any_of(options.fields.begin(), options.fields.end(), [&](const FieldSpec& field) {
+    return !field.file.empty() && field.column == column;
+  });
+}
+
+// Columns from files of their own (--field images=images.npy), joined row by row to what the
+// input (when there is one) maps to: one source.
+Source open_joined_source(const PackOptions& options) {
+  if (options.inputs.size() > 1)
+    throw UsageError("columns from files of their own (--field COLUMN=FILE) join one input row by "
+                     "row; with " + std::to_string(options.inputs.size()) +
+                     " inputs, pack each separately or name every column with --field");
+  SourceOptions mapped{options.kind, {}, {}, options.threads};
+  for (const auto& field : options.fields)
+    if (field.file.empty()) mapped.fields.push_back(field);
+  for (const auto& role : options.roles)
+    if (!names_file_column(options, role.column)) mapped.roles.push_back(role);
+  Source source;
+  SourceMapping joined;
+  joined.kind = SourceKind::tensors;
+  if (!options.inputs.empty()) {
+    source = open_source(options.inputs.front(), mapped);
+    joined = *source.mapping;
+  }
+  for (const auto& field : options.fields) {
+    if (field.file.empty()) continue;
+    InputColumn column =
+        map_file_column(read_input(field.file, ReadOptions{options.threads}), field, options.roles);
+    if (joined.find(column.name))
+      throw UsageError("--field " + column.name + " names a column the input already has");
+    if (!joined.columns.empty() && column.rows != joined.rows)
+      throw Error(field.file, "--field " + field.column,
+                  "has " + std::to_string(column.rows) + " rows but " + joined.origin + " has " +
+                      std::to_string(joined.rows) + ": columns joined row by row need equal rows");
+    if (joined.columns.empty()) {
+      joined.origin = field.file;
+      joined.rows = column.rows;
+    }
+    joined.fields.push_back(field);
+    joined.columns.push_back(std::move(column));
+  }
+  if (joined.rows == 0) throw Error(joined.origin, "layout", "the columns have no rows");
+  joined.explanation = "Columns joined row by row from " + std::to_string(input_files(options).size()) +
+                       " files.";
+  source.path = joined.origin;
+  source.rows = joined.rows;
+  source.columns = joined.columns;
+  source.mapping = std::make_shared<const SourceMapping>(std::move(joined));
+  return source;
+}
+
+}  // namespace
 
 Source open_source(const std::string& path, const SourceOptions& options) {
   Source source;
   source.path = path;
-  const Value root = read_input(path, ReadOptions{options.threads});
-  auto mapping =
-      std::make_shared<SourceMapping>(map_source(root, path, options.kind, options.fields, options.roles));
+  auto mapping = std::make_shared<SourceMapping>(map_input(
+      read_input(path, ReadOptions{options.threads}), path, options.kind, options.fields,
+      options.roles));
   source.rows = mapping->rows;
   source.columns = mapping->columns;
   source.mapping = std::move(mapping);
   return source;
+}
+
+std::vector<Source> open_sources(const PackOptions& options) {
+  const bool file_columns = std::any_of(options.fields.begin(), options.fields.end(),
+                                        [](const FieldSpec& field) { return !field.file.empty(); });
+  if (file_columns) return {open_joined_source(options)};
+  std::vector<Source> sources;
+  for (const auto& input : options.inputs)
+    sources.push_back(
+        open_source(input, {options.kind, options.fields, options.roles, options.threads}));
+  return sources;
+}
+
+std::vector<std::string> input_files(const PackOptions& options) {
+  std::vector<std::string> files = options.inputs;
+  for (const auto& field : options.fields)
+    if (!field.file.empty() && std::find(files.begin(), files.end(), field.file) == files.end())
+      files.push_back(field.file);
+  return files;
 }
 
 }  // namespace gpucache::detail

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "gpucache/input_column.hpp"
+#include "gpucache/pack.hpp"
 #include "gpucache/schema.hpp"
 
 namespace gpucache::detail {
@@ -29,5 +30,10 @@ struct SourceOptions {
 
 // Reads any supported input (the inputs module's registry) and maps it to columns (schema.hpp).
 Source open_source(const std::string& path, const SourceOptions& options);
+// Every input of a pack as sources of rows: one per input file, or, when columns come from files
+// of their own (--field COLUMN=FILE), one source joining them row by row to the input.
+std::vector<Source> open_sources(const PackOptions& options);
+// The files a pack reads, for the manifest's inputs: each input, then each column's own file.
+std::vector<std::string> input_files(const PackOptions& options);
 
 }  // namespace gpucache::detail

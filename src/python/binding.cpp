@@ -5,11 +5,15 @@
 #include <Python.h>
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
+#include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <memory>
+#include <optional>
 
 #include "gpucache/runtime.hpp"
 
@@ -64,18 +68,107 @@ nb::dlpack::dtype wire_dtype(DType dtype, Wire wire) {
   return make(code::UInt, 8);
 }
 
-// A [rows, padded_dim] (rank 2) or [rows] (rank 1) array over `data`, kept alive by `owner`.
-nb::ndarray<> make_array(const void* data, std::uint64_t rows, const Column& column,
-                         const std::shared_ptr<const void>& owner, int device_type, int device_id,
-                         Wire wire) {
+// A capsule that keeps `owner` (a mapping or device allocation) alive while an array uses it.
+nb::capsule keep_alive(const std::shared_ptr<const void>& owner) {
   auto* keep = new std::shared_ptr<const void>(owner);
-  nb::capsule capsule(keep, [](void* pointer) noexcept {
+  return nb::capsule(keep, [](void* pointer) noexcept {
     delete static_cast<std::shared_ptr<const void>*>(pointer);
   });
-  const std::size_t shape[2] = {static_cast<std::size_t>(rows),
-                                static_cast<std::size_t>(column.padded_dim)};
-  return nb::ndarray<>(const_cast<void*>(data), column.rank() == 2 ? 2 : 1, shape, capsule, nullptr,
-                       wire_dtype(column.dtype, wire), device_type, device_id);
+}
+
+// A capsule owning memory this module allocated (arrays computed here, not views).
+nb::capsule owning(std::byte* memory) {
+  return nb::capsule(memory,
+                     [](void* pointer) noexcept { delete[] static_cast<std::byte*>(pointer); });
+}
+
+nb::ndarray<> make_array(const void* data, const std::vector<std::size_t>& shape, DType dtype,
+                         nb::capsule owner, int device_type, int device_id, Wire wire) {
+  return nb::ndarray<>(const_cast<void*>(data), shape.size(), shape.data(), owner, nullptr,
+                       wire_dtype(dtype, wire), device_type, device_id);
+}
+
+// The stored shape of a tensor column's rows: [rows, *row_shape] with the innermost dimension
+// padded_dim ([rows] for one value per row).
+std::vector<std::size_t> stored_shape(std::uint64_t rows, const Column& column) {
+  std::vector<std::size_t> shape{static_cast<std::size_t>(rows)};
+  for (std::size_t d = 0; d < column.row_shape.size(); ++d)
+    shape.push_back(static_cast<std::size_t>(d + 1 < column.row_shape.size() ? column.row_shape[d]
+                                                                             : column.padded_dim));
+  return shape;
+}
+
+// A tensor column's stored rows over `data`, kept alive by `owner`.
+nb::ndarray<> tensor_array(const void* data, std::uint64_t rows, const Column& column,
+                           const std::shared_ptr<const void>& owner, int device_type, int device_id,
+                           Wire wire) {
+  return make_array(data, stored_shape(rows, column), column.dtype, keep_alive(owner), device_type,
+                    device_id, wire);
+}
+
+// numpy gets its own arrays; others a DLPack-capable array (torch.utils.dlpack.from_dlpack).
+nb::object to_python(const nb::ndarray<>& array, bool numpy) {
+  return numpy ? nb::cast(nb::ndarray<nb::numpy>(array)) : nb::cast(array);
+}
+
+const Column& sequence_column(const Column& column) {
+  if (column.kind != gpucache::ColumnKind::sequence)
+    throw gpucache::Error("", "column '" + column.name + "'", "is not a sequence column");
+  return column;
+}
+
+// A sequence column of host data as (values, offsets): its selected values, concatenated across
+// shards (a view of the mapping when they lie in one shard, else one copy), and rows + 1 int64
+// offsets rebased to them. The copies run without the GIL.
+nb::tuple host_sequence(const HostData& data, const std::string& name, bool numpy,
+                        bool unsigned_as_signed) {
+  const Wire wire{numpy, unsigned_as_signed};
+  const Column& column = sequence_column(data.column(name));
+  const std::uint64_t itemsize = gpucache::dtype_size(column.dtype);
+  const auto pieces = data.pieces(name);
+  auto offset = [](const HostPiece& piece, std::uint64_t i) {
+    std::uint64_t value = 0;
+    std::memcpy(&value, piece.data + i * 8, 8);
+    return value;
+  };
+  std::uint64_t total = 0;
+  for (const HostPiece& piece : pieces) total += offset(piece, piece.rows) - offset(piece, 0);
+  std::unique_ptr<std::byte[]> offsets(new std::byte[(data.rows() + 1) * 8]);
+  std::unique_ptr<std::byte[]> joined;  // only when the values lie in several shards
+  if (pieces.size() != 1) joined.reset(new std::byte[std::max<std::uint64_t>(total * itemsize, 8)]);
+  {
+    nb::gil_scoped_release release;
+    std::uint64_t base = 0;
+    for (const HostPiece& piece : pieces) {
+      const std::uint64_t first = offset(piece, 0), count = offset(piece, piece.rows) - first;
+      for (std::uint64_t i = 0; i < piece.rows; ++i) {
+        const auto value = static_cast<std::int64_t>(base + offset(piece, i) - first);
+        std::memcpy(offsets.get() + (piece.first_row + i) * 8, &value, 8);
+      }
+      if (joined && count)
+        std::memcpy(joined.get() + base * itemsize, piece.values + first * itemsize,
+                    count * itemsize);
+      base += count;
+    }
+    const auto end = static_cast<std::int64_t>(total);
+    std::memcpy(offsets.get() + data.rows() * 8, &end, 8);
+  }
+  const std::vector<std::size_t> values_shape{static_cast<std::size_t>(total)};
+  nb::ndarray<> values;
+  if (joined) {
+    std::byte* memory = joined.get();
+    values = make_array(memory, values_shape, column.dtype, owning(joined.release()),
+                        nb::device::cpu::value, 0, wire);
+  } else {
+    const HostPiece& piece = pieces.front();
+    values = make_array(piece.values + offset(piece, 0) * itemsize, values_shape, column.dtype,
+                        keep_alive(data.owner()), nb::device::cpu::value, 0, wire);
+  }
+  std::byte* memory = offsets.get();
+  const auto offsets_array =
+      make_array(memory, {static_cast<std::size_t>(data.rows() + 1)}, DType::i64,
+                 owning(offsets.release()), nb::device::cpu::value, 0, wire);
+  return nb::make_tuple(to_python(values, numpy), to_python(offsets_array, numpy));
 }
 
 nb::dict column_dict(const Column& column) {
@@ -84,6 +177,9 @@ nb::dict column_dict(const Column& column) {
   out["kind"] = std::string(column_kind_name(column.kind));
   out["dtype"] = std::string(dtype_name(column.dtype));
   out["rank"] = column.rank();
+  nb::list row_shape;
+  for (const std::uint64_t extent : column.row_shape) row_shape.append(extent);
+  out["row_shape"] = row_shape;
   out["dim"] = column.dim();
   out["padded_dim"] = column.padded_dim;
   out["row_pitch_bytes"] = column.row_pitch_bytes();
@@ -133,17 +229,15 @@ NB_MODULE(_gpucache, m) {
           [](const HostData& data, const std::string& name, bool numpy, bool unsigned_as_signed) {
             const Column& column = data.column(name);
             nb::list out;
-            for (const HostPiece& piece : data.pieces(name)) {
-              const auto array =
-                  make_array(piece.data, piece.rows, column, data.owner(), nb::device::cpu::value,
-                             0, Wire{numpy, unsigned_as_signed});
-              // numpy gets its own arrays; others a DLPack capsule (torch.utils.dlpack).
-              out.append(numpy ? nb::cast(nb::ndarray<nb::numpy>(array)) : nb::cast(array));
-            }
+            for (const HostPiece& piece : data.pieces(name))
+              out.append(to_python(
+                  tensor_array(piece.data, piece.rows, column, data.owner(), nb::device::cpu::value,
+                               0, Wire{numpy, unsigned_as_signed}),
+                  numpy));
             return out;
           },
           nb::arg("name"), nb::arg("numpy") = false, nb::arg("unsigned_as_signed") = false,
-          "Zero-copy views of a tensor column, one per shard, in row order")
+          "Zero-copy views of a tensor column's stored rows, one per shard, in row order")
       .def(
           "joined",
           [](const HostData& data, const std::string& name, bool numpy,
@@ -151,28 +245,38 @@ NB_MODULE(_gpucache, m) {
             const Column& column = data.column(name);
             const std::byte* joined = data.joined(name);
             if (joined == nullptr) return nb::none();
-            const auto array =
-                make_array(joined, data.rows(), column, data.owner(), nb::device::cpu::value, 0,
-                           Wire{numpy, unsigned_as_signed});
-            return numpy ? nb::cast(nb::ndarray<nb::numpy>(array)) : nb::cast(array);
+            return to_python(
+                tensor_array(joined, data.rows(), column, data.owner(), nb::device::cpu::value, 0,
+                             Wire{numpy, unsigned_as_signed}),
+                numpy);
           },
           nb::arg("name"), nb::arg("numpy") = false, nb::arg("unsigned_as_signed") = false,
           "A zero-copy view of all selected rows of a tensor column, or None when its shards' "
           "parts could not be mapped side by side")
+      .def("sequence", &host_sequence, nb::arg("name"), nb::arg("numpy") = false,
+           nb::arg("unsigned_as_signed") = false,
+           "A sequence column as (values, offsets): the selected values concatenated across "
+           "shards (a view of the mapping when they lie in one shard, else a copy) and rows + 1 "
+           "int64 offsets rebased to them")
       .def(
           "texts",
-          [](const HostData& data, const std::string& name) {
+          [](const HostData& data, const std::string& name,
+             std::optional<std::vector<std::uint64_t>> rows) {
             nb::list out;
-            for (std::uint64_t row = 0; row < data.rows(); ++row) {
+            auto append = [&](std::uint64_t row) {
               const std::string_view text = data.text(name, row);
               PyObject* string = PyUnicode_DecodeUTF8(
                   text.data(), static_cast<Py_ssize_t>(text.size()), "replace");
               if (!string) throw nb::python_error();
               out.append(nb::steal(string));
-            }
+            };
+            if (rows)
+              for (const std::uint64_t row : *rows) append(row);
+            else
+              for (std::uint64_t row = 0; row < data.rows(); ++row) append(row);
             return out;
           },
-          nb::arg("name"))
+          nb::arg("name"), nb::arg("rows") = nb::none())
       .def("mapped_ranges", [](const HostData& data) {
         nb::list out;
         for (const MappedRange& range : data.mapped_ranges())
@@ -200,11 +304,30 @@ NB_MODULE(_gpucache, m) {
           "tensor",
           [](const DeviceData& data, const std::string& name, bool unsigned_as_signed) {
             const DeviceColumn& column = data.column(name);
-            return make_array(column.data, data.rows(), column.column, data.owner(),
-                              nb::device::cuda::value, data.device(),
-                              Wire{false, unsigned_as_signed});
+            if (column.column.kind != gpucache::ColumnKind::tensor)
+              throw gpucache::Error("", "column '" + name + "'", "is not a tensor column");
+            return tensor_array(column.data, data.rows(), column.column, data.owner(),
+                                nb::device::cuda::value, data.device(),
+                                Wire{false, unsigned_as_signed});
           },
           nb::arg("name"), nb::arg("unsigned_as_signed") = false)
+      .def(
+          "sequence",
+          [](const DeviceData& data, const std::string& name, bool unsigned_as_signed) {
+            const DeviceColumn& column = data.column(name);
+            sequence_column(column.column);
+            const Wire wire{false, unsigned_as_signed};
+            const auto values = make_array(column.data, {static_cast<std::size_t>(column.values)},
+                                           column.column.dtype, keep_alive(data.owner()),
+                                           nb::device::cuda::value, data.device(), wire);
+            const auto offsets =
+                make_array(column.offsets, {static_cast<std::size_t>(data.rows() + 1)}, DType::i64,
+                           keep_alive(data.owner()), nb::device::cuda::value, data.device(), wire);
+            return nb::make_tuple(values, offsets);
+          },
+          nb::arg("name"), nb::arg("unsigned_as_signed") = false,
+          "A sequence column as (values, offsets) in the device allocation: the selected values "
+          "and rows + 1 int64 offsets rebased to them")
       .def("stats", [](const DeviceData& data) {
         const LoadStats& stats = data.stats();
         nb::dict out;

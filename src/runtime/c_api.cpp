@@ -54,6 +54,26 @@ void fill_column(const Column& column, gpucache_column* out) {
   out->row_pitch_bytes = column.row_pitch_bytes();
 }
 
+void fill_shape(const Column& column, gpucache_row_shape* out) {
+  *out = gpucache_row_shape{};
+  out->row_dims = static_cast<uint32_t>(column.row_shape.size());
+  for (std::size_t d = 0; d < column.row_shape.size() && d < GPUCACHE_MAX_ROW_DIMS; ++d)
+    out->row_shape[d] = column.row_shape[d];
+  out->padded_dim = column.padded_dim;
+  out->row_pitch_bytes = column.row_pitch_bytes();
+}
+
+static_assert(GPUCACHE_MAX_ROW_DIMS == gpucache::kMaxRowDims);
+
+const HostPiece& piece_at(const gpucache_host_data* data, const char* column, size_t index) {
+  const auto pieces = data->value.pieces(column);
+  if (index >= pieces.size())
+    throw gpucache::Error("", "column '" + std::string(column) + "'",
+                          "piece " + std::to_string(index) +
+                              " out of range: " + std::to_string(pieces.size()) + " pieces");
+  return pieces[index];
+}
+
 template <typename Make>
 int make_dataset(gpucache_dataset** out, Make&& make) noexcept {
   return guarded([&] {
@@ -111,6 +131,19 @@ int gpucache_dataset_column(const gpucache_dataset* dataset, size_t index, gpuca
       throw gpucache::Error("", "column " + std::to_string(index),
                             "out of range: " + std::to_string(columns.size()) + " selected");
     fill_column(columns[index], out);
+  });
+}
+
+int gpucache_dataset_column_shape(const gpucache_dataset* dataset, size_t index,
+                                  gpucache_row_shape* out) {
+  return guarded([&] {
+    require(dataset, "dataset");
+    require(out, "out");
+    const auto& columns = dataset->value.columns();
+    if (index >= columns.size())
+      throw gpucache::Error("", "column " + std::to_string(index),
+                            "out of range: " + std::to_string(columns.size()) + " selected");
+    fill_shape(columns[index], out);
   });
 }
 
@@ -189,12 +222,7 @@ int gpucache_host_get_piece(const gpucache_host_data* data, const char* column, 
     require(data, "data");
     require(column, "column");
     require(out, "out");
-    const auto pieces = data->value.pieces(column);
-    if (index >= pieces.size())
-      throw gpucache::Error("", "column '" + std::string(column) + "'",
-                            "piece " + std::to_string(index) +
-                                " out of range: " + std::to_string(pieces.size()) + " pieces");
-    const HostPiece& piece = pieces[index];
+    const HostPiece& piece = piece_at(data, column, index);
     out->data = piece.data;
     out->text_bytes = piece.text_bytes;
     out->rows = piece.rows;
@@ -223,6 +251,37 @@ int gpucache_host_text(const gpucache_host_data* data, const char* column, uint6
     const std::string_view value = data->value.text(column, row);
     *text = value.data();
     *size = value.size();
+  });
+}
+
+int gpucache_host_get_sequence_piece(const gpucache_host_data* data, const char* column,
+                                     size_t index, gpucache_sequence_piece* out) {
+  return guarded([&] {
+    require(data, "data");
+    require(column, "column");
+    require(out, "out");
+    if (!data->value.column(column).variable_length())
+      throw gpucache::Error("", "column '" + std::string(column) + "'",
+                            "is a tensor column, not a text or sequence column");
+    const HostPiece& piece = piece_at(data, column, index);
+    out->offsets = reinterpret_cast<const uint64_t*>(piece.data);
+    out->values = piece.values;
+    out->rows = piece.rows;
+    out->first_row = piece.first_row;
+    out->shard_index = piece.shard_index;
+  });
+}
+
+int gpucache_host_row_values(const gpucache_host_data* data, const char* column, uint64_t row,
+                             const void** values, uint64_t* count) {
+  return guarded([&] {
+    require(data, "data");
+    require(column, "column");
+    require(values, "values");
+    require(count, "count");
+    const auto bytes = data->value.row_values(column, row);
+    *values = bytes.data();
+    *count = bytes.size() / gpucache::dtype_size(data->value.column(column).dtype);
   });
 }
 
@@ -280,6 +339,20 @@ int gpucache_device_column(const gpucache_device_data* data, const char* column,
     const DeviceColumn& found = data->value.column(column);
     if (pointer) *pointer = found.data;
     if (info) fill_column(found.column, info);
+  });
+}
+
+int gpucache_device_sequence(const gpucache_device_data* data, const char* column, void** values,
+                             int64_t** offsets, uint64_t* count) {
+  return guarded([&] {
+    require(data, "data");
+    require(column, "column");
+    const DeviceColumn& found = data->value.column(column);
+    if (found.column.kind != ColumnKind::sequence)
+      throw gpucache::Error("", "column '" + std::string(column) + "'", "is not a sequence column");
+    if (values) *values = found.data;
+    if (offsets) *offsets = found.offsets;
+    if (count) *count = found.values;
   });
 }
 

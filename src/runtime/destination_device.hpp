@@ -1,5 +1,5 @@
-// Placement::device: one cudaMalloc holding every selected tensor column (laid out by
-// plan_tensor_layout); writes are cudaMemcpyAsync host-to-device on the destination's own
+// Placement::device: one cudaMalloc holding every selected tensor and sequence column (laid out
+// by plan_device_layout); writes are cudaMemcpyAsync host-to-device on the destination's own
 // non-blocking stream, so they run while sources read and hash the next bytes.
 #pragma once
 

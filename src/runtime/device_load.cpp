@@ -1,11 +1,14 @@
 // Dataset::to_device: a plan (which bytes, in what order, verified how: load_plan.hpp), a
 // destination for the placement (destination_device.hpp, destination_pinned_host.hpp) and the
 // sources the read mode names (sources.hpp), composed; and the DeviceData that keeps the result.
+// Sequence columns add one step: their offsets, rebased to the selection, are computed on the host
+// and written to the front of the allocation before the sources deliver the values.
 #include <chrono>
 
 #include "cuda_stream.hpp"
 #include "destination_device.hpp"
 #include "destination_pinned_host.hpp"
+#include "gpucache/common/parallel.hpp"
 #include "load_plan.hpp"
 #include "sources.hpp"
 
@@ -42,6 +45,32 @@ std::unique_ptr<AllocationDestination> allocate_destination(const CudaApi& cuda,
   return std::make_unique<DeviceDestination>(cuda, device, bytes, dataset_path, where);
 }
 
+// Host memory for bytes the host computes before they go to the destination (the rebased sequence
+// offsets): pinned when the destination copies on a stream, which reads only pinned memory.
+class HostImage {
+ public:
+  HostImage(const CudaApi& cuda, Placement placement, int device, std::uint64_t bytes,
+            const std::string& where) {
+    if (bytes == 0) return;
+    if (placement == Placement::host_pinned) {
+      plain_.resize(bytes);
+      data_ = plain_.data();
+      return;
+    }
+    void* pointer = nullptr;
+    check_cuda(cuda, cuda.host_alloc(&pointer, bytes, kCudaHostAllocPortable), where,
+               "cudaHostAlloc of " + gib(bytes) + " GiB for sequence offsets");
+    pinned_ = std::make_unique<CudaAllocation>(cuda, device, pointer, &CudaApi::free_host);
+    data_ = pinned_->data();
+  }
+  std::byte* data() const noexcept { return data_; }
+
+ private:
+  std::vector<std::byte> plain_;
+  std::unique_ptr<CudaAllocation> pinned_;
+  std::byte* data_ = nullptr;
+};
+
 }  // namespace
 }  // namespace detail
 
@@ -53,15 +82,28 @@ DeviceData Dataset::to_device(int device, const DeviceOptions& options) const {
   require_device(cuda, device, where);
   DeviceScope scope(cuda, device, where);
 
-  const TensorLayout layout = plan_tensor_layout(*state_);
+  // The shards come first: a sequence column's size depends on its offsets, which must be
+  // trusted (hashed, then checked against the format's rule) before anything is derived from them.
+  std::vector<MappedShard> shards = map_needed_shards(*state_, ShardMapping::Access::read_only);
+  const unsigned threads =
+      gpucache::detail::resolve_thread_count(options.threads, kDefaultLoadThreadCap);
+  const CheckedOffsets checked = check_offsets(
+      *state_, shards, positions_of(*state_, {ColumnKind::sequence}), options.verify, threads);
+  const DeviceLayout layout = plan_device_layout(*state_, shards);
+  // Declared before the destination, whose stream waits for the copy out of it when it goes.
+  const HostImage offsets(cuda, options.placement, device, layout.offsets_bytes, where);
   const auto destination =
       allocate_destination(cuda, options.placement, device, layout.bytes, path(), where);
-  // Planned after the destination, so its mappings go first should anything throw: sources
-  // return only once no copy reads them, the destination's stream waits for the copies into it.
-  const CopyPlan plan = plan_copies(*state_, layout, options);
+  fill_sequence_offsets(*state_, shards, layout, offsets.data(), threads);
+  // The plan takes the mappings after the destination exists, so they go first should anything
+  // throw: sources return only once no copy reads them, the destination's stream waits for the
+  // copies into it.
+  const CopyPlan plan = plan_copies(*state_, std::move(shards), layout, options);
+  if (layout.offsets_bytes > 0) destination->write(0, offsets.data(), layout.offsets_bytes, path());
   LoadStats stats = deliver_plan(plan, options.read_mode, *destination, cuda, where);
   destination->finish();
-  stats.bytes_copied = plan.bytes_copied;
+  stats.bytes_copied = plan.bytes_copied + layout.offsets_bytes;
+  stats.bytes_verified += checked.bytes_verified;
   stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
 
   auto result = std::make_shared<DeviceState>();
@@ -71,7 +113,12 @@ DeviceData Dataset::to_device(int device, const DeviceOptions& options) const {
   result->bytes = layout.bytes;
   result->rows = rows();
   result->columns = layout.columns;
-  for (auto& column : result->columns) column.data = destination->device_base() + column.offset;
+  for (auto& column : result->columns) {
+    column.data = destination->device_base() + column.offset;
+    if (column.column.kind == ColumnKind::sequence)
+      column.offsets =
+          reinterpret_cast<std::int64_t*>(destination->device_base() + column.offsets_offset);
+  }
   result->stats = stats;
   DeviceData data;
   data.state_ = std::move(result);
@@ -103,7 +150,8 @@ std::shared_ptr<const void> DeviceData::owner() const noexcept {
 const DeviceColumn& DeviceData::column(std::string_view name) const {
   for (const auto& column : state_->columns)
     if (column.column.name == name) return column;
-  throw Error("", "column '" + std::string(name) + "'", "not among the uploaded tensor columns");
+  throw Error("", "column '" + std::string(name) + "'",
+              "not among the uploaded tensor and sequence columns");
 }
 
 bool cuda_available() noexcept {

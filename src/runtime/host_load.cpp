@@ -1,9 +1,10 @@
-// Dataset::to_host: zero-copy views into the mapped shards, after hashing every chunk they touch.
+// Dataset::to_host: zero-copy views into the mapped shards, after hashing every chunk they touch
+// and checking the offsets of text and sequence columns.
 #include <algorithm>
 #include <cstring>
 
-#include "joined_view.hpp"
 #include "gpucache/common/parallel.hpp"
+#include "joined_view.hpp"
 #include "load_plan.hpp"
 
 namespace gpucache::runtime {
@@ -33,30 +34,25 @@ HostData Dataset::to_host(const HostOptions& options) const {
   host->columns = state.columns;
   host->rows = rows();
 
+  const unsigned threads =
+      gpucache::detail::resolve_thread_count(options.threads, detail::kDefaultLoadThreadCap);
+  // Offsets first: the values of text and sequence rows are located through them.
+  const auto variable = detail::positions_of(state, {ColumnKind::text, ColumnKind::sequence});
+  detail::CheckedOffsets checked =
+      detail::check_offsets(state, host->shards, variable, options.verify, threads);
+
   std::vector<std::vector<detail::ByteRange>> ranges(host->shards.size());
   for (std::size_t s = 0; s < host->shards.size(); ++s)
     for (std::size_t c = 0; c < state.columns.size(); ++c)
       ranges[s].push_back(detail::column_rows_range(state, host->shards[s], c));
-  std::vector<std::vector<std::uint64_t>> verified(host->shards.size());
-  {
-    detail::TaskPool pool(options.verify ? gpucache::detail::resolve_thread_count(options.threads, detail::kDefaultLoadThreadCap) : 1);
-    // Tensor rows and text offsets first; text bytes only once their offsets are trusted.
-    if (options.verify) {
-      for (std::size_t s = 0; s < host->shards.size(); ++s) {
-        detail::advise_will_need(host->shards[s], ranges[s]);
-        detail::submit_chunk_checks(pool, host->shards[s], ranges[s], verified[s]);
-      }
-      pool.wait();
-    }
+  if (options.verify) {
+    detail::TaskPool pool(threads);
     for (std::size_t s = 0; s < host->shards.size(); ++s) {
-      std::vector<detail::ByteRange> text_ranges;
-      for (std::size_t c = 0; c < state.columns.size(); ++c) {
-        if (state.columns[c].kind != ColumnKind::text) continue;
-        detail::check_text_offsets(state, host->shards[s], c);
-        text_ranges.push_back(detail::text_bytes_range(state, host->shards[s], c));
-      }
-      if (options.verify && !text_ranges.empty())
-        detail::submit_chunk_checks(pool, host->shards[s], text_ranges, verified[s]);
+      std::vector<detail::ByteRange> wanted = ranges[s];
+      for (const std::size_t c : variable)
+        wanted.push_back(detail::values_range(state, host->shards[s], c));
+      detail::advise_will_need(host->shards[s], wanted);
+      detail::submit_chunk_checks(pool, host->shards[s], wanted, checked.verified[s]);
     }
     pool.wait();
   }
@@ -71,8 +67,8 @@ HostData Dataset::to_host(const HostOptions& options) const {
       piece.rows = shard.row_hi - shard.row_lo;
       piece.first_row = shard.out_row;
       piece.shard_index = state.table->shards[shard.table_index].shard_index;
-      if (entry.kind == ColumnKind::text)
-        piece.text_bytes = shard.file->data() + entry.aux_offset;
+      if (entry.variable_length()) piece.values = shard.file->data() + entry.aux_offset;
+      if (entry.kind == ColumnKind::text) piece.text_bytes = piece.values;
       host->pieces[c].push_back(piece);
     }
   }
@@ -114,10 +110,12 @@ const std::byte* HostData::joined(std::string_view column) const {
   return state_->joined[state_->find(column)];
 }
 
-std::string_view HostData::text(std::string_view column, std::uint64_t row) const {
+std::span<const std::byte> HostData::row_values(std::string_view column, std::uint64_t row) const {
   const std::size_t c = state_->find(column);
-  if (state_->columns[c].kind != ColumnKind::text)
-    throw Error("", "column '" + std::string(column) + "'", "is not a text column");
+  const Column& described = state_->columns[c];
+  if (!described.variable_length())
+    throw Error("", "column '" + std::string(column) + "'",
+                "is a tensor column; row_values reads text and sequence columns");
   if (row >= state_->rows)
     throw Error("", "column '" + std::string(column) + "'",
                 "row " + std::to_string(row) + " is outside the " + std::to_string(state_->rows) +
@@ -132,8 +130,16 @@ std::string_view HostData::text(std::string_view column, std::uint64_t row) cons
   std::uint64_t begin = 0, end = 0;
   std::memcpy(&begin, piece.data + local * 8, 8);
   std::memcpy(&end, piece.data + (local + 1) * 8, 8);
-  // check_text_offsets vouched for both offsets when the data was loaded.
-  return {reinterpret_cast<const char*>(piece.text_bytes + begin), end - begin};
+  // check_offsets vouched for both offsets when the data was loaded.
+  const std::uint64_t itemsize = dtype_size(described.dtype);
+  return {piece.values + begin * itemsize, (end - begin) * itemsize};
+}
+
+std::string_view HostData::text(std::string_view column, std::uint64_t row) const {
+  if (this->column(column).kind != ColumnKind::text)
+    throw Error("", "column '" + std::string(column) + "'", "is not a text column");
+  const auto bytes = row_values(column, row);
+  return {reinterpret_cast<const char*>(bytes.data()), bytes.size()};
 }
 
 std::vector<MappedRange> HostData::mapped_ranges() const {

@@ -23,39 +23,60 @@ std::uint64_t read_offset(const MappedShard& shard, std::uint64_t at) {
   return value;
 }
 
+void check_offsets_rule(const DatasetState& state, const MappedShard& shard,
+                        std::size_t selected_position) {
+  const auto& column = entry_of(state, shard, selected_position);
+  const ByteRange offsets = column_rows_range(state, shard, selected_position);
+  const std::uint64_t rows = shard.row_hi - shard.row_lo;
+  const bool whole_shard = shard.row_lo == 0 && shard.row_hi == shard.layout->header.row_count;
+  if (const auto bad = shard::find_bad_offset(shard.file->data() + offsets.begin, rows,
+                                              shard::offset_limit(column), whole_shard))
+    throw shard::bad_offset_error(shard.file->path(), column, shard.row_lo, *bad,
+                                  offsets.begin + *bad * 8);
+}
+
 }  // namespace
 
 ByteRange column_rows_range(const DatasetState& state, const MappedShard& shard,
                             std::size_t selected_position) {
   const auto& column = entry_of(state, shard, selected_position);
-  if (column.kind == ColumnKind::text)
+  if (column.variable_length())
     return {column.data_offset + shard.row_lo * 8, column.data_offset + (shard.row_hi + 1) * 8};
   return {column.data_offset + shard.row_lo * column.row_pitch_bytes(),
           column.data_offset + shard.row_hi * column.row_pitch_bytes()};
 }
 
-ByteRange text_bytes_range(const DatasetState& state, const MappedShard& shard,
-                           std::size_t selected_position) {
+ByteRange values_range(const DatasetState& state, const MappedShard& shard,
+                       std::size_t selected_position) {
   const auto& column = entry_of(state, shard, selected_position);
   const auto offsets = column_rows_range(state, shard, selected_position);
-  return {column.aux_offset + read_offset(shard, offsets.begin),
-          column.aux_offset + read_offset(shard, offsets.end - 8)};
+  const std::uint64_t itemsize = dtype_size(column.dtype);
+  return {column.aux_offset + read_offset(shard, offsets.begin) * itemsize,
+          column.aux_offset + read_offset(shard, offsets.end - 8) * itemsize};
 }
 
-void check_text_offsets(const DatasetState& state, const MappedShard& shard,
-                        std::size_t selected_position) {
-  const auto& column = entry_of(state, shard, selected_position);
-  const auto offsets = column_rows_range(state, shard, selected_position);
-  std::uint64_t previous = 0;
-  for (std::uint64_t at = offsets.begin; at < offsets.end; at += 8) {
-    const std::uint64_t value = read_offset(shard, at);
-    if (value > column.aux_size || (at > offsets.begin && value < previous))
-      throw Error(shard.file->path(), "byte " + std::to_string(at),
-                  "text offset " + std::to_string(value) + " of column '" + column.name +
-                      "' decreases or points past its " + std::to_string(column.aux_size) +
-                      " text bytes: the shard is corrupt");
-    previous = value;
+CheckedOffsets check_offsets(const DatasetState& state, const std::vector<MappedShard>& shards,
+                             const std::vector<std::size_t>& positions, bool verify,
+                             unsigned threads) {
+  CheckedOffsets checked;
+  checked.verified.resize(shards.size());
+  if (positions.empty()) return checked;
+  TaskPool pool(threads);
+  if (verify) {
+    for (std::size_t s = 0; s < shards.size(); ++s) {
+      std::vector<ByteRange> ranges;
+      for (const std::size_t c : positions)
+        ranges.push_back(column_rows_range(state, shards[s], c));
+      advise_will_need(shards[s], ranges);
+      checked.bytes_verified += submit_chunk_checks(pool, shards[s], ranges, checked.verified[s]);
+    }
+    pool.wait();  // hashed before the rule reads them: a mismatch is the clearer error
   }
+  for (const MappedShard& shard : shards)
+    for (const std::size_t c : positions)
+      pool.submit([&state, &shard, c] { check_offsets_rule(state, shard, c); });
+  pool.wait();
+  return checked;
 }
 
 void advise_will_need(const MappedShard& shard, const std::vector<ByteRange>& ranges) noexcept {
@@ -96,38 +117,101 @@ std::vector<ByteRange> source_ranges(const ShardCopies& copies) {
   return ranges;
 }
 
-TensorLayout plan_tensor_layout(const DatasetState& state) {
-  TensorLayout layout;
+std::vector<std::size_t> positions_of(const DatasetState& state,
+                                      std::initializer_list<ColumnKind> kinds) {
+  std::vector<std::size_t> positions;
+  for (std::size_t c = 0; c < state.columns.size(); ++c)
+    if (std::find(kinds.begin(), kinds.end(), state.columns[c].kind) != kinds.end())
+      positions.push_back(c);
+  return positions;
+}
+
+DeviceLayout plan_device_layout(const DatasetState& state, const std::vector<MappedShard>& shards) {
+  DeviceLayout layout;
   const std::uint64_t rows = state.row_end - state.row_begin;
-  for (std::size_t c = 0; c < state.columns.size(); ++c) {
-    if (state.columns[c].kind != ColumnKind::tensor) continue;
+  const auto uploaded = positions_of(state, {ColumnKind::tensor, ColumnKind::sequence});
+  for (const std::size_t c : uploaded) {
     DeviceColumn column;
     column.column = state.columns[c];
-    column.offset = shard::align_up(layout.bytes, shard::kAlignment);
-    column.bytes = rows * column.column.row_pitch_bytes();
-    layout.bytes = column.offset + column.bytes;
-    layout.columns.push_back(column);
+    if (column.column.kind == ColumnKind::sequence) {
+      column.offsets_offset = shard::align_up(layout.offsets_bytes, shard::kAlignment);
+      layout.offsets_bytes = column.offsets_offset + (rows + 1) * 8;
+      std::uint64_t bytes = 0;
+      for (const MappedShard& shard : shards) {
+        const ByteRange values = values_range(state, shard, c);
+        bytes += values.end - values.begin;
+      }
+      column.bytes = bytes;
+      column.values = bytes / dtype_size(column.column.dtype);
+    } else {
+      column.bytes = rows * column.column.row_pitch_bytes();
+    }
+    layout.columns.push_back(std::move(column));
     layout.positions.push_back(c);
+  }
+  layout.bytes = layout.offsets_bytes;
+  for (DeviceColumn& column : layout.columns) {
+    column.offset = shard::align_up(layout.bytes, shard::kAlignment);
+    layout.bytes = column.offset + column.bytes;
   }
   return layout;
 }
 
-CopyPlan plan_copies(const DatasetState& state, const TensorLayout& layout,
-                     const DeviceOptions& options) {
+void fill_sequence_offsets(const DatasetState& state, const std::vector<MappedShard>& shards,
+                           const DeviceLayout& layout, std::byte* out, unsigned threads) {
+  if (layout.offsets_bytes == 0) return;
+  std::memset(out, 0, layout.offsets_bytes);
+  const std::uint64_t rows = state.row_end - state.row_begin;
+  for (std::size_t t = 0; t < layout.columns.size(); ++t) {
+    const DeviceColumn& column = layout.columns[t];
+    if (column.column.kind != ColumnKind::sequence) continue;
+    const std::size_t c = layout.positions[t];
+    const std::uint64_t itemsize = dtype_size(column.column.dtype);
+    // Where each shard's first selected value lands among the column's values.
+    std::vector<std::uint64_t> bases;
+    std::uint64_t next = 0;
+    for (const MappedShard& shard : shards) {
+      bases.push_back(next);
+      const ByteRange values = values_range(state, shard, c);
+      next += (values.end - values.begin) / itemsize;
+    }
+    std::byte* column_out = out + column.offsets_offset;
+    gpucache::detail::parallel_for(
+        shards.size(), threads, 1, [&](std::uint64_t b, std::uint64_t e) {
+          for (std::uint64_t s = b; s < e; ++s) {
+            const MappedShard& shard = shards[s];
+            const ByteRange offsets = column_rows_range(state, shard, c);
+            const std::uint64_t first = read_offset(shard, offsets.begin);
+            for (std::uint64_t i = 0; i + shard.row_lo < shard.row_hi; ++i) {
+              const auto value = static_cast<std::int64_t>(
+                  bases[s] + read_offset(shard, offsets.begin + i * 8) - first);
+              std::memcpy(column_out + (shard.out_row + i) * 8, &value, 8);
+            }
+          }
+        });
+    const auto total = static_cast<std::int64_t>(next);
+    std::memcpy(column_out + rows * 8, &total, 8);
+  }
+}
+
+CopyPlan plan_copies(const DatasetState& state, std::vector<MappedShard> shards,
+                     const DeviceLayout& layout, const DeviceOptions& options) {
   CopyPlan plan;
-  plan.shards = map_needed_shards(state, ShardMapping::Access::read_only);
+  plan.shards = std::move(shards);
   plan.verify = options.verify;
   plan.threads = gpucache::detail::resolve_thread_count(options.threads, kDefaultLoadThreadCap);
   plan.staging_bytes = options.staging_bytes;
+  std::vector<std::uint64_t> written(layout.columns.size(), 0);  // bytes placed, per column
   for (const MappedShard& shard : plan.shards) {
     ShardCopies& planned = plan.copies.emplace_back();
     planned.shard = &shard;
     for (std::size_t t = 0; t < layout.columns.size(); ++t) {
-      const ByteRange range = column_rows_range(state, shard, layout.positions[t]);
       const DeviceColumn& column = layout.columns[t];
-      planned.copies.push_back({range.begin,
-                                column.offset + shard.out_row * column.column.row_pitch_bytes(),
-                                range.end - range.begin});
+      const ByteRange range = column.column.kind == ColumnKind::sequence
+                                  ? values_range(state, shard, layout.positions[t])
+                                  : column_rows_range(state, shard, layout.positions[t]);
+      planned.copies.push_back({range.begin, column.offset + written[t], range.end - range.begin});
+      written[t] += range.end - range.begin;
       plan.bytes_copied += range.end - range.begin;
     }
     std::sort(planned.copies.begin(), planned.copies.end(),

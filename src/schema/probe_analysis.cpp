@@ -36,11 +36,19 @@ std::vector<const Value*> dict_values(const Dict& dict) {
   return values;
 }
 
-ProbeMapping try_mapping(const Value& root, const std::string& origin,
+std::string array_text(const InputColumn& column) {
+  std::string text = column.path + ": " + std::string(column_kind_name(column.kind));
+  if (column.kind == ColumnKind::text) return text + " [" + std::to_string(column.rows) + "]";
+  text += " " + std::string(dtype_name(column.dtype)) + " [" + std::to_string(column.rows);
+  for (std::uint64_t extent : column.row_shape) text += ", " + std::to_string(extent);
+  return text + (column.kind == ColumnKind::sequence ? ", *]" : "]");
+}
+
+ProbeMapping try_mapping(const InputData& data, const std::string& origin,
                          const ProbeOptions& options) {
   ProbeMapping result;
   try {
-    result.mapping = map_source(root, origin, options.kind, options.fields);
+    result.mapping = map_input(data, origin, options.kind, options.fields, options.roles);
   } catch (const Error& error) {
     // Shown under "layout: none", so the location "layout" would only repeat it.
     const bool plain = error.location().empty() || error.location() == "layout";

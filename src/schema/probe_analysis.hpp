@@ -29,6 +29,9 @@ struct ProbeMapping {
   std::string error;  // when mapping is empty: the cause map_source gave
 };
 
-ProbeMapping try_mapping(const Value& root, const std::string& origin, const ProbeOptions& options);
+ProbeMapping try_mapping(const InputData& data, const std::string& origin,
+                         const ProbeOptions& options);
+// A column an array reader handed over, as one line: "/train: tensor f32 [1000, 128]".
+std::string array_text(const InputColumn& column);
 
 }  // namespace gpucache::detail

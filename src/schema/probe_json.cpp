@@ -128,11 +128,13 @@ Json layout_json(const SourceMapping& mapping) {
   Json columns = Json::array();
   for (const auto& column : mapping.columns) {
     Json entry{{"name", column.name},
-               {"kind", column.kind == ColumnKind::text ? "text" : "numeric"},
+               {"kind", std::string(column_kind_name(column.kind))},
+               {"role", std::string(column_role_name(column.role))},
                {"rows", column.rows},
                {"path", column.path}};
+    if (column.kind != ColumnKind::text) entry["dtype"] = std::string(dtype_name(column.dtype));
     if (column.kind == ColumnKind::tensor) {
-      entry["dtype"] = std::string(dtype_name(column.dtype));
+      entry["row_shape"] = column.row_shape;
       entry["dim"] = column.dim();
     }
     columns.push_back(std::move(entry));
@@ -148,10 +150,29 @@ Json layout_json(const SourceMapping& mapping) {
 }  // namespace
 
 std::string probe_json(const Value& root, const std::string& origin, const ProbeOptions& options) {
+  return probe_json(InputData{root, {}}, origin, options);
+}
+
+std::string probe_json(const InputData& data, const std::string& origin,
+                       const ProbeOptions& options) {
   Json out;
   out["file"] = origin;
-  out["tree"] = JsonRenderer(options).node(root, 0);
-  const auto result = detail::try_mapping(root, origin, options);
+  if (data.columnar()) {
+    out["tree"] = nullptr;
+    out["arrays"] = Json::array();
+    for (const auto& column : data.columns) {
+      Json shape = Json::array({column.rows});
+      for (std::uint64_t extent : column.row_shape) shape.push_back(extent);
+      if (column.kind == ColumnKind::sequence) shape.push_back(nullptr);
+      out["arrays"].push_back({{"path", column.path},
+                               {"kind", std::string(column_kind_name(column.kind))},
+                               {"dtype", std::string(dtype_name(column.dtype))},
+                               {"shape", shape}});
+    }
+  } else {
+    out["tree"] = JsonRenderer(options).node(data.tree, 0);
+  }
+  const auto result = detail::try_mapping(data, origin, options);
   out["layout"] = result.mapping ? layout_json(*result.mapping) : Json(nullptr);
   out["layout_error"] = result.mapping ? Json(nullptr) : Json(result.error);
   // Keys and strings come from untrusted files: replace invalid UTF-8 rather than throw.

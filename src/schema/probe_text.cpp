@@ -176,9 +176,15 @@ void mapping_section(const detail::ProbeMapping& result, std::ostringstream& out
   std::size_t width = 0;
   for (const auto& column : mapping.columns) width = std::max(width, column.name.size());
   for (const auto& column : mapping.columns) {
-    std::string type = column.kind == ColumnKind::text ? std::string("text")
-                                                       : std::string(dtype_name(column.dtype)) +
-                                                             " dim " + std::to_string(column.dim());
+    // "embedding f32 [384]", "tensor u8 [3, 32, 32]", "sequence i64", "text".
+    std::string type(column_role_name(column.role));
+    if (column.kind != ColumnKind::text) type += " " + std::string(dtype_name(column.dtype));
+    if (column.kind == ColumnKind::tensor) {
+      type += " [";
+      for (std::size_t d = 0; d < column.row_shape.size(); ++d)
+        type += (d ? ", " : "") + std::to_string(column.row_shape[d]);
+      type += "]";
+    }
     type.resize(std::max<std::size_t>(type.size(), 16), ' ');
     out << "  " << column.name << std::string(width - column.name.size() + 2, ' ') << type
         << " from " << column.path << '\n';
@@ -189,9 +195,20 @@ void mapping_section(const detail::ProbeMapping& result, std::ostringstream& out
 }  // namespace
 
 std::string probe_text(const Value& root, const std::string& origin, const ProbeOptions& options) {
+  return probe_text(InputData{root, {}}, origin, options);
+}
+
+std::string probe_text(const InputData& data, const std::string& origin,
+                       const ProbeOptions& options) {
   std::ostringstream out;
-  TextRenderer(options, out).node(origin + ": ", root, 0, 0);
-  mapping_section(detail::try_mapping(root, origin, options), out);
+  if (data.columnar()) {
+    out << origin << ": " << data.columns.size() << " array" << (data.columns.size() == 1 ? "" : "s")
+        << '\n';
+    for (const auto& column : data.columns) out << "  " << detail::array_text(column) << '\n';
+  } else {
+    TextRenderer(options, out).node(origin + ": ", data.tree, 0, 0);
+  }
+  mapping_section(detail::try_mapping(data, origin, options), out);
   return out.str();
 }
 

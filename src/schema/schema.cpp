@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <filesystem>
 
 #include "gpucache/common/error_text.hpp"
 #include "gpucache/common/float_convert.hpp"
@@ -140,12 +141,60 @@ FieldSpec parse_field_spec(std::string_view text) {
   const auto equals = text.find('=');
   if (equals == std::string_view::npos)
     throw UsageError("--field '" + std::string(text) + "': expected COLUMN=PATH");
-  FieldSpec field{std::string(text.substr(0, equals)), std::string(text.substr(equals + 1))};
+  FieldSpec field{std::string(text.substr(0, equals)), std::string(text.substr(equals + 1)), ""};
   if (!valid_column_name(field.column))
     throw UsageError("--field '" + std::string(text) + "': column name '" + field.column +
                      "' must match [a-z_][a-z0-9_]* (at most 64 characters)");
-  detail::parse_path(field.path);  // throws UsageError with the column of the mistake
+  // A file of its own: the whole value when it names a file, or the part before a ':' that does.
+  const std::string value = field.path;
+  std::error_code error;
+  if (std::filesystem::is_regular_file(value, error)) {
+    field.file = value;
+    field.path.clear();
+  } else {
+    for (auto colon = value.find(':'); colon != std::string::npos;
+         colon = value.find(':', colon + 1)) {
+      if (colon > 0 && std::filesystem::is_regular_file(value.substr(0, colon), error)) {
+        field.file = value.substr(0, colon);
+        field.path = value.substr(colon + 1);
+        break;
+      }
+    }
+  }
+  if (field.file.empty() || !field.path.empty())
+    detail::parse_path(field.path);  // throws UsageError with the column of the mistake
   return field;
+}
+
+InputColumn map_file_column(const InputData& data, const FieldSpec& field,
+                            const std::vector<RoleSpec>& roles) {
+  std::string path = field.path;
+  if (path.empty() || path == ".") {
+    // The one array the file holds: a root tensor, the only array of a dict, the only column.
+    std::vector<std::string> found;
+    if (data.columnar()) {
+      for (const auto& column : data.columns) found.push_back(column.path);
+    } else if (data.tree.as_tensor()) {
+      found.push_back(".");
+    } else if (const auto layout = detail::detect_tensor_columns(data.tree, field.file)) {
+      for (const auto& candidate : layout->fields) found.push_back(candidate.path);
+    }
+    if (found.size() != 1) {
+      std::string listing;
+      for (const auto& candidate : found) listing += (listing.empty() ? "" : ", ") + candidate;
+      throw Error(field.file, "--field " + field.column,
+                  found.empty() ? "holds no array to make a column of"
+                                : "holds " + std::to_string(found.size()) + " arrays (" + listing +
+                                      "); name one with --field " + field.column + "=" +
+                                      field.file + ":PATH");
+    }
+    path = found.front();
+  }
+  std::vector<RoleSpec> own_roles;
+  for (const auto& role : roles)
+    if (role.column == field.column) own_roles.push_back(role);
+  return map_input(data, field.file, SourceKind::tensors, {{field.column, path, ""}}, own_roles)
+      .columns.front();
 }
 
 RoleSpec parse_role_spec(std::string_view text) {
@@ -164,7 +213,10 @@ RoleSpec parse_role_spec(std::string_view text) {
 }
 
 std::string format_field_flag(const FieldSpec& field) {
-  return "--field " + shell_quote(field.column + "=" + field.path);
+  const std::string value = field.file.empty() ? field.path
+                            : field.path.empty() ? field.file
+                                                 : field.file + ":" + field.path;
+  return "--field " + shell_quote(field.column + "=" + value);
 }
 
 std::string format_flags(SourceKind kind, const std::vector<FieldSpec>& fields) {

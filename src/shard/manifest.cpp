@@ -76,17 +76,20 @@ std::string manifest_to_text(const Manifest& manifest) {
   json["tool"] = {{"name", "gpucache"}, {"version", manifest.tool_version}};
   json["rows"] = manifest.rows;
   json["columns"] = Json::array();
-  for (const auto& column : manifest.columns) {
+  const bool with_roles = manifest.roles.size() == manifest.columns.size();
+  for (std::size_t c = 0; c < manifest.columns.size(); ++c) {
+    const Column& column = manifest.columns[c];
     Json shape = Json::array({manifest.rows});
     for (std::uint64_t extent : column.row_shape) shape.push_back(extent);
     if (column.kind == ColumnKind::sequence) shape.push_back(nullptr);  // rows vary in length
-    json["columns"].push_back({{"name", column.name},
-                               {"kind", column_kind_name(column.kind)},
-                               {"dtype", dtype_name(column.dtype)},
-                               {"rank", column.rank()},
-                               {"shape", shape},
-                               {"padded_dim", column.padded_dim},
-                               {"row_pitch_bytes", column.row_pitch_bytes()}});
+    Json entry = {{"name", column.name}, {"kind", column_kind_name(column.kind)}};
+    if (with_roles) entry["role"] = column_role_name(manifest.roles[c]);
+    entry["dtype"] = dtype_name(column.dtype);
+    entry["rank"] = column.rank();
+    entry["shape"] = shape;
+    entry["padded_dim"] = column.padded_dim;
+    entry["row_pitch_bytes"] = column.row_pitch_bytes();
+    json["columns"].push_back(entry);
   }
   json["shards"] = Json::array();
   for (const auto& shard : manifest.shards)
@@ -142,6 +145,17 @@ Manifest parse_manifest(const std::string& text, const std::string& path, bool& 
     const auto kind = parse_column_kind(string_field(entry, "kind", path, where));
     if (!kind) throw Error(path, where + ".kind", "is not 'tensor', 'text' or 'sequence'");
     column.kind = *kind;
+    if (const auto role = entry.find("role"); role != entry.end()) {
+      const auto parsed = role->is_string() ? parse_column_role(role->get<std::string>())
+                                            : std::nullopt;
+      if (!parsed)
+        throw Error(path, where + ".role", "is not 'embedding', 'tensor', 'sequence' or 'text'");
+      if (manifest.roles.size() != i)
+        throw Error(path, where + ".role", "only some columns have a role");
+      manifest.roles.push_back(*parsed);
+    } else if (!manifest.roles.empty()) {
+      throw Error(path, where, "only some columns have a role");
+    }
     const auto dtype = parse_dtype(string_field(entry, "dtype", path, where));
     if (!dtype) throw Error(path, where + ".dtype", "unknown dtype");
     column.dtype = *dtype;

@@ -242,7 +242,14 @@ ColumnEntry decode_one_column(const std::byte* entry, const std::byte* shape_ent
         if (shape[rank - 2] != dim) fail(path, named, "the row-shape table's last dimension is not dim");
         column.row_shape.assign(shape.begin(), shape.begin() + rank - 1);
       } else {
-        if (shape_dims != 0) fail(path, named, "a rank-1 or rank-2 column has a row shape entry");
+        // SPEC.md "Row-shape table": a rank-r column's entry holds r - 1 dimensions, so a rank-2
+        // column's is [dim] (what encode_column_tables writes) and a rank-1 column's is empty.
+        const bool entry_ok =
+            rank == 2 && shape_entry ? shape_dims == 1 && shape[0] == dim : shape_dims == 0;
+        if (!entry_ok)
+          fail(path, named,
+               rank == 2 ? "the row-shape table's entry of a rank-2 column is not [dim]"
+                         : "a rank-1 column has a row shape entry");
         if (rank == 2) column.row_shape = {dim};
       }
       if (column.padded_dim < dim) fail(path, named, "padded_dim is smaller than dim");

@@ -54,6 +54,7 @@ shard::Layout read_tables(const std::string& path) {
 Json column_json(const Column& column, std::uint64_t rows) {
   Json shape = Json::array({rows});
   for (std::uint64_t extent : column.row_shape) shape.push_back(extent);
+  if (column.kind == ColumnKind::sequence) shape.push_back(nullptr);  // rows vary in length
   return {{"name", column.name},
           {"kind", column_kind_name(column.kind)},
           {"dtype", column.kind == ColumnKind::text ? "str" : dtype_name(column.dtype)},
@@ -82,12 +83,16 @@ std::string render_text(const Json& json) {
   for (const auto& column : json["columns"]) {
     std::string shape;
     for (const auto& extent : column["shape"])
-      shape += (shape.empty() ? "" : ", ") + std::to_string(extent.get<std::uint64_t>());
-    const bool text_column = column["kind"] == "text";
+      shape += (shape.empty() ? "" : ", ") +
+               (extent.is_null() ? std::string("*") : std::to_string(extent.get<std::uint64_t>()));
     std::string detail =
-        text_column
-            ? "UTF-8 text"
-            : "pitch " + std::to_string(column["row_pitch_bytes"].get<std::uint64_t>()) + " bytes";
+        column["kind"] == "text"       ? "UTF-8 text"
+        : column["kind"] == "sequence" ? "values of varying length"
+                                       : "pitch " +
+                                             std::to_string(
+                                                 column["row_pitch_bytes"].get<std::uint64_t>()) +
+                                             " bytes";
+    if (column.contains("role")) detail = column["role"].get<std::string>() + ", " + detail;
     if (column.contains("offset"))
       detail += " at offset " + std::to_string(column["offset"].get<std::uint64_t>());
     char line[256];
@@ -113,6 +118,15 @@ std::string render_text(const Json& json) {
               format_bytes(input["bytes"].get<double>(), 2) + ", xxh3 " +
               input["xxh3"].get<std::string>() + ")\n";
     text += "options: " + provenance["options"].dump() + "\n";
+  }
+  if (json.contains("split")) {
+    const auto& split = json["split"];
+    std::string counts;
+    for (const auto& [name, rows] : split["rows"].items())
+      counts += (counts.empty() ? "" : ", ") + name + " " + std::to_string(rows.get<std::uint64_t>()) +
+                " rows (" + split["fractions"][name].dump() + ")";
+    text += "\nsplit: " + split["name"].get<std::string>() + " of " + counts + ", seed " +
+            std::to_string(split["seed"].get<std::uint64_t>()) + "\n";
   }
   if (json.contains("dropped")) {
     std::string reasons;
@@ -159,7 +173,7 @@ InspectReport inspect(const std::string& path) {
           {{"file", listed.file}, {"rows", listed.rows}, {"bytes", listed.bytes}});
       on_disk += listed.bytes;
       bool has_text = false;
-      for (const auto& column : manifest.columns) has_text |= column.kind == ColumnKind::text;
+      for (const auto& column : manifest.columns) has_text |= column.variable_length();
       if (!has_text) continue;
       const auto layout = read_tables((fs::path(path) / listed.file).string());
       for (std::size_t c = 0; c < layout.columns.size() && c < text_bytes.size(); ++c)
@@ -169,7 +183,9 @@ InspectReport inspect(const std::string& path) {
     for (std::size_t c = 0; c < manifest.columns.size(); ++c) {
       const auto& column = manifest.columns[c];
       json["columns"].push_back(column_json(column, manifest.rows));
-      if (column.kind == ColumnKind::text) {
+      if (manifest.roles.size() == manifest.columns.size())
+        json["columns"].back()["role"] = column_role_name(manifest.roles[c]);
+      if (column.variable_length()) {
         logical += text_bytes[c];
         padded += text_bytes[c] + (manifest.rows + manifest.shards.size()) * 8;
       } else {

@@ -189,8 +189,44 @@ Value read_pt_zip(const std::shared_ptr<const MappedFile>& file, const ReadOptio
   return std::move(result.value);
 }
 
+namespace {
+
+std::string shape_text(const std::vector<std::int64_t>& values) {
+  std::string text = "[";
+  for (std::size_t i = 0; i < values.size(); ++i)
+    text += (i ? ", " : "") + std::to_string(values[i]);
+  return text + "]";
+}
+
+// A view whose elements repeat (stride 0, or strides that overlap) may name far more elements
+// than its storage holds: [2^40, D] from one row is a 1 KB file. Reading it is work that grows
+// with its elements, not with the file, so beyond kMaxRepeatedViewBytes it is refused, at once.
+void check_repeated_view(const Tensor& tensor, const std::string& path) {
+  const std::uint64_t storage_bytes = tensor.storage ? tensor.storage->size() : 0;
+  const std::uint64_t nbytes = tensor.nbytes();  // check_bounds made sure it fits 64 bits
+  if (nbytes <= storage_bytes || nbytes <= kMaxRepeatedViewBytes) return;
+  std::string why = "overlapping strides " + shape_text(tensor.strides);
+  for (std::size_t i = 0; i < tensor.shape.size(); ++i)
+    if (tensor.strides[i] == 0 && tensor.shape[i] > 1) {
+      why = "stride 0 in dimension " + std::to_string(i);
+      break;
+    }
+  throw Error(path, "tensor " + shape_text(tensor.shape) + " " + std::string(dtype_name(tensor.dtype)),
+              "is a view that repeats its storage's elements (" + why + "): " +
+                  std::to_string(nbytes) + " bytes from a storage of " +
+                  std::to_string(storage_bytes) +
+                  ", beyond the limit of " + std::to_string(kMaxRepeatedViewBytes) +
+                  " bytes for repeating views; save tensor.contiguous() if it is meant to be that "
+                  "large");
+}
+
+}  // namespace
+
 void check_storage_tensors(const PickleResult& result, const std::string& path) {
-  for (const auto& tensor : result.storage_tensors) tensor->check_bounds(path);
+  for (const auto& tensor : result.storage_tensors) {
+    tensor->check_bounds(path);
+    check_repeated_view(*tensor, path);
+  }
 }
 
 }  // namespace detail

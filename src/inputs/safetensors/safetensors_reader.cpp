@@ -304,17 +304,21 @@ class HeaderParser final : public nlohmann::json_sax<Json> {
   std::uint64_t offsets_count_ = 0;
 };
 
-// What the reference reads before JSON: the text must open the object at its first byte (no
-// byte-order mark, no space), and hold no NUL (nlohmann would stop there as at the end of the
-// input, so '{...}\0garbage' would pass). Trailing spaces, as writers pad the header to 8 bytes,
-// and the other JSON whitespace after the object are accepted, as serde_json accepts them.
+// What the reference (safetensors 0.8: serde_json::from_str over the header's UTF-8) accepts
+// around the JSON object: JSON whitespace (space, tab, line feed, carriage return) before and
+// after it, as writers pad the header to 8 bytes with spaces; nothing else. So a byte-order mark
+// or anything but whitespace before the object is refused here, and a NUL anywhere too (nlohmann
+// would stop at it as at the end of the input, so '{...}\0garbage' would pass); what follows the
+// object is refused by the SAX parser's strict mode.
 void check_header_text(std::string_view text, const std::string& path) {
-  if (text.empty() || text.front() != '{') {
+  const std::size_t start = std::min(text.find_first_not_of(" \t\n\r"), text.size());
+  const std::string_view body = text.substr(start);
+  if (body.empty() || body.front() != '{') {
     std::string found = "nothing";
-    if (text.starts_with("\xEF\xBB\xBF")) {
+    if (body.starts_with("\xEF\xBB\xBF")) {
       found = "a UTF-8 byte-order mark before it";
-    } else if (!text.empty()) {
-      switch (text.front()) {
+    } else if (!body.empty()) {
+      switch (body.front()) {
         case '[':
           found = "array";
           break;
@@ -328,23 +332,17 @@ void check_header_text(std::string_view text, const std::string& path) {
         case 'n':
           found = "null";
           break;
-        case ' ':
-        case '\t':
-        case '\n':
-        case '\r':
-          found = "whitespace before it";
-          break;
         default:
-          found = text.front() == '-' || (text.front() >= '0' && text.front() <= '9')
+          found = body.front() == '-' || (body.front() >= '0' && body.front() <= '9')
                       ? "number"
-                      : detail::quoted(text.substr(0, 8), 8);
+                      : detail::quoted(body.substr(0, 8), 8);
       }
     }
-    throw Error(path, "header", "must be a JSON object from its first byte, found " + found);
+    throw Error(path, "header", "must be a JSON object, found " + found);
   }
   if (const auto nul = text.find('\0'); nul != std::string_view::npos)
     throw Error(path, "byte " + std::to_string(8 + nul),
-                "header holds a NUL byte; after the JSON object only spaces may pad it");
+                "header holds a NUL byte; only JSON whitespace may surround its object");
 }
 
 // nlohmann would keep the last of two equal keys; a header with duplicates is ambiguous, so it

@@ -1,4 +1,4 @@
-"""gpucache: load verified, GPU-ready embedding datasets packed by `gpucache pack`.
+"""gpucache: load verified, GPU-ready datasets packed by `gpucache pack`.
 
     import gpucache
     ds = gpucache.load("data/emb", device="cuda")      # every column in VRAM, hash-checked
@@ -10,10 +10,12 @@ See docs/python.md for the full API, lifetimes, rank slicing and errors.
 from ._gpucache import Error, cuda_available, cuda_library
 from ._batches import GPUBatches
 from ._dataset import Dataset, load
+from ._sequences import PaddedBatch, Sequences, pad_sequences
 
 Error.__module__ = "gpucache"
 Error.__doc__ = ("Raised for every gpucache failure; the message names the file, where in it "
                  "and what is wrong. A subclass of RuntimeError.")
 
 __version__ = "0.1.0"
-__all__ = ["Dataset", "Error", "GPUBatches", "cuda_available", "cuda_library", "load"]
+__all__ = ["Dataset", "Error", "GPUBatches", "PaddedBatch", "Sequences", "cuda_available",
+           "cuda_library", "load", "pad_sequences"]

@@ -74,8 +74,14 @@ def from_native(array, column: dict):
     return out if out.dtype == wanted else out.view(wanted)
 
 
+def stored_row_shape(column: dict) -> tuple:
+    """The stored shape of one row: row_shape with its innermost dimension padded_dim."""
+    shape = tuple(column["row_shape"])
+    return shape[:-1] + (column["padded_dim"],) if shape else ()
+
+
 def empty(column: dict, device: str):
-    shape = (0, column["padded_dim"]) if column["rank"] == 2 else (0,)
+    shape = (0,) + stored_row_shape(column)
     if backend() == "torch":
         return torch.empty(shape, dtype=_torch_dtype(column["dtype"]), device=device)
     return numpy.empty(shape, dtype=_numpy_dtype(column["dtype"]))
@@ -88,7 +94,7 @@ def concatenate(parts):
 
 
 def logical_view(padded, column: dict):
-    """The [rows, dim] view of [rows, padded_dim] storage (no copy)."""
-    if column["rank"] == 2 and column["dim"] != column["padded_dim"]:
-        return padded[:, : column["dim"]]
+    """The [rows, *row_shape] view of the stored [rows, ..., padded_dim] rows (no copy)."""
+    if column["row_shape"] and column["dim"] != column["padded_dim"]:
+        return padded[..., : column["dim"]]
     return padded

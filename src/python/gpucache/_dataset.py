@@ -7,6 +7,7 @@ from typing import Dict, List, Optional, Sequence
 
 from . import _arrays
 from ._gpucache import Error, NativeDataset
+from ._sequences import Sequences
 
 
 def _distributed_defaults(rank, world_size):
@@ -66,16 +67,18 @@ def _read_manifest(path: str) -> Optional[dict]:
 class Dataset:
     """A loaded dataset (or this rank's slice of it). Returned by gpucache.load.
 
-    tensors[name]: the LOGICAL [rows, dim] view of each tensor column ([rows] for rank-1
-        columns), a strided view of the padded storage.
-    padded[name]: the stored [rows, padded_dim] tensor; rows are zero-padded to a tensor-core
-        friendly width, so a GEMM on it equals one on the logical data.
+    tensors[name]: the LOGICAL [rows, *row_shape] view of each tensor column ([rows] for one
+        value per row, [rows, dim] for vectors, [rows, 3, 32, 32] for images), a strided view of
+        the padded storage when rows are padded.
+    padded[name]: the stored [rows, ..., padded_dim] tensor; embedding rows are zero-padded to a
+        tensor-core friendly width, so a GEMM on it equals one on the logical data.
+    sequences[name]: each sequence column as a Sequences (values, int64 offsets, batch()).
     texts(name): the rows of a text column as a list of str.
     meta: manifest.json as a dict.
     """
 
-    def __init__(self, *, path, native, device, rank, world_size, columns, padded, host,
-                 device_data, shard_views):
+    def __init__(self, *, path, native, device, rank, world_size, columns, padded, sequences,
+                 host, device_data, shard_views):
         self.path = path
         self.device = device
         self.rank = rank
@@ -86,6 +89,7 @@ class Dataset:
             c["name"]: _arrays.logical_view(padded[c["name"]], c)
             for c in columns if c["kind"] == "tensor"
         }
+        self.sequences: Dict[str, Sequences] = sequences
         # Zero-copy per-shard views when the data stayed in the mapping (device="cpu").
         self.shard_views: Dict[str, list] = shard_views
         self._native = native
@@ -124,10 +128,16 @@ class Dataset:
     def load_stats(self) -> dict:
         return self._device_data.stats() if self._device_data is not None else {}
 
-    def texts(self, name: str) -> List[str]:
+    def texts(self, name: str, rows: Optional[Sequence[int]] = None) -> List[str]:
+        """A text column's rows as str: all of them, or those at the indices `rows` (a list, or a
+        tensor such as the indices GPUBatches yields with with_indices=True)."""
         if self._host is None:
             raise Error(f"column '{name}': no text column was selected")
-        return self._host.texts(name)
+        if rows is None:
+            return self._host.texts(name)
+        if hasattr(rows, "tolist"):
+            rows = rows.tolist()
+        return self._host.texts(name, [int(row) for row in rows])
 
     def mapped_ranges(self) -> List[tuple]:
         """(address, size, path) of every shard mapping this dataset's host views point into."""
@@ -146,9 +156,10 @@ def load(path, device: str = "cuda", columns: Optional[Sequence[str]] = None,
     """Loads a packed dataset directory (or one .gcs shard).
 
     device: "cuda" (the current CUDA device), "cuda:N" or "cpu". On CUDA every selected tensor
-        column lands in one allocation; on the CPU tensors are copy-on-write views of the
-        memory-mapped shards, zero-copy even across shards when they were cut on page
-        boundaries (as gpucache pack cuts them unless --shard-rows says otherwise).
+        and sequence column lands in one allocation; on the CPU tensors are copy-on-write views
+        of the memory-mapped shards, zero-copy even across shards when they were cut on page
+        boundaries (as gpucache pack cuts them unless --shard-rows says otherwise). Text columns
+        stay in host memory either way.
     columns: names to load (default: all).
     verify: check the XXH3 hash of every chunk read; a mismatch raises gpucache.Error naming the
         shard and byte range. (Opening always checks every shard's header against manifest.json,
@@ -173,12 +184,13 @@ def load(path, device: str = "cuda", columns: Optional[Sequence[str]] = None,
     native = native.for_rank(rank, world_size)
     selected = native.columns()
     tensor_columns = [c for c in selected if c["kind"] == "tensor"]
+    sequence_columns = [c for c in selected if c["kind"] == "sequence"]
     text_columns = [c["name"] for c in selected if c["kind"] == "text"]
 
-    padded, shard_views, host, device_data = {}, {}, None, None
+    padded, sequences, shard_views, host, device_data = {}, {}, {}, None, None
+    flags = _arrays.wire_flags()
     if device_index is None:
         host = native.to_host(verify=verify, threads=threads)
-        flags = _arrays.wire_flags()
         for column in tensor_columns:
             views = [_arrays.from_native(piece, column)
                      for piece in host.pieces(column["name"], **flags)]
@@ -191,21 +203,35 @@ def load(path, device: str = "cuda", columns: Optional[Sequence[str]] = None,
                 padded[column["name"]] = _arrays.from_native(joined, column)
             else:  # shards whose parts do not meet on page boundaries: one copy joins them
                 padded[column["name"]] = _arrays.concatenate(views)
+        for column in sequence_columns:
+            values, offsets = host.sequence(column["name"], **flags)
+            sequences[column["name"]] = _sequences_of(column, values, offsets)
     else:
-        if tensor_columns:
-            uploaded = native.select_columns([c["name"] for c in tensor_columns])
+        uploaded_columns = tensor_columns + sequence_columns
+        if uploaded_columns:
+            uploaded = native.select_columns([c["name"] for c in uploaded_columns])
             device_data = uploaded.to_device(device_index, placement=placement,
                                              read_mode=read_mode, verify=verify,
                                              threads=threads)
-            flags = _arrays.wire_flags()
             for column in tensor_columns:
                 if native.rows == 0:
                     padded[column["name"]] = _arrays.empty(column, device_name)
                     continue
                 array = device_data.tensor(column["name"], **flags)
                 padded[column["name"]] = _arrays.from_native(array, column)
+            for column in sequence_columns:
+                values, offsets = device_data.sequence(column["name"], **flags)
+                sequences[column["name"]] = _sequences_of(column, values, offsets)
         if text_columns:
             host = native.select_columns(text_columns).to_host(verify=verify, threads=threads)
     return Dataset(path=path, native=native, device=device_name, rank=rank,
-                   world_size=world_size, columns=selected, padded=padded, host=host,
-                   device_data=device_data, shard_views=shard_views)
+                   world_size=world_size, columns=selected, padded=padded, sequences=sequences,
+                   host=host, device_data=device_data, shard_views=shard_views)
+
+
+_OFFSETS = {"dtype": "i64"}
+
+
+def _sequences_of(column: dict, values, offsets) -> Sequences:
+    return Sequences(column["name"], _arrays.from_native(values, column),
+                     _arrays.from_native(offsets, _OFFSETS))

@@ -56,6 +56,26 @@ def text_dataset(tmp_path_factory):
     return out
 
 
+def make_shapes_dataset(out, rows: int, shard_rows: int):
+    """A format 1.2 dataset (tests/tools/make_shapes_dataset.cpp): image u8 [3, 4, 5], dense f32
+    [7], label i64, emb f32 [3] padded to 16, tokens i32 and ids i64 sequences, caption text."""
+    subprocess.run([str(_tool("tests/gpucache_make_shapes_dataset")), str(out), str(rows),
+                    str(shard_rows)], check=True)
+    return out
+
+
+@pytest.fixture(scope="session")
+def shapes_dataset(tmp_path_factory):
+    """30 rows of the shapes dataset in shards of 8 rows (which end no page: pieces)."""
+    return make_shapes_dataset(tmp_path_factory.mktemp("shapes") / "ds", 30, 8)
+
+
+@pytest.fixture(scope="session")
+def shapes_on_pages(tmp_path_factory):
+    """2348 rows of the shapes dataset in shards of 1024 rows: whole pages in every column."""
+    return make_shapes_dataset(tmp_path_factory.mktemp("shapes_pages") / "ds", 2348, 1024)
+
+
 @pytest.fixture
 def fresh_copy(tmp_path):
     """A function copying a dataset directory into a fresh place, for tests that damage it."""

@@ -67,7 +67,7 @@ def test_no_shuffle_keeps_row_order_and_columns_selects(ds):
 def test_padded_batches_and_errors(ds):
     batch = next(iter(gpucache.GPUBatches(ds, batch_size=4, padded=True, columns=["embedding"])))
     assert batch["embedding"].shape == (4, 16)
-    with pytest.raises(gpucache.Error, match="no tensor column nope"):
+    with pytest.raises(gpucache.Error, match="no tensor or sequence column nope"):
         gpucache.GPUBatches(ds, batch_size=4, columns=["nope"])
     with pytest.raises(gpucache.Error, match="batch_size must be at least 1"):
         gpucache.GPUBatches(ds, batch_size=0)

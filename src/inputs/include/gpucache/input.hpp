@@ -60,8 +60,8 @@ const InputFormat& detect_input_format(const std::string& path,
 // Reads path with the reader of the format detect_input_format picks. A format left out of this
 // build is one error line: "FILE: hdf5 input was not built into this gpucache (configure with
 // -DGPUCACHE_HDF5=ON and libhdf5-dev)".
-Value read_input(const std::string& path, const ReadOptions& options = {},
-                 std::span<const InputFormat> formats = input_formats());
+InputData read_input(const std::string& path, const ReadOptions& options = {},
+                     std::span<const InputFormat> formats = input_formats());
 
 // "npy (.npy), npz (.npz), pt (.pt/.pth/.bin), ...": the built formats, for one-line messages.
 std::string supported_input_formats(std::span<const InputFormat> formats = input_formats());

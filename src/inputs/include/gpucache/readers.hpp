@@ -1,6 +1,8 @@
-// The contract every input reader keeps. A reader maps the file, validates it, and returns the
-// object tree (value.hpp) with tensors pointing into the mapped file wherever the bytes can be used
-// as they are. It throws gpucache::Error naming the file, where in it, and what is wrong.
+// The contract every input reader keeps. A reader maps the file, validates it, and hands over
+// either the object tree (value.hpp) of a pickle-like or JSON format, with tensors pointing into
+// the mapped file wherever the bytes can be used as they are, or, for an array format whose
+// arrays it can read row by row without a tree (HDF5, say), the columns themselves
+// (input_column.hpp). It throws gpucache::Error naming the file, where in it, and what is wrong.
 //
 // Each format's reader lives in src/inputs/<name>/ and is declared once, in its own header
 // (gpucache/pt.hpp, npy.hpp, npz.hpp, safetensors.hpp, jsonl.hpp); the registry (input.hpp) holds
@@ -8,7 +10,9 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
+#include "gpucache/input_column.hpp"
 #include "gpucache/value.hpp"
 
 namespace gpucache {
@@ -26,7 +30,21 @@ struct ReadOptions {
   bool tensor_data = true;
 };
 
+// What a reader hands over: exactly one of a tree, which schema mapping turns into columns, and
+// columns named as --field paths name them (the reader's path of each, e.g. an HDF5 dataset's).
+struct InputData {
+  Value tree;
+  std::vector<InputColumn> columns;
+  bool columnar() const noexcept { return !columns.empty(); }
+};
+
 // Every reader has this type, so the registry can hold any of them and call them in one place.
-using ReadFn = Value (*)(const std::string& path, const ReadOptions& options);
+using ReadFn = InputData (*)(const std::string& path, const ReadOptions& options);
+
+// The registry entry of a reader that returns a tree.
+template <Value (*Read)(const std::string&, const ReadOptions&)>
+InputData read_tree(const std::string& path, const ReadOptions& options) {
+  return InputData{Read(path, options), {}};
+}
 
 }  // namespace gpucache

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -13,6 +14,15 @@
 #include "gpucache/validate.hpp"
 
 namespace gpucache {
+
+// --split NAME=FRACTION,...: one dataset per split (docs/cli.md, "Splits").
+struct SplitSpec {
+  std::string name;
+  double fraction = 0;
+  bool operator==(const SplitSpec&) const = default;
+};
+// Parses "train=0.9,val=0.1". Throws UsageError for a malformed list.
+std::vector<SplitSpec> parse_split_spec(std::string_view text);
 
 struct PackOptions {
   std::vector<std::string> inputs;  // .pt/.pth, .safetensors, .npy, .npz, .jsonl, mixed freely
@@ -40,6 +50,9 @@ struct PackOptions {
   // Its output_dtype and threads are taken from the fields above.
   ValidationOptions validation;
   std::string rejects_path;  // when set, one JSON line per dropped row
+  // With splits: output_dir/<name> holds each split's dataset; every kept row goes to one split,
+  // chosen from its input row and validation.seed.
+  std::vector<SplitSpec> splits;
 };
 
 struct PackedShard {
@@ -48,13 +61,23 @@ struct PackedShard {
   std::uint64_t bytes = 0;
 };
 
+struct PackedSplit {
+  std::string name;
+  std::string output_dir;
+  double fraction = 0;
+  std::uint64_t rows = 0;
+  std::uint64_t bytes = 0;
+  std::vector<PackedShard> shards;
+};
+
 struct PackResult {
   std::string output_dir;
   std::uint64_t input_rows = 0;
   std::uint64_t rows = 0;
   std::uint64_t bytes = 0;
   std::uint64_t resumed_shards = 0;  // shards kept from an interrupted run (--resume)
-  std::vector<PackedShard> shards;
+  std::vector<PackedShard> shards;  // without splits
+  std::vector<PackedSplit> splits;  // with splits (rows and bytes above add them up)
   ReasonCounts dropped{};  // indexed by DropReason; [kept] unused
   std::uint64_t sampled_out = 0;
   std::uint64_t overflowed_values = 0;       // clamped to the largest finite value

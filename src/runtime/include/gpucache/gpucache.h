@@ -7,7 +7,15 @@
  *
  * Lifetimes: every handle is freed with its own *_free function (NULL is accepted). Pointers a
  * handle hands out (names, host views, device pointers) stay valid while that handle lives. A
- * host or device data handle stays valid after the dataset it came from is freed. */
+ * host or device data handle stays valid after the dataset it came from is freed.
+ *
+ * Compatibility: structs never change their layout, so programs built against an older header
+ * keep working; newer features come as new functions and structs.
+ * - Shard format 1.2 (rows of any shape, sequence columns) added GPUCACHE_KIND_SEQUENCE,
+ *   GPUCACHE_MAX_ROW_DIMS, gpucache_row_shape with gpucache_dataset_column_shape,
+ *   gpucache_sequence_piece with gpucache_host_get_sequence_piece, gpucache_host_row_values and
+ *   gpucache_device_sequence. gpucache_column.rank is now 1 + the row's dimensions (up to 9) for
+ *   tensors and 2 for sequences; gpucache_to_device uploads sequence columns too. */
 #ifndef GPUCACHE_GPUCACHE_H
 #define GPUCACHE_GPUCACHE_H
 
@@ -20,11 +28,14 @@ extern "C" {
 
 #define GPUCACHE_API __attribute__((visibility("default")))
 
+/* The most dimensions a row may have: a tensor column is [rows, d0, ..., d7]. */
+#define GPUCACHE_MAX_ROW_DIMS 8
+
 typedef struct gpucache_dataset gpucache_dataset;
 typedef struct gpucache_host_data gpucache_host_data;
 typedef struct gpucache_device_data gpucache_device_data;
 
-enum { GPUCACHE_KIND_TENSOR = 0, GPUCACHE_KIND_TEXT = 1 };
+enum { GPUCACHE_KIND_TENSOR = 0, GPUCACHE_KIND_TEXT = 1, GPUCACHE_KIND_SEQUENCE = 2 };
 enum { GPUCACHE_PLACEMENT_DEVICE = 0, GPUCACHE_PLACEMENT_HOST_PINNED = 1 };
 enum { GPUCACHE_READ_AUTOMATIC = 0, GPUCACHE_READ_REGISTER_MMAP = 1, GPUCACHE_READ_PREAD = 2 };
 
@@ -33,19 +44,43 @@ typedef struct {
   int kind;         /* GPUCACHE_KIND_* */
   int dtype;        /* the shard format's dtype code (SPEC.md): 1 = f32, 2 = f16, 3 = bf16, ... */
   const char* dtype_name; /* "f32", "bf16", "bool", ... (static storage) */
-  int rank;               /* 1 or 2 */
-  uint64_t dim;
-  uint64_t padded_dim;
-  uint64_t row_pitch_bytes;
+  int rank;               /* tensor: 1 + the row's dimensions (1 to 9); text 1; sequence 2 */
+  uint64_t dim;           /* the innermost row dimension; 1 for scalar rows and text, 0 sequences */
+  uint64_t padded_dim;    /* elements stored for the innermost dimension (>= dim) */
+  uint64_t row_pitch_bytes; /* bytes from one stored row to the next; 0 for sequences */
 } gpucache_column;
 
+/* The shape of one row of a column (gpucache_dataset_column_shape). A tensor column is
+ * [rows, row_shape[0], ..., row_shape[row_dims - 1]], stored row-major with the innermost
+ * dimension padded to padded_dim elements (zeros), so a stored row is
+ * row_shape[0] * ... * row_shape[row_dims - 2] * padded_dim elements, row_pitch_bytes bytes. */
 typedef struct {
-  const void* data;       /* tensor: rows × row_pitch_bytes; text: rows + 1 u64 offsets */
+  uint32_t row_dims; /* tensor: rank - 1 (0 for one value per row); text and sequence: 0 */
+  uint64_t row_shape[GPUCACHE_MAX_ROW_DIMS]; /* row_dims entries, then zeros */
+  uint64_t padded_dim;
+  uint64_t row_pitch_bytes;
+} gpucache_row_shape;
+
+typedef struct {
+  const void* data; /* tensor: rows × row_pitch_bytes; text and sequence: rows + 1 u64 offsets */
   const void* text_bytes; /* text columns: the UTF-8 bytes the offsets index; else NULL */
   uint64_t rows;
   uint64_t first_row; /* first row of this piece within the selection */
   uint32_t shard_index;
 } gpucache_host_piece;
+
+/* One shard's part of a text or sequence column (gpucache_host_get_sequence_piece): row i of the
+ * piece is values[offsets[i]] .. values[offsets[i + 1] - 1], values of the column's dtype (bytes
+ * for text). These are the shard's own offsets: offsets[0] is 0 only when the piece starts at the
+ * shard's first row. They were checked (never decreasing, within the values) by gpucache_to_host,
+ * with or without verify. */
+typedef struct {
+  const uint64_t* offsets; /* rows + 1 */
+  const void* values;      /* the shard's values of the column */
+  uint64_t rows;
+  uint64_t first_row; /* first row of this piece within the selection */
+  uint32_t shard_index;
+} gpucache_sequence_piece;
 
 typedef struct {
   int verify;       /* nonzero: hash every chunk the selection touches (default 1) */
@@ -77,6 +112,9 @@ GPUCACHE_API size_t gpucache_dataset_shard_count(const gpucache_dataset* dataset
 GPUCACHE_API size_t gpucache_dataset_column_count(const gpucache_dataset* dataset);
 GPUCACHE_API int gpucache_dataset_column(const gpucache_dataset* dataset, size_t index,
                                          gpucache_column* out);
+/* The row shape of selected column `index`. */
+GPUCACHE_API int gpucache_dataset_column_shape(const gpucache_dataset* dataset, size_t index,
+                                               gpucache_row_shape* out);
 /* Selections make a new handle; the original is unchanged and must still be freed. */
 GPUCACHE_API int gpucache_select_columns(const gpucache_dataset* dataset, const char* const* names,
                                          size_t count, gpucache_dataset** out);
@@ -97,15 +135,25 @@ GPUCACHE_API int gpucache_host_piece_count(const gpucache_host_data* data, const
                                            size_t* count);
 GPUCACHE_API int gpucache_host_get_piece(const gpucache_host_data* data, const char* column,
                                          size_t index, gpucache_host_piece* out);
-/* A tensor column's selected rows as one contiguous [rows, padded_dim] array without a copy, or
- *data_out = NULL when its shards' parts could not be joined (then read the pieces). */
+/* A tensor column's selected rows as one contiguous array of rows × row_pitch_bytes bytes without
+ *a copy, or *data_out = NULL when its shards' parts could not be joined (then read the pieces) and
+ * for text and sequence columns. */
 GPUCACHE_API int gpucache_host_joined(const gpucache_host_data* data, const char* column,
                                       const void** data_out);
 /* Row `row` of a text column as UTF-8 bytes (not NUL-terminated) inside the mapping. */
 GPUCACHE_API int gpucache_host_text(const gpucache_host_data* data, const char* column,
                                     uint64_t row, const char** text, size_t* size);
+/* Piece `index` of a text or sequence column (-1 for a tensor column). */
+GPUCACHE_API int gpucache_host_get_sequence_piece(const gpucache_host_data* data,
+                                                  const char* column, size_t index,
+                                                  gpucache_sequence_piece* out);
+/* Row `row` of a text or sequence column: `*count` values of the column's dtype (bytes for text)
+ * at `*values`, inside the mapping. */
+GPUCACHE_API int gpucache_host_row_values(const gpucache_host_data* data, const char* column,
+                                          uint64_t row, const void** values, uint64_t* count);
 
-/* Device: the selected tensor columns in one allocation on GPU `device`. options may be NULL. */
+/* Device: the selected tensor and sequence columns in one allocation on GPU `device` (text
+ * columns stay on the host). options may be NULL. */
 GPUCACHE_API void gpucache_device_options_init(gpucache_device_options* options);
 GPUCACHE_API int gpucache_to_device(const gpucache_dataset* dataset, int device,
                                     const gpucache_device_options* options,
@@ -113,9 +161,17 @@ GPUCACHE_API int gpucache_to_device(const gpucache_dataset* dataset, int device,
 GPUCACHE_API void gpucache_device_data_free(gpucache_device_data* data);
 GPUCACHE_API uint64_t gpucache_device_data_rows(const gpucache_device_data* data);
 GPUCACHE_API uint64_t gpucache_device_data_bytes(const gpucache_device_data* data);
-/* A device-accessible pointer to the column's [rows, padded_dim] rows. */
+/* A device-accessible pointer to the column's data: a tensor column's rows × row_pitch_bytes
+ * bytes ([rows, *row_shape], innermost dimension stored as padded_dim), or a sequence column's
+ * values. info may be NULL. */
 GPUCACHE_API int gpucache_device_column(const gpucache_device_data* data, const char* column,
                                         void** pointer, gpucache_column* info);
+/* A sequence column on the device: `*count` values of its dtype at `*values`, and rows + 1 int64
+ * offsets at `*offsets` rebased to the selection (offsets[0] = 0, offsets[rows] = count; row i is
+ * values[offsets[i]] .. values[offsets[i + 1] - 1]). Both device-accessible, in the one
+ * allocation. -1 for a column that is not a sequence. */
+GPUCACHE_API int gpucache_device_sequence(const gpucache_device_data* data, const char* column,
+                                          void** values, int64_t** offsets, uint64_t* count);
 
 #ifdef __cplusplus
 }

@@ -21,7 +21,6 @@
 #include "gpucache/dtype.hpp"
 #include "gpucache/error.hpp"
 
-
 namespace gpucache::runtime {
 
 namespace detail {
@@ -44,14 +43,20 @@ struct ShardInfo {
 };
 
 // One shard's part of a host column: `rows` consecutive rows starting at row `first_row` of the
-// selection, `row_pitch_bytes` apart. For text columns `data` points at the shard's u64 offsets
-// (rows + 1 of them, relative to `text_bytes`).
+// selection.
+// - Tensor columns: `data` points at the rows, row_pitch_bytes() apart; each row is
+//   [*row_shape] row-major with its innermost dimension stored as padded_dim elements.
+// - Text and sequence columns: `data` points at the shard's u64 offsets of these rows (rows + 1
+//   of them), which count values (bytes for text) from `values`: row i is values [offsets[i],
+//   offsets[i + 1]). They are the shard's own offsets, so offsets[0] is 0 only when the piece
+//   starts at the shard's first row. Checked before the load returned, even without verify.
 struct HostPiece {
   const std::byte* data = nullptr;
   std::uint64_t rows = 0;
   std::uint64_t first_row = 0;
   std::uint32_t shard_index = 0;
-  const std::byte* text_bytes = nullptr;
+  const std::byte* text_bytes = nullptr;  // text columns: the UTF-8 bytes (equals `values`)
+  const std::byte* values = nullptr;      // text and sequence columns: the shard's values
 };
 
 // An address range of one shard's memory map, so callers (and tests) can check that a view
@@ -76,11 +81,16 @@ class GPUCACHE_API HostData {
   const Column& column(std::string_view name) const;
   // One piece per shard the selection touches, in row order.
   std::span<const HostPiece> pieces(std::string_view column) const;
-  // A tensor column's selected rows as one contiguous [rows, padded_dim] array, without a copy:
-  // the shard's view when the rows lie in one shard; across shards, their parts mapped side by
-  // side when they meet on page boundaries (what gpucache pack writes unless --shard-rows says
-  // otherwise). nullptr when they could not be joined (then use pieces()), or for text columns.
+  // A tensor column's selected rows as one contiguous array of rows × row_pitch_bytes() bytes
+  // ([rows, *row_shape] with the innermost dimension stored as padded_dim), without a copy: the
+  // shard's view when the rows lie in one shard; across shards, their parts mapped side by side
+  // when they meet on page boundaries (what gpucache pack writes unless --shard-rows says
+  // otherwise), whatever the row pitch. nullptr when they could not be joined (then use
+  // pieces()), and for text and sequence columns.
   const std::byte* joined(std::string_view column) const;
+  // Row `row` of the selection of a text or sequence column: its values (UTF-8 bytes for text;
+  // size() / dtype size values of the column's dtype for a sequence) inside the mapping.
+  std::span<const std::byte> row_values(std::string_view column, std::uint64_t row) const;
   // Row `row` of the selection of a text column, as UTF-8 bytes pointing into the mapping.
   std::string_view text(std::string_view column, std::uint64_t row) const;
   std::vector<MappedRange> mapped_ranges() const;
@@ -111,11 +121,20 @@ struct DeviceOptions {
   std::size_t staging_bytes = 16ull << 20;  // per staging buffer (raised to the chunk size)
 };
 
+// A column in the one allocation of a device load.
 struct DeviceColumn {
   Column column;
-  void* data = nullptr;      // device-accessible pointer to [rows, padded_dim]
-  std::uint64_t offset = 0;  // byte offset in the allocation (a multiple of 4096)
-  std::uint64_t bytes = 0;   // rows × row_pitch_bytes
+  // Tensor columns: the [rows, *row_shape] rows, row_pitch_bytes() apart (the innermost dimension
+  // stored as padded_dim elements, as in the shards). Sequence columns: the selected rows' values
+  // back to back, `values` elements of the column's dtype. Device-accessible.
+  void* data = nullptr;
+  std::uint64_t offset = 0;  // of `data` in the allocation (a multiple of 4096)
+  std::uint64_t bytes = 0;   // at `data`: rows × row_pitch_bytes, or values × dtype size
+  // Sequence columns: rows + 1 int64 offsets into `data`, rebased to the selection: row i is
+  // values [offsets[i], offsets[i + 1]), offsets[0] = 0, offsets[rows] = values. Device-accessible.
+  std::int64_t* offsets = nullptr;
+  std::uint64_t offsets_offset = 0;  // of `offsets` in the allocation (a multiple of 4096)
+  std::uint64_t values = 0;
 };
 
 struct LoadStats {
@@ -128,9 +147,12 @@ struct LoadStats {
   double seconds = 0;
 };
 
-// Tensor columns of a selection in one allocation laid out column by column: column c's rows from
-// every shard are contiguous, so it is one [rows, padded_dim] tensor. The allocation is freed (or
-// the pinned host memory released) when the last copy of DeviceData and the last owner() token die.
+// The tensor and sequence columns of a selection in one allocation: each tensor column's rows from
+// every shard are contiguous, so it is one [rows, *row_shape] tensor (innermost dimension stored
+// as padded_dim); a sequence column is its values, contiguous across shards, plus int64 offsets
+// rebased to the selection (computed on the host from the checked shard offsets). The allocation is
+// freed (or the pinned host memory released) when the last copy of DeviceData and the last owner()
+// token die.
 class GPUCACHE_API DeviceData {
  public:
   int device() const noexcept;
@@ -177,8 +199,9 @@ class GPUCACHE_API Dataset {
   Dataset for_rank(std::uint32_t rank, std::uint32_t world_size) const;
 
   HostData to_host(const HostOptions& options = {}) const;
-  // Uploads the selected tensor columns (text columns stay on the host; use to_host for them).
-  // Checks free device memory first: "needs X GiB, Y GiB free on cuda:N".
+  // Uploads the selected tensor and sequence columns (text columns stay on the host; use to_host
+  // for them). Sequence offsets are checked (hashed first with verify) before the allocation is
+  // sized from them. Checks free device memory first: "needs X GiB, Y GiB free on cuda:N".
   DeviceData to_device(int device, const DeviceOptions& options = {}) const;
 
  private:

@@ -25,6 +25,7 @@
 
 #include "gpucache/dtype.hpp"
 #include "gpucache/input_column.hpp"
+#include "gpucache/readers.hpp"
 #include "gpucache/value.hpp"
 
 namespace gpucache {
@@ -39,11 +40,16 @@ std::optional<SourceKind> parse_source_kind(std::string_view name) noexcept;
 struct FieldSpec {
   std::string column;
   std::string path;
+  // Set when the column comes from a file of its own (--field images=images.npy, or
+  // --field emb=ann.h5:/train with a path inside it): the column is joined to the others row by
+  // row. Empty for a path in every input.
+  std::string file;
   bool operator==(const FieldSpec&) const = default;
 };
 
-// Parses "COLUMN=PATH" as given to --field. Throws UsageError for a missing '=', a column name
-// that is not [a-z_][a-z0-9_]*, or a path that does not parse.
+// Parses "COLUMN=PATH", or "COLUMN=FILE" and "COLUMN=FILE:PATH" when FILE names an existing file,
+// as given to --field. Throws UsageError for a missing '=', a column name that is not
+// [a-z_][a-z0-9_]*, or a path that does not parse.
 FieldSpec parse_field_spec(std::string_view text);
 
 // --role COLUMN=ROLE: what a column is for (embedding, tensor, sequence, text).
@@ -94,6 +100,22 @@ SourceMapping map_source(const Value& root, const std::string& origin,
                          std::optional<SourceKind> kind = std::nullopt,
                          const std::vector<FieldSpec>& fields = {},
                          const std::vector<RoleSpec>& roles = {});
+
+// map_source for whatever a reader hands over (readers.hpp InputData): a tree as above, or
+// columns the reader (or a caller, for arrays in memory) already made, which --field selects and
+// renames by their paths, and which are detected as an embedding dataset when one of them is a
+// float vector column, else as a tensors dataset.
+SourceMapping map_input(const InputData& data, const std::string& origin,
+                        std::optional<SourceKind> kind = std::nullopt,
+                        const std::vector<FieldSpec>& fields = {},
+                        const std::vector<RoleSpec>& roles = {});
+
+// One column from a file of its own (a FieldSpec with `file`): the array at field.path, or when
+// the path is empty the one array the file holds. `roles` may set its role. Throws
+// gpucache::Error naming the file when the path does not lead to a column or the file holds
+// several arrays and no path picks one.
+InputColumn map_file_column(const InputData& data, const FieldSpec& field,
+                            const std::vector<RoleSpec>& roles = {});
 
 // Several inputs packed into one dataset must agree on kind, column names, kinds and roles, row
 // shapes and integer dtypes (float columns may differ in float dtype). Throws gpucache::Error

@@ -33,6 +33,8 @@ struct Manifest {
   std::string tool_version;
   std::uint64_t rows = 0;
   std::vector<Column> columns;
+  // What each column is for (one per column); empty in manifests written before roles existed.
+  std::vector<ColumnRole> roles;
   std::vector<ManifestShard> shards;
   std::vector<ManifestInput> inputs;
   nlohmann::ordered_json options = nlohmann::ordered_json::object();
