@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cctype>
 #include <filesystem>
+#include <unordered_set>
 
 #include "gpucache/common/error_text.hpp"
 #include "gpucache/common/float_convert.hpp"
@@ -213,7 +214,7 @@ RoleSpec parse_role_spec(std::string_view text) {
 }
 
 std::string format_field_flag(const FieldSpec& field) {
-  const std::string value = field.file.empty() ? field.path
+  const std::string value = field.file.empty()   ? field.path
                             : field.path.empty() ? field.file
                                                  : field.file + ":" + field.path;
   return "--field " + shell_quote(field.column + "=" + value);
@@ -289,11 +290,15 @@ SourceMapping map_source(const Value& root, const std::string& origin,
   const bool detection_fits = detected && interchangeable(detected->kind, final_kind);
   bool used_detection = false;
   if (detection_fits) {
+    // A set of the planned names, not a search of the plan per field: a detected layout may
+    // have 10^6 columns (a safetensors file of that many tensors).
+    std::unordered_set<std::string> planned;
+    for (const auto& field : plan) planned.insert(field.column);
     for (const auto& field : detected->fields) {
       // Standard columns the fields leave out; extra columns of the layout too, unless the
       // fields name columns explicitly.
       const bool wanted = find_standard(standards, field.column) || fields.empty();
-      if (wanted && !has_column(plan, field.column)) {
+      if (wanted && planned.insert(field.column).second) {
         plan.push_back(field);
         used_detection = true;
       }
@@ -408,8 +413,8 @@ void check_compatible(const std::vector<SourceMapping>& mappings) {
   for (const auto& column : first.columns) {
     auto describe = [&](const SourceMapping& mapping) {
       const InputColumn& other = *mapping.find(column.name);
-      std::string text = std::string(column_role_name(other.role)) + " " +
-                         std::string(dtype_name(other.dtype));
+      std::string text =
+          std::string(column_role_name(other.role)) + " " + std::string(dtype_name(other.dtype));
       if (other.kind == ColumnKind::tensor) {
         text += " [";
         for (std::size_t d = 0; d < other.row_shape.size(); ++d)

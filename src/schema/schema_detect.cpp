@@ -8,6 +8,7 @@
 #include <cctype>
 #include <functional>
 #include <optional>
+#include <unordered_set>
 
 #include "gpucache/common/error_text.hpp"
 #include "gpucache/common/float_convert.hpp"
@@ -487,15 +488,14 @@ std::optional<DetectedLayout> Detector::tensors_layout(const Dict& dict, const K
     }
   if (!rows || *rows == 0) return std::nullopt;
   DetectedLayout layout{SourceKind::tensors, {}, description};
-  std::vector<std::string> names;
+  // A set, not a list searched each time: a safetensors file may hold 10^6 tensors.
+  std::unordered_set<std::string> names;
   for (const auto& [key, value] : dict.items) {
     if (!value.as_tensor() && !value.as_list()) continue;  // metadata: scalars, strings, dicts
     if (text_list(value) && row_count(value) != *rows) continue;
     if (!column_of(value, *rows)) return std::nullopt;
     const std::string name = column_name_for(key);
-    if (name.empty() || std::find(names.begin(), names.end(), name) != names.end())
-      return std::nullopt;
-    names.push_back(name);
+    if (name.empty() || !names.insert(name).second) return std::nullopt;
     layout.fields.push_back({name, format_path(with_key(prefix, key))});
   }
   return layout;
@@ -540,9 +540,8 @@ std::optional<DetectedLayout> detect_tensor_columns(const Value& root, const std
     std::string stem = origin.substr(origin.find_last_of('/') + 1);
     stem = stem.substr(0, stem.find('.'));
     const std::string name = column_name_for(stem);
-    return DetectedLayout{SourceKind::tensors,
-                          {{name.empty() ? "data" : name, "."}},
-                          "a " + tensor_text(*tensor)};
+    return DetectedLayout{
+        SourceKind::tensors, {{name.empty() ? "data" : name, "."}}, "a " + tensor_text(*tensor)};
   }
   return std::nullopt;
 }

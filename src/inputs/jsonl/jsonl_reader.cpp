@@ -12,6 +12,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
@@ -30,11 +31,30 @@ using Json = nlohmann::json;
 constexpr std::size_t kMaxDepth = 256;
 
 // Where a file's numeric arrays live until the file is read: one buffer per element type.
+// Whether an array is i64 or f32 is decided per key path over the whole file (every row's
+// "tokens", say), not per array: a column must have one dtype, and a row of token ids that
+// happens to be empty, or an embedding whose values happen to be whole, must not differ from
+// its column. A path is i64 when every number under it, in every row, is an integer literal.
 struct Arenas {
   std::vector<float> floats;
   std::vector<std::int64_t> integers;
-  // Tensors get their storage once the arenas stop growing and their addresses are final.
-  std::vector<std::shared_ptr<Tensor>> float_tensors, integer_tensors;
+  struct Pending {
+    std::shared_ptr<Tensor> tensor;
+    std::uint32_t path;
+    bool integers;  // its numbers are in `integers` (else in `floats`, or it is empty)
+  };
+  // Tensors get their dtype and storage once the arenas stop growing and their addresses are
+  // final.
+  std::vector<Pending> tensors;
+  std::unordered_map<std::string, std::uint32_t> path_ids;
+  std::vector<bool> path_has_fraction;  // by path id: some number is not an integer literal
+
+  std::uint32_t path_id(std::string path) {
+    const auto [found, added] =
+        path_ids.try_emplace(std::move(path), static_cast<std::uint32_t>(path_has_fraction.size()));
+    if (added) path_has_fraction.push_back(false);
+    return found->second;
+  }
 };
 
 class LineBuilder : public nlohmann::json_sax<Json> {
@@ -122,10 +142,9 @@ class LineBuilder : public nlohmann::json_sax<Json> {
     Frame frame = std::move(frames_.back());
     frames_.pop_back();
     if (frame.element_type.empty() || frame.element_type == "number") {
-      // Each number went to both arenas; the array keeps one copy. Integer literals only (token
-      // ids) make an i64 tensor; empty arrays f32 ones: in a dataset they can only be empty
-      // embeddings.
-      const bool integers = !frame.element_type.empty() && frame.all_integers;
+      // Each number went to both arenas; the array keeps one copy. Its dtype is its path's,
+      // known when the file is read (Arenas).
+      const bool integers = frame.count > 0 && frame.all_integers;
       auto tensor = std::make_shared<Tensor>();
       tensor->dtype = integers ? DType::i64 : DType::f32;
       tensor->shape = {static_cast<std::int64_t>(frame.count)};
@@ -133,12 +152,13 @@ class LineBuilder : public nlohmann::json_sax<Json> {
       if (integers) {
         arenas_.floats.resize(frame.first_number);
         tensor->storage_offset = static_cast<std::int64_t>(frame.first_integer);
-        arenas_.integer_tensors.push_back(tensor);
       } else {
         arenas_.integers.resize(frame.first_integer);
         tensor->storage_offset = static_cast<std::int64_t>(frame.first_number);
-        arenas_.float_tensors.push_back(tensor);
       }
+      const std::uint32_t path = arenas_.path_id(array_path());
+      if (frame.count > 0 && !integers) arenas_.path_has_fraction[path] = true;
+      arenas_.tensors.push_back({tensor, path, integers});
       return emit(Value(std::move(tensor)));
     }
     return emit(Value(std::move(frame.list)));
@@ -235,6 +255,21 @@ class LineBuilder : public nlohmann::json_sax<Json> {
     return true;
   }
 
+  // The key path of the array just closed, array indices left out ("turns[].embedding"): the
+  // same for that array in every row. Keys are kept whole, each behind a separator byte.
+  std::string array_path() const {
+    std::string text;
+    for (const auto& frame : frames_) {
+      if (frame.kind == Frame::object) {
+        text += '\x01';
+        text += frame.key;
+      } else {
+        text += '\x02';
+      }
+    }
+    return text;
+  }
+
   // Where the parser is, as a key path: question_embedding[3].
   std::string location() const {
     std::string text;
@@ -304,15 +339,38 @@ Value read_jsonl(const std::string& path, const ReadOptions&) {
     rows->items.emplace_back(std::move(row));
   }
 
-  auto give_storage = [](auto& arena, const std::vector<std::shared_ptr<Tensor>>& tensors) {
+  // A path with a fraction anywhere is f32 throughout: its integer arrays are converted (an
+  // integer literal in an f32 array is read as a number, as before). Empty arrays take their
+  // path's dtype; a path of empty arrays only is f32.
+  std::vector<bool> path_has_integers(arenas.path_has_fraction.size(), false);
+  for (const auto& pending : arenas.tensors)
+    if (pending.integers) path_has_integers[pending.path] = true;
+  for (auto& pending : arenas.tensors) {
+    Tensor& tensor = *pending.tensor;
+    const bool i64 = path_has_integers[pending.path] && !arenas.path_has_fraction[pending.path];
+    tensor.dtype = i64 ? DType::i64 : DType::f32;
+    if (pending.integers && !i64) {
+      const auto first = static_cast<std::size_t>(tensor.storage_offset);
+      const auto count = static_cast<std::size_t>(tensor.shape[0]);
+      tensor.storage_offset = static_cast<std::int64_t>(arenas.floats.size());
+      for (std::size_t i = 0; i < count; ++i)
+        arenas.floats.push_back(static_cast<float>(arenas.integers[first + i]));
+      pending.integers = false;
+    } else if (tensor.shape[0] == 0) {
+      tensor.storage_offset = 0;
+      pending.integers = i64;
+    }
+  }
+  auto give_storage = [](auto& arena, const std::vector<Arenas::Pending>& tensors, bool integers) {
     auto owned = std::make_shared<std::remove_reference_t<decltype(arena)>>(std::move(arena));
     auto storage = std::make_shared<Storage>();
     storage->bytes = std::as_bytes(std::span(*owned));
     storage->owner = owned;
-    for (const auto& tensor : tensors) tensor->storage = storage;
+    for (const auto& pending : tensors)
+      if (pending.integers == integers) pending.tensor->storage = storage;
   };
-  give_storage(arenas.floats, arenas.float_tensors);
-  give_storage(arenas.integers, arenas.integer_tensors);
+  give_storage(arenas.floats, arenas.tensors, false);
+  give_storage(arenas.integers, arenas.tensors, true);
   return Value(std::move(rows));
 }
 

@@ -211,13 +211,13 @@ void check_repeated_view(const Tensor& tensor, const std::string& path) {
       why = "stride 0 in dimension " + std::to_string(i);
       break;
     }
-  throw Error(path, "tensor " + shape_text(tensor.shape) + " " + std::string(dtype_name(tensor.dtype)),
-              "is a view that repeats its storage's elements (" + why + "): " +
-                  std::to_string(nbytes) + " bytes from a storage of " +
-                  std::to_string(storage_bytes) +
-                  ", beyond the limit of " + std::to_string(kMaxRepeatedViewBytes) +
-                  " bytes for repeating views; save tensor.contiguous() if it is meant to be that "
-                  "large");
+  throw Error(
+      path, "tensor " + shape_text(tensor.shape) + " " + std::string(dtype_name(tensor.dtype)),
+      "is a view that repeats its storage's elements (" + why + "): " + std::to_string(nbytes) +
+          " bytes from a storage of " + std::to_string(storage_bytes) + ", beyond the limit of " +
+          std::to_string(kMaxRepeatedViewBytes) +
+          " bytes for repeating views; save tensor.contiguous() if it is meant to be that "
+          "large");
 }
 
 }  // namespace

@@ -5,10 +5,10 @@
 #include <memory>
 #include <string>
 
-#include "pt/pickle.hpp"
 #include "gpucache/common/mapped_file.hpp"
 #include "gpucache/readers.hpp"
 #include "gpucache/value.hpp"
+#include "pt/pickle.hpp"
 
 namespace gpucache::detail {
 
