@@ -248,3 +248,26 @@ TEST_CASE("the shapes fixtures stay small") {
     }
   CHECK(total < 2 * 1024 * 1024);
 }
+
+TEST_CASE("numpy string arrays pack as text columns, alone and beside embeddings in an .npz") {
+  test_support::ScratchDir scratch;
+  const auto alone =
+      run_cli({"pack", data_path("shapes/strings_unicode.npy"), "-o", scratch / "alone", "-q"});
+  INFO(alone.err);
+  REQUIRE(alone.exit_code == 0);
+  const auto alone_columns = Json::parse(run_cli({"inspect", "--json", scratch / "alone"}).out);
+  CHECK(alone_columns.dump().find("\"strings_unicode\"") != std::string::npos);
+  const auto paired =
+      run_cli({"pack", data_path("shapes/text_embeddings.npz"), "-o", scratch / "paired", "-q"});
+  INFO(paired.err);
+  REQUIRE(paired.exit_code == 0);
+  const auto exported =
+      run_cli({"export", scratch / "paired", scratch / "out", "--column", "text"});
+  INFO(exported.err);
+  REQUIRE(exported.exit_code == 0);
+  std::ifstream lines(scratch / "out/text.jsonl");
+  std::vector<std::string> texts;
+  for (std::string line; std::getline(lines, line);) texts.push_back(Json::parse(line));
+  const Json expected = expected_for("shapes/text_embeddings.npz")["value"]["items"][0][1];
+  CHECK(texts == expected["values"].get<std::vector<std::string>>());
+}

@@ -535,20 +535,24 @@ void collect(const Value& value, const KeyPath& path, int depth, std::vector<Can
 std::optional<DetectedLayout> detect_tensor_columns(const Value& root, const std::string& origin) {
   if (const Dict* dict = root.as_dict())
     return Detector::tensors_layout(*dict, {}, "a dict with keys " + describe_keys(*dict));
-  // One array on its own (an images.npy): one column, named after the file.
-  if (const Tensor* tensor = root.as_tensor(); tensor && !tensor->shape.empty()) {
+  // One array on its own (an images.npy, or a numpy string array such as texts.npy, read as a
+  // list of str): one column, named after the file.
+  auto file_column = [&] {
     std::string stem = origin.substr(origin.find_last_of('/') + 1);
     stem = stem.substr(0, stem.find('.'));
     const std::string name = column_name_for(stem);
-    return DetectedLayout{
-        SourceKind::tensors, {{name.empty() ? "data" : name, "."}}, "a " + tensor_text(*tensor)};
-  }
+    return name.empty() ? std::string("data") : name;
+  };
+  if (const Tensor* tensor = root.as_tensor(); tensor && !tensor->shape.empty())
+    return DetectedLayout{SourceKind::tensors, {{file_column(), "."}}, "a " + tensor_text(*tensor)};
+  if (text_list(root))
+    return DetectedLayout{SourceKind::tensors, {{file_column(), "."}}, value_signature(root)};
   return std::nullopt;
 }
 
 DetectedLayout detect_layout(const Value& root, const std::string& origin) {
   if (auto layout = Detector(origin).node(root, {}, 0)) return std::move(*layout);
-  if (root.as_tensor())
+  if (root.as_tensor() || text_list(root))
     if (auto layout = detect_tensor_columns(root, origin)) return std::move(*layout);
   std::vector<Candidate> vectors, texts;
   collect(root, {}, 0, vectors, texts);
