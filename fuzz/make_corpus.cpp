@@ -8,11 +8,11 @@
 #include <string>
 #include <vector>
 
+#include "gpucache/common/mapped_file.hpp"
+#include "gpucache/error.hpp"
 #include "gpucache/shard/manifest.hpp"
 #include "gpucache/shard_io/shard_writer.hpp"
 #include "zip/zip.hpp"
-#include "gpucache/common/mapped_file.hpp"
-#include "gpucache/error.hpp"
 
 using namespace gpucache;
 using namespace gpucache::shard;
@@ -38,13 +38,13 @@ void write_text(const fs::path& path, const std::string& text) {
 // with 4 KiB chunks so the chunk table has several entries.
 void write_shard(const fs::path& path, DType dtype, std::uint64_t rows, std::uint64_t dim,
                  bool with_text, int zstd_level) {
-  std::vector<ColumnSpec> specs{
-      {"embedding", ColumnKind::tensor, dtype, 2, dim, padded_dim_for(dim, dtype, 16)},
-      {"label", ColumnKind::tensor, DType::i32, 1, 1, 1}};
+  std::vector<Column> specs{
+      {"embedding", ColumnKind::tensor, dtype, {dim}, padded_dim_for(dim, dtype, 16)},
+      {"label", ColumnKind::tensor, DType::i32, {}, 1}};
   std::vector<std::string> texts;
   std::uint64_t text_total = 0;
   if (with_text) {
-    specs.push_back({"text", ColumnKind::text, DType::u8, 1, 1, 1});
+    specs.push_back({"text", ColumnKind::text, DType::u8, {}, 1});
     for (std::uint64_t r = 0; r < rows; ++r) {
       texts.push_back(std::string(r % 4, static_cast<char>('a' + r)) + (r % 2 ? "\xc3\xa9" : ""));
       text_total += texts.back().size();
@@ -57,7 +57,7 @@ void write_shard(const fs::path& path, DType dtype, std::uint64_t rows, std::uin
   auto data = builder.tensor_data(0);
   for (std::uint64_t r = 0; r < rows; ++r)
     for (std::uint64_t i = 0; i < dim * dtype_size(dtype); ++i)
-      data[r * column.row_pitch_bytes + i] = static_cast<std::byte>(r * 31 + i * 7 + 1);
+      data[r * column.row_pitch_bytes() + i] = static_cast<std::byte>(r * 31 + i * 7 + 1);
   auto labels = builder.tensor_data(1);
   for (std::uint64_t r = 0; r < rows; ++r) labels[r * 4] = static_cast<std::byte>(r);
   if (with_text) {
@@ -81,9 +81,9 @@ void write_shard(const fs::path& path, DType dtype, std::uint64_t rows, std::uin
 Manifest sample_manifest(std::uint64_t shards, bool with_text) {
   Manifest manifest;
   manifest.tool_version = "0.1.0";
-  manifest.columns.push_back({"embedding", ColumnKind::tensor, DType::f16, 2, 5, 16, 32});
-  if (with_text) manifest.columns.push_back({"text", ColumnKind::text, DType::u8, 1, 1, 1, 1});
-  manifest.columns.push_back({"source", ColumnKind::tensor, DType::u16, 1, 1, 1, 2});
+  manifest.columns.push_back({"embedding", ColumnKind::tensor, DType::f16, {5}, 16});
+  if (with_text) manifest.columns.push_back({"text", ColumnKind::text, DType::u8, {}, 1});
+  manifest.columns.push_back({"source", ColumnKind::tensor, DType::u16, {}, 1});
   for (std::uint64_t s = 0; s < shards; ++s) {
     manifest.shards.push_back(
         {shard_file_name(static_cast<std::uint32_t>(s)), 8, s * 8, 20584, 0x1f0e2d3c4b5a6978 + s});
@@ -167,6 +167,39 @@ int main(int argc, char** argv) {
     copy_fixtures(data / "safetensors" / "broken", ".safetensors", corpus / "safetensors");
     copy_fixtures(data / "jsonl", ".jsonl", corpus / "jsonl");
     copy_fixtures(data / "jsonl" / "broken", ".jsonl", corpus / "jsonl");
+    // Round 2 of hostile inputs (issue #18): repeating torch views, an ambiguous .npz (the deflate
+    // bombs stay out: each run would inflate 64 MiB), a many-tensor safetensors header, and the
+    // near-misses the reference libraries refuse (docs/reliability.md).
+    for (const char* name : {"expand_huge.pt", "strided_huge.pt", "expand_small.pt"})
+      fs::copy_file(data / "hostile" / name, corpus / "pt" / name,
+                    fs::copy_options::overwrite_existing);
+    fs::copy_file(data / "hostile" / "two_blocks.npz", corpus / "npz" / "two_blocks.npz",
+                  fs::copy_options::overwrite_existing);
+    auto safetensors = [](const std::string& header, const std::string& data) {
+      std::string out(8, '\0');
+      for (int i = 0; i < 8; ++i) out[i] = static_cast<char>((header.size() >> (8 * i)) & 0xff);
+      return out + header + data;
+    };
+    std::string many = "{";
+    for (int i = 0; i < 150; ++i)
+      many += (i ? ",\"t" : "\"t") + std::to_string(i) +
+              "\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[" + std::to_string(i) + "," +
+              std::to_string(i + 1) + "]}";
+    write_text(corpus / "safetensors" / "many_tensors.safetensors",
+               safetensors(many + "}", std::string(150, '\x07')));
+    const std::string object = R"({"x":{"dtype":"U8","shape":[2],"data_offsets":[0,2]}})";
+    write_text(corpus / "safetensors" / "near_miss_bom.safetensors",
+               safetensors("\xEF\xBB\xBF" + object, "\x01\x02"));
+    write_text(corpus / "safetensors" / "near_miss_nul_padding.safetensors",
+               safetensors(object + std::string(3, '\0'), "\x01\x02"));
+    write_text(corpus / "safetensors" / "near_miss_nul_garbage.safetensors",
+               safetensors(object + std::string(1, '\0') + "garbage", "\x01\x02"));
+    write_text(corpus / "safetensors" / "whitespace_around.safetensors",
+               safetensors(" \n" + object + "\t  ", "\x01\x02"));
+    write_text(corpus / "jsonl" / "token_ids.jsonl",
+               "{\"ids\": [101, 7, 102], \"e\": [0.5, 1]}\n{\"ids\": [], \"e\": [1, 2]}\n");
+    write_text(corpus / "jsonl" / "near_miss_nul.jsonl",
+               std::string("{\"e\": [0.5, 1]}") + '\0' + "garbage\n");
     const fs::path paths = corpus / "field_path";
     fs::create_directories(paths);
     const char* flags[] = {"embedding=data.vectors",

@@ -20,13 +20,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "npy/npy_header.hpp"
-#include "pt/pickle.hpp"
 #include "gpucache/common/hash.hpp"
-#include "gpucache/shard/manifest.hpp"
-#include "gpucache/shard/shard_layout.hpp"
-#include "gpucache/shard_io/shard_reader.hpp"
-#include "zip/zip.hpp"
 #include "gpucache/common/mapped_file.hpp"
 #include "gpucache/error.hpp"
 #include "gpucache/jsonl.hpp"
@@ -36,7 +30,13 @@
 #include "gpucache/pt.hpp"
 #include "gpucache/safetensors.hpp"
 #include "gpucache/schema.hpp"
+#include "gpucache/shard/manifest.hpp"
+#include "gpucache/shard/shard_layout.hpp"
+#include "gpucache/shard_io/shard_reader.hpp"
 #include "gpucache/value.hpp"
+#include "npy/npy_header.hpp"
+#include "pt/pickle.hpp"
+#include "zip/zip.hpp"
 
 namespace gpucache::fuzz {
 
@@ -222,16 +222,22 @@ inline void map_and_probe(const Value& root, const std::vector<FieldSpec>& field
   (void)probe_json(root, "fuzz", options);
 }
 
-// npy: parse_npy, then every element read through the tensor's shape and strides.
+// npy: parse_npy, then every element read through the tensor's shape and strides; a string
+// array's text holds no more bytes than its data.
 inline void npy(std::span<const std::byte> input) {
-  Tensor tensor;
+  Value value;
   try {
-    tensor = parse_npy(input, nullptr, "fuzz.npy");
+    value = parse_npy(input, nullptr, "fuzz.npy");
   } catch (const Error&) {
     return;
   }
-  GPUCACHE_FUZZ_REQUIRE(tensor.numel() * dtype_size(tensor.dtype) <= input.size());
-  read_tensor(tensor);
+  if (const Tensor* tensor = value.as_tensor()) {
+    GPUCACHE_FUZZ_REQUIRE(tensor->numel() * dtype_size(tensor->dtype) <= input.size());
+    read_tensor(*tensor);
+    return;
+  }
+  std::uint64_t budget = 4096;
+  walk(value, budget);
 }
 
 // pt: the restricted pickle machine, on a bare pickle (protocols 0-5).

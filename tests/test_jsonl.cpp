@@ -1,5 +1,6 @@
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -41,6 +42,12 @@ std::vector<float> floats(const Tensor& tensor) {
   return out;
 }
 
+std::vector<std::int64_t> int64s(const Tensor& tensor) {
+  std::vector<std::int64_t> out(tensor.numel());
+  tensor.copy_row_major(0, std::as_writable_bytes(std::span(out)));
+  return out;
+}
+
 std::string error_of(const std::string& path) {
   try {
     read_jsonl(path);
@@ -50,8 +57,8 @@ std::string error_of(const std::string& path) {
   return "(no error)";
 }
 
-// Every key of every expected row matches: strings as str, number arrays as f32 [D] tensors,
-// objects as dicts, integers as int.
+// Every key of every expected row matches: strings as str, number arrays as f32 [D] tensors (i64
+// when every element is an integer literal), objects as dicts, integers as int.
 void check_value(const Value& value, const nlohmann::json& expected) {
   if (expected.is_string()) {
     REQUIRE(value.as_string() != nullptr);
@@ -59,10 +66,16 @@ void check_value(const Value& value, const nlohmann::json& expected) {
   } else if (expected.is_array()) {
     const Tensor* tensor = value.as_tensor();
     REQUIRE(tensor != nullptr);
-    CHECK(tensor->dtype == DType::f32);
+    const bool integers =
+        !expected.empty() && std::all_of(expected.begin(), expected.end(),
+                                         [](const auto& item) { return item.is_number_integer(); });
+    CHECK(tensor->dtype == (integers ? DType::i64 : DType::f32));
     CHECK(tensor->shape == std::vector<std::int64_t>{static_cast<std::int64_t>(expected.size())});
     tensor->check_bounds("t");
-    CHECK(floats(*tensor) == expected.get<std::vector<float>>());
+    if (integers)
+      CHECK(int64s(*tensor) == expected.get<std::vector<std::int64_t>>());
+    else
+      CHECK(floats(*tensor) == expected.get<std::vector<float>>());
   } else if (expected.is_object()) {
     const Dict* dict = value.as_dict();
     REQUIRE(dict != nullptr);
@@ -98,7 +111,7 @@ TEST_CASE("a dialogue file reads as a list of dicts with text and f32 embeddings
   check_file("dialogue");  // also has a blank line, a whitespace line and a CRLF line ending
 }
 
-TEST_CASE("an LLM cache reads with nested objects, and integers in arrays become floats") {
+TEST_CASE("an LLM cache reads with nested objects, integer arrays as i64, mixed ones as f32") {
   check_file("llm_cache");
 }
 
@@ -123,7 +136,7 @@ TEST_CASE("the read files map to the expected dataset kinds") {
   CHECK(cache.rows == 4);
   std::vector<float> row(6);
   read_rows_as(*cache.find("embedding"), 2, 1, DType::f32, std::as_writable_bytes(std::span(row)));
-  CHECK(row == std::vector<float>{1, 0, -1, 2, 0, 3});
+  CHECK(row == std::vector<float>{1, 0, -1, 2, 0.5, 3});
 }
 
 TEST_CASE("vectors of differing length are refused by the mapping, naming the row") {

@@ -9,12 +9,12 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
-#include "gpucache/shard/manifest.hpp"
-#include "gpucache/shard_io/shard_reader.hpp"
 #include "gpucache/error.hpp"
 #include "gpucache/inspect.hpp"
 #include "gpucache/npy.hpp"
 #include "gpucache/pack.hpp"
+#include "gpucache/shard/manifest.hpp"
+#include "gpucache/shard_io/shard_reader.hpp"
 #include "gpucache/verify.hpp"
 #include "test_support.hpp"
 
@@ -112,8 +112,8 @@ TEST_CASE(
     CHECK(column.name == "embedding");
     CHECK(column.padded_dim == 16);
     for (std::uint64_t r = 0; r < reader.rows(); ++r) {
-      const float* row =
-          reinterpret_cast<const float*>(reader.tensor_data(0).data() + r * column.row_pitch_bytes());
+      const float* row = reinterpret_cast<const float*>(reader.tensor_data(0).data() +
+                                                        r * column.row_pitch_bytes());
       seen.insert(seen.end(), row, row + 8);
       sources.push_back(reinterpret_cast<const std::uint16_t*>(reader.tensor_data(1).data())[r]);
       source_rows.push_back(
@@ -164,11 +164,12 @@ TEST_CASE("shards cut by size hold whole pages of every tensor column") {
   CHECK(nlohmann::json::parse(inspect(scratch / "ds").json)["cpu_zero_copy"] == true);
 
   // Rows with text: cut at the last multiple of 2048 that fits, the rest opens the next shard.
+  // (1.5: JSON arrays of integer literals only would read as i64 token ids, not embeddings.)
   {
     std::ofstream jsonl(scratch / "cache.jsonl");
     for (int r = 0; r < 6000; ++r)
       jsonl << "{\"text\": \"" << std::string(static_cast<std::size_t>(r % 50), 'x')
-            << "\", \"embedding\": [1, 2, " << r % 7 + 1 << "]}\n";
+            << "\", \"embedding\": [1.5, 2, " << r % 7 + 1 << "]}\n";
   }
   options.inputs = {scratch / "cache.jsonl"};
   options.output_dir = scratch / "text";

@@ -1,8 +1,9 @@
 // The fixtures of rows of any shape (tests/data/shapes, written by Debian's numpy and torch 1.13;
 // tests/data/shapes_pypi, written by torch 2.x and huggingface's safetensors): each parses with
 // gpucache's readers into exactly what its .expected.json describes, and `gpucache probe` reads
-// it. How their contents map to columns belongs to the schema's tests; the numpy string arrays,
-// which no reader accepts yet, are checked here to hold the strings their .expected.json lists.
+// it. How their contents map to columns belongs to the schema's tests. numpy string arrays read as
+// text (a list of str); the '|S' fixture holds a Latin-1 byte, which is not UTF-8 and is refused
+// naming the element (numpy's own astype(str) refuses it too: it decodes 'S' as ASCII).
 // scripts/fixtures/_shapes_data.py describes the .expected.json format.
 #include <doctest/doctest.h>
 
@@ -14,6 +15,7 @@
 #include "gpucache/common/float_convert.hpp"
 #include "gpucache/common/hash.hpp"
 #include "gpucache/common/mapped_file.hpp"
+#include "gpucache/error.hpp"
 #include "gpucache/input.hpp"
 #include "gpucache/npy.hpp"
 #include "test_support.hpp"
@@ -40,7 +42,9 @@ const std::vector<std::string> kReadable{"shapes/images_u8.npy",
                                          "shapes_pypi/image_dict.pt",
                                          "shapes_pypi/tokens_lists.pt",
                                          "shapes_pypi/tokens_tensors.pt",
-                                         "shapes_pypi/image_tensors.safetensors"};
+                                         "shapes_pypi/image_tensors.safetensors",
+                                         "shapes/strings_unicode.npy",
+                                         "shapes/text_embeddings.npz"};
 
 Json expected_for(const std::string& fixture) {
   const fs::path path = data_path(fixture);
@@ -106,6 +110,15 @@ void check_node(const Value& actual, const Json& expected, const std::string& wh
     REQUIRE(list->items.size() == expected["items"].size());
     for (std::size_t i = 0; i < list->items.size(); ++i)
       check_node(list->items[i], expected["items"][i], where + "[" + std::to_string(i) + "]");
+  } else if (type == "strings") {
+    // A 1-D numpy string array: a list of str, decoded to UTF-8 with trailing NULs stripped.
+    const List* list = actual.as_list();
+    REQUIRE(list != nullptr);
+    REQUIRE(list->items.size() == expected["values"].size());
+    for (std::size_t i = 0; i < list->items.size(); ++i) {
+      REQUIRE(list->items[i].as_string() != nullptr);
+      CHECK(*list->items[i].as_string() == expected["values"][i].get<std::string>());
+    }
   } else if (type == "int") {
     REQUIRE(actual.as_int() != nullptr);
     CHECK(*actual.as_int() == expected["value"].get<std::int64_t>());
@@ -211,8 +224,18 @@ TEST_CASE("the numpy string fixtures hold the strings their .expected.json lists
   const auto* embeddings = archive.find("embeddings.npy");
   REQUIRE(embeddings != nullptr);
   const Storage storage = archive.read(*embeddings);
-  check_node(Value(std::make_shared<Tensor>(parse_npy(storage.bytes, nullptr, "embeddings.npy"))),
-             expected["items"][1][1], "embeddings");
+  check_node(parse_npy(storage.bytes, nullptr, "embeddings.npy"), expected["items"][1][1],
+             "embeddings");
+}
+
+TEST_CASE("a bytes ('|S') array that is not UTF-8 is refused naming the element") {
+  try {
+    (void)read_input(data_path("shapes/strings_bytes.npy"));
+    FAIL("strings_bytes.npy was read");
+  } catch (const Error& error) {
+    CHECK(std::string(error.what()).find("element [3] (\"latin-1 \\xe9\") is not UTF-8 text") !=
+          std::string::npos);
+  }
 }
 
 TEST_CASE("the shapes fixtures stay small") {
@@ -224,4 +247,27 @@ TEST_CASE("the shapes fixtures stay small") {
       total += entry.file_size();
     }
   CHECK(total < 2 * 1024 * 1024);
+}
+
+TEST_CASE("numpy string arrays pack as text columns, alone and beside embeddings in an .npz") {
+  test_support::ScratchDir scratch;
+  const auto alone =
+      run_cli({"pack", data_path("shapes/strings_unicode.npy"), "-o", scratch / "alone", "-q"});
+  INFO(alone.err);
+  REQUIRE(alone.exit_code == 0);
+  const auto alone_columns = Json::parse(run_cli({"inspect", "--json", scratch / "alone"}).out);
+  CHECK(alone_columns.dump().find("\"strings_unicode\"") != std::string::npos);
+  const auto paired =
+      run_cli({"pack", data_path("shapes/text_embeddings.npz"), "-o", scratch / "paired", "-q"});
+  INFO(paired.err);
+  REQUIRE(paired.exit_code == 0);
+  const auto exported =
+      run_cli({"export", scratch / "paired", scratch / "out", "--column", "text"});
+  INFO(exported.err);
+  REQUIRE(exported.exit_code == 0);
+  std::ifstream lines(scratch / "out/text.jsonl");
+  std::vector<std::string> texts;
+  for (std::string line; std::getline(lines, line);) texts.push_back(Json::parse(line));
+  const Json expected = expected_for("shapes/text_embeddings.npz")["value"]["items"][0][1];
+  CHECK(texts == expected["values"].get<std::vector<std::string>>());
 }

@@ -1,8 +1,8 @@
 #include <cstdio>
 
+#include "commands.hpp"
 #include "gpucache/input.hpp"
 #include "gpucache/probe.hpp"
-#include "commands.hpp"
 
 namespace gpucache::cli {
 
@@ -35,7 +35,8 @@ Examples:
     std::string out = args->json ? "[" : "";
     for (std::size_t i = 0; i < args->files.size(); ++i) {
       const auto& file = args->files[i];
-      const InputData data = read_input(file);
+      // Probe reads what describes the data, never the data: compressed tensors stay compressed.
+      const InputData data = read_input(file, ReadOptions{.tensor_data = false});
       if (args->json)
         out += (i ? ",\n" : "\n") + probe_json(data, file, options);
       else

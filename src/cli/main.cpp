@@ -4,10 +4,11 @@
 #include <map>
 
 #include "commands.hpp"
+#include "gpucache/common/error_text.hpp"
 #include "gpucache/error.hpp"
 
 int main(int argc, char** argv) {
-  CLI::App app{"gpucache: verified, GPU-ready embedding datasets"};
+  CLI::App app{"gpucache: verified, GPU-ready training datasets"};
   app.set_version_flag("--version", GPUCACHE_VERSION);
   app.require_subcommand(1);
   app.footer("Run 'gpucache COMMAND --help' for a command's options and examples.");
@@ -24,10 +25,10 @@ int main(int argc, char** argv) {
   }
   try {
     for (auto* subcommand : app.get_subcommands()) return runners.at(subcommand->get_name())();
-  } catch (const gpucache::Error& error) {
-    std::fprintf(stderr, "gpucache: error: %s\n", error.what());
   } catch (const std::exception& error) {
-    std::fprintf(stderr, "gpucache: error: %s\n", error.what());
+    // Exactly one line, whatever the message embeds (names from files, paths with line breaks):
+    // scripts read the first line of stderr, and a megabyte-long name must not flood a terminal.
+    std::fprintf(stderr, "gpucache: error: %s\n", gpucache::detail::one_line(error.what()).c_str());
   }
   return 2;
 }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <unordered_map>
 
 #include "gpucache/common/checked_math.hpp"
 #include "gpucache/error.hpp"
@@ -59,15 +60,26 @@ void Tensor::check_bounds(const std::string& origin) const {
   // The last element reached is at extent_sum; it must fit inside the storage.
   auto end_elements = detail::checked_add(extent_sum, 1);
   auto end_bytes = end_elements ? detail::checked_mul(*end_elements, itemsize) : std::nullopt;
-  if (!end_bytes || *end_bytes > storage->bytes.size())
+  if (!end_bytes || *end_bytes > storage->size())
     throw Error(origin, "tensor",
                 "reaches element " + std::to_string(extent_sum) + " but its storage holds only " +
-                    std::to_string(storage->bytes.size() / itemsize) + " elements");
+                    std::to_string(storage->size() / itemsize) + " elements");
 }
+
+namespace {
+
+[[noreturn]] void refuse_unread() {
+  throw Error("", "tensor",
+              "data was not read: the input was opened for its metadata only (as probe does), "
+              "so its compressed tensors were left compressed");
+}
+
+}  // namespace
 
 std::span<const std::byte> Tensor::contiguous_bytes() const {
   if (!is_contiguous_le()) throw Error("", "tensor", "is not contiguous little-endian");
   if (numel() == 0) return {};
+  if (!has_data()) refuse_unread();
   const std::uint64_t itemsize = dtype_size(dtype);
   return storage->bytes.subspan(static_cast<std::uint64_t>(storage_offset) * itemsize,
                                 numel() * itemsize);
@@ -77,6 +89,7 @@ void Tensor::copy_row_major(std::uint64_t first_element, std::span<std::byte> ou
   const std::size_t itemsize = dtype_size(dtype);
   const std::uint64_t count = out.size() / itemsize;
   if (count == 0) return;
+  if (!has_data()) refuse_unread();
   if (is_contiguous_le()) {
     std::memcpy(out.data(), contiguous_bytes().data() + first_element * itemsize, out.size());
     return;
@@ -159,7 +172,47 @@ std::string_view Value::type_name() const noexcept {
   return std::visit(Namer{}, data);
 }
 
+// Names of the items, each mapped to its first position, for the items as they were when made.
+struct Dict::Index {
+  const void* data = nullptr;
+  std::size_t size = 0;
+  std::unordered_map<std::string_view, std::size_t> positions;
+};
+
+Dict& Dict::operator=(const Dict& other) {
+  if (this != &other) {
+    items = other.items;
+    index_.store(nullptr);
+  }
+  return *this;
+}
+
+Dict& Dict::operator=(Dict&& other) noexcept {
+  items = std::move(other.items);
+  index_.store(nullptr);
+  return *this;
+}
+
 const Value* Dict::find(std::string_view key) const noexcept {
+  constexpr std::size_t kLinearItems = 16;  // a dataset row's few keys: a scan is fastest
+  if (items.size() > kLinearItems) {
+    try {
+      auto index = index_.load();
+      if (!index || index->data != items.data() || index->size != items.size()) {
+        auto made = std::make_shared<Index>();
+        made->data = items.data();
+        made->size = items.size();
+        made->positions.reserve(items.size());
+        for (std::size_t i = 0; i < items.size(); ++i) made->positions.emplace(items[i].first, i);
+        index_.store(made);
+        index = std::move(made);
+      }
+      const auto found = index->positions.find(key);
+      return found == index->positions.end() ? nullptr : &items[found->second].second;
+    } catch (const std::bad_alloc&) {
+      // No memory for the index: the scan below still answers.
+    }
+  }
   for (const auto& [name, value] : items)
     if (name == key) return &value;
   return nullptr;

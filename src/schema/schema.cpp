@@ -5,11 +5,13 @@
 #include <algorithm>
 #include <cctype>
 #include <filesystem>
+#include <unordered_set>
 
+#include "gpucache/common/error_text.hpp"
+#include "gpucache/common/float_convert.hpp"
 #include "gpucache/error.hpp"
 #include "schema_columns.hpp"
 #include "schema_detect.hpp"
-#include "gpucache/common/float_convert.hpp"
 #include "schema_path.hpp"
 #include "value_summary.hpp"
 
@@ -70,6 +72,27 @@ std::string shell_quote(std::string_view text) {
            std::string_view("_-./=:@,").find(c) != std::string_view::npos;
   });
   if (plain) return std::string(text);
+  // Control characters (keys from files may hold any) cannot sit in '...': bash's $'...' spells
+  // them, so the flag still pastes as one line.
+  if (std::any_of(text.begin(), text.end(),
+                  [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; })) {
+    static constexpr char kDigits[] = "0123456789abcdef";
+    std::string ansi = "$'";
+    for (char c : text) {
+      const auto byte = static_cast<unsigned char>(c);
+      if (c == '\\' || c == '\'') {
+        ansi += '\\';
+        ansi += c;
+      } else if (byte < 0x20 || byte == 0x7f) {
+        ansi += "\\x";
+        ansi += kDigits[byte >> 4];
+        ansi += kDigits[byte & 15];
+      } else {
+        ansi += c;
+      }
+    }
+    return ansi + "'";
+  }
   std::string quoted = "'";
   for (char c : text) {
     if (c == '\'')
@@ -191,7 +214,7 @@ RoleSpec parse_role_spec(std::string_view text) {
 }
 
 std::string format_field_flag(const FieldSpec& field) {
-  const std::string value = field.file.empty() ? field.path
+  const std::string value = field.file.empty()   ? field.path
                             : field.path.empty() ? field.file
                                                  : field.file + ":" + field.path;
   return "--field " + shell_quote(field.column + "=" + value);
@@ -267,11 +290,15 @@ SourceMapping map_source(const Value& root, const std::string& origin,
   const bool detection_fits = detected && interchangeable(detected->kind, final_kind);
   bool used_detection = false;
   if (detection_fits) {
+    // A set of the planned names, not a search of the plan per field: a detected layout may
+    // have 10^6 columns (a safetensors file of that many tensors).
+    std::unordered_set<std::string> planned;
+    for (const auto& field : plan) planned.insert(field.column);
     for (const auto& field : detected->fields) {
       // Standard columns the fields leave out; extra columns of the layout too, unless the
       // fields name columns explicitly.
       const bool wanted = find_standard(standards, field.column) || fields.empty();
-      if (wanted && !has_column(plan, field.column)) {
+      if (wanted && planned.insert(field.column).second) {
         plan.push_back(field);
         used_detection = true;
       }
@@ -333,8 +360,8 @@ SourceMapping map_source(const Value& root, const std::string& origin,
   if (!rows_agree) {
     std::string counts;
     for (const auto& column : mapping.columns)
-      counts += "\n  " + column.name + ": " + std::to_string(column.rows) + " rows (path '" +
-                column.path + "')";
+      counts += (counts.empty() ? " " : "; ") + column.name + ": " + std::to_string(column.rows) +
+                " rows (path " + detail::quoted(column.path, detail::kShownChars, '\'') + ")";
     throw Error(origin, "layout", "columns disagree on the number of rows:" + counts);
   }
   if (mapping.rows == 0) throw Error(origin, "layout", "the columns have no rows");
@@ -358,9 +385,12 @@ SourceMapping map_source(const Value& root, const std::string& origin,
 
 void check_compatible(const std::vector<SourceMapping>& mappings) {
   if (mappings.size() < 2) return;
+  // "a.pt: dialogue; b.pt: embeddings", on the message's one line.
   auto listing = [&](auto&& describe) {
     std::string text;
-    for (const auto& mapping : mappings) text += "\n  " + mapping.origin + ": " + describe(mapping);
+    for (const auto& mapping : mappings)
+      text += (text.empty() ? " " : "; ") + detail::escaped(mapping.origin, 256) + ": " +
+              describe(mapping);
     return text;
   };
   const auto& first = mappings.front();
@@ -383,8 +413,8 @@ void check_compatible(const std::vector<SourceMapping>& mappings) {
   for (const auto& column : first.columns) {
     auto describe = [&](const SourceMapping& mapping) {
       const InputColumn& other = *mapping.find(column.name);
-      std::string text = std::string(column_role_name(other.role)) + " " +
-                         std::string(dtype_name(other.dtype));
+      std::string text =
+          std::string(column_role_name(other.role)) + " " + std::string(dtype_name(other.dtype));
       if (other.kind == ColumnKind::tensor) {
         text += " [";
         for (std::size_t d = 0; d < other.row_shape.size(); ++d)

@@ -8,9 +8,11 @@
 #include <cctype>
 #include <functional>
 #include <optional>
+#include <unordered_set>
 
-#include "gpucache/error.hpp"
+#include "gpucache/common/error_text.hpp"
 #include "gpucache/common/float_convert.hpp"
+#include "gpucache/error.hpp"
 #include "schema_path.hpp"
 #include "value_summary.hpp"
 
@@ -160,7 +162,7 @@ std::string describe_keys(const Dict& dict) {
       text += ", ... (" + std::to_string(dict.items.size()) + " keys)";
       break;
     }
-    text += (shown++ ? ", " : "") + key + " (" + value_signature(value, 1, 2) + ")";
+    text += (shown++ ? ", " : "") + escaped(key) + " (" + value_signature(value, 1, 2) + ")";
   }
   return text;
 }
@@ -173,20 +175,32 @@ struct Candidate {
 std::string candidate_list(const std::vector<Candidate>& candidates) {
   std::string text;
   for (const auto& candidate : candidates)
-    text += (text.empty() ? "" : ", ") + candidate.path + " (" + candidate.description + ")";
+    text +=
+        (text.empty() ? "" : ", ") + escaped(candidate.path) + " (" + candidate.description + ")";
   return text;
 }
 
-// Flags for each way the candidates could be read, as full command-line fragments.
+// Command-line flags inside a one-line message: as they are when they can be pasted, escaped and
+// cut short when a path holds control characters or runs long (such flags cannot be pasted
+// anyway, and a message must stay one short line).
+std::string message_flags(SourceKind kind, const std::vector<FieldSpec>& fields) {
+  const std::string flags = format_flags(kind, fields);
+  const bool plain = flags.size() <= 256 && std::none_of(flags.begin(), flags.end(), [](char c) {
+                       return static_cast<unsigned char>(c) < 0x20 || c == 0x7f;
+                     });
+  return plain ? flags : escaped(flags, 256);
+}
+
+// Flags for each way the candidates could be read, as full command-line fragments, on one line.
 std::string suggestions(const std::vector<Candidate>& vectors,
                         const std::vector<Candidate>& texts) {
   if (vectors.empty()) return " No float tensor or list of numbers was found to use as embeddings.";
-  std::string text = " To choose, pass e.g.:";
+  std::vector<std::string> choices;
   const std::size_t shown = std::min<std::size_t>(vectors.size(), 3);
   for (std::size_t i = 0; i < shown; ++i) {
     std::vector<FieldSpec> fields{{"embedding", vectors[i].path}};
     if (!texts.empty()) fields.push_back({"text", texts.front().path});
-    text += "\n  " + format_flags(SourceKind::embeddings, fields);
+    choices.push_back(message_flags(SourceKind::embeddings, fields));
   }
   if (vectors.size() >= 2) {
     std::vector<FieldSpec> fields{{"question_embedding", vectors[0].path},
@@ -195,13 +209,14 @@ std::string suggestions(const std::vector<Candidate>& vectors,
       fields.push_back({"question", texts[0].path});
       fields.push_back({"answer", texts[1].path});
     }
-    text += "\n  " + format_flags(SourceKind::dialogue, fields) +
-            "   (if they are questions and answers)";
+    choices.push_back(message_flags(SourceKind::dialogue, fields) +
+                      " (if they are questions and answers)");
   }
-  if (!texts.empty()) {
-    text += "\n  " + format_flags(SourceKind::llm_cache,
-                                  {{"text", texts.front().path}, {"embedding", vectors[0].path}});
-  }
+  if (!texts.empty())
+    choices.push_back(message_flags(
+        SourceKind::llm_cache, {{"text", texts.front().path}, {"embedding", vectors[0].path}}));
+  std::string text = " To choose, pass one of:";
+  for (std::size_t i = 0; i < choices.size(); ++i) text += (i ? " | " : " ") + choices[i];
   return text;
 }
 
@@ -256,9 +271,14 @@ class Detector {
       if (slots[slot].size() < 2) continue;
       std::string keys, flags;
       for (const auto& key : slots[slot]) {
-        keys += (keys.empty() ? "" : ", ") + key;
+        keys += (keys.empty() ? "" : ", ") + escaped(key);
         const std::string path = format_path(with_key(key_prefix, key));
-        flags += "\n  " + format_field_flag({std::string(table[slot].column), path});
+        std::string flag = format_field_flag({std::string(table[slot].column), path});
+        if (flag.size() > 256 || std::any_of(flag.begin(), flag.end(), [](char c) {
+              return static_cast<unsigned char>(c) < 0x20 || c == 0x7f;
+            }))
+          flag = escaped(flag, 256);
+        flags += (flags.empty() ? " " : " | ") + flag;
       }
       throw Error(origin_, "layout",
                   where + " has " + std::to_string(slots[slot].size()) +
@@ -305,8 +325,9 @@ class Detector {
     const std::string description = "a list of " + std::to_string(list.items.size()) +
                                     " dicts with keys " + describe_keys(first);
     const auto is_text = [](const Value& value) { return value.as_string() != nullptr; };
-    const Slots slots = find_slots(first, is_text, vector_value, rows,
-                                   "the dicts in '" + format_path(prefix) + "'");
+    const Slots slots =
+        find_slots(first, is_text, vector_value, rows,
+                   "the dicts in " + quoted(format_path(prefix), kShownChars, '\''));
     if (auto layout = from_slots(slots, path_of, true, description)) return layout;
 
     // Unknown key names: one vector (and at most one string) per row is still unambiguous.
@@ -339,7 +360,8 @@ class Detector {
   std::optional<DetectedLayout> dict_layout(const Dict& dict, const KeyPath& prefix, int depth) {
     if (dict.items.empty()) return std::nullopt;
     auto path_of = [&](const std::string& key) { return format_path(with_key(prefix, key)); };
-    const std::string here = prefix.empty() ? "the root" : "'" + format_path(prefix) + "'";
+    const std::string here =
+        prefix.empty() ? "the root" : quoted(format_path(prefix), kShownChars, '\'');
     const std::string description =
         (prefix.empty() ? "a dict" : "a dict at " + here) + " with keys " + describe_keys(dict);
 
@@ -412,9 +434,11 @@ class Detector {
     if (found.size() > 1) {
       std::string text =
           here + " holds " + std::to_string(found.size()) + " candidate datasets; pick one:";
-      for (const auto& [key, layout] : found)
-        text +=
-            "\n  " + format_flags(layout.kind, layout.fields) + "   (" + layout.description + ")";
+      for (std::size_t i = 0; i < found.size(); ++i) {
+        const DetectedLayout& layout = found[i].second;
+        text += (i ? " | " : " ") + message_flags(layout.kind, layout.fields) + " (" +
+                layout.description + ")";
+      }
       throw Error(origin_, "layout", text);
     }
     return std::nullopt;
@@ -449,7 +473,6 @@ class Detector {
     return layout;
   }
 
-
   const std::string& origin_;
 };
 
@@ -465,15 +488,14 @@ std::optional<DetectedLayout> Detector::tensors_layout(const Dict& dict, const K
     }
   if (!rows || *rows == 0) return std::nullopt;
   DetectedLayout layout{SourceKind::tensors, {}, description};
-  std::vector<std::string> names;
+  // A set, not a list searched each time: a safetensors file may hold 10^6 tensors.
+  std::unordered_set<std::string> names;
   for (const auto& [key, value] : dict.items) {
     if (!value.as_tensor() && !value.as_list()) continue;  // metadata: scalars, strings, dicts
     if (text_list(value) && row_count(value) != *rows) continue;
     if (!column_of(value, *rows)) return std::nullopt;
     const std::string name = column_name_for(key);
-    if (name.empty() || std::find(names.begin(), names.end(), name) != names.end())
-      return std::nullopt;
-    names.push_back(name);
+    if (name.empty() || !names.insert(name).second) return std::nullopt;
     layout.fields.push_back({name, format_path(with_key(prefix, key))});
   }
   return layout;
@@ -513,21 +535,24 @@ void collect(const Value& value, const KeyPath& path, int depth, std::vector<Can
 std::optional<DetectedLayout> detect_tensor_columns(const Value& root, const std::string& origin) {
   if (const Dict* dict = root.as_dict())
     return Detector::tensors_layout(*dict, {}, "a dict with keys " + describe_keys(*dict));
-  // One array on its own (an images.npy): one column, named after the file.
-  if (const Tensor* tensor = root.as_tensor(); tensor && !tensor->shape.empty()) {
+  // One array on its own (an images.npy, or a numpy string array such as texts.npy, read as a
+  // list of str): one column, named after the file.
+  auto file_column = [&] {
     std::string stem = origin.substr(origin.find_last_of('/') + 1);
     stem = stem.substr(0, stem.find('.'));
     const std::string name = column_name_for(stem);
-    return DetectedLayout{SourceKind::tensors,
-                          {{name.empty() ? "data" : name, "."}},
-                          "a " + tensor_text(*tensor)};
-  }
+    return name.empty() ? std::string("data") : name;
+  };
+  if (const Tensor* tensor = root.as_tensor(); tensor && !tensor->shape.empty())
+    return DetectedLayout{SourceKind::tensors, {{file_column(), "."}}, "a " + tensor_text(*tensor)};
+  if (text_list(root))
+    return DetectedLayout{SourceKind::tensors, {{file_column(), "."}}, value_signature(root)};
   return std::nullopt;
 }
 
 DetectedLayout detect_layout(const Value& root, const std::string& origin) {
   if (auto layout = Detector(origin).node(root, {}, 0)) return std::move(*layout);
-  if (root.as_tensor())
+  if (root.as_tensor() || text_list(root))
     if (auto layout = detect_tensor_columns(root, origin)) return std::move(*layout);
   std::vector<Candidate> vectors, texts;
   collect(root, {}, 0, vectors, texts);

@@ -6,22 +6,22 @@
 #include <cstring>
 #include <optional>
 
-#include "npy/npy_header.hpp"
 #include "gpucache/common/atomic_file.hpp"
 #include "gpucache/common/checked_math.hpp"
 #include "gpucache/common/mapped_file.hpp"
 #include "gpucache/error.hpp"
+#include "npy/npy_header.hpp"
 
 namespace gpucache {
 
-Tensor parse_npy(std::span<const std::byte> file, std::shared_ptr<const void> owner,
-                 const std::string& origin) {
-  return detail::npy_tensor(file, std::move(owner), origin);
+Value parse_npy(std::span<const std::byte> file, std::shared_ptr<const void> owner,
+                const std::string& origin) {
+  return detail::npy_value(file, std::move(owner), origin);
 }
 
 Value read_npy(const std::string& path, const ReadOptions&) {
   auto file = detail::MappedFile::open(path);
-  return Value(std::make_shared<Tensor>(parse_npy(file->bytes(), file, path)));
+  return parse_npy(file->bytes(), file, path);
 }
 
 std::string npy_descr(DType dtype) {

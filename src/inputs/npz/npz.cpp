@@ -4,12 +4,35 @@
 #include <exception>
 #include <vector>
 
+#include "gpucache/common/error_text.hpp"
 #include "gpucache/common/mapped_file.hpp"
 #include "gpucache/common/parallel.hpp"
 #include "npy/npy_header.hpp"
 #include "zip/zip.hpp"
 
 namespace gpucache {
+namespace {
+
+// A member's array. For metadata only, a deflated numeric member is inflated no further than
+// its .npy header (a 3 GiB array of zeros deflates to 3 MiB: probing it must not inflate it).
+Value member_value(const detail::ZipArchive& archive, const detail::ZipMember& member,
+                   const ReadOptions& options) {
+  const std::string& path = archive.path();
+  const std::string where = "member " + detail::escaped(member.name);
+  if (!options.tensor_data && member.method == 8) {
+    const Storage first = archive.read_prefix(member, 12);
+    const Storage prefix = archive.read_prefix(member, detail::npy_prefix_size(first.bytes));
+    const auto header = detail::parse_npy_header(prefix.bytes, path, where);
+    if (header.kind == detail::NpyHeader::Kind::number)
+      return Value(std::make_shared<Tensor>(
+          detail::npy_tensor_unread(prefix.bytes, member.uncompressed_size, path, where)));
+    // A string array is text, part of the tree: it is read whole either way.
+  }
+  const Storage bytes = archive.read(member);
+  return detail::npy_value(bytes.bytes, bytes.owner, path, where);
+}
+
+}  // namespace
 
 // np.savez_compressed deflates every array, and inflating is the whole cost of reading one; each
 // member is an independent deflate stream, so members are inflated on several threads. The result
@@ -18,21 +41,17 @@ Value read_npz(const std::string& path, const ReadOptions& options) {
   const detail::ZipArchive archive(detail::MappedFile::open(path));
   constexpr std::string_view suffix = ".npy";
   std::vector<const detail::ZipMember*> arrays;
-  for (const auto& member : archive.members()) {
-    const std::string_view name = member.name;
-    if (name.size() > suffix.size() && name.ends_with(suffix)) arrays.push_back(&member);
-  }
+  for (const auto& member : archive.members())
+    if (std::string_view(member.name).ends_with(suffix)) arrays.push_back(&member);
 
-  std::vector<std::shared_ptr<Tensor>> tensors(arrays.size());
+  std::vector<Value> values(arrays.size());
   std::vector<std::exception_ptr> errors(arrays.size());
   // Members after a failed one need not be read: only the first failure is reported.
   std::atomic<std::size_t> first_failure{arrays.size()};
   detail::parallel_for_each(arrays.size(), options.threads, [&](std::uint64_t i) {
     if (i > first_failure.load(std::memory_order_relaxed)) return;
     try {
-      const Storage bytes = archive.read(*arrays[i]);
-      tensors[i] = std::make_shared<Tensor>(
-          detail::npy_tensor(bytes.bytes, bytes.owner, path, "member " + arrays[i]->name));
+      values[i] = member_value(archive, *arrays[i], options);
     } catch (...) {
       errors[i] = std::current_exception();
       std::size_t seen = first_failure.load();
@@ -42,13 +61,16 @@ Value read_npz(const std::string& path, const ReadOptions& options) {
   });
   for (const auto& error : errors)
     if (error) std::rethrow_exception(error);
+  // numpy reads every member through zipfile, which checks each one's CRC-32; stored members'
+  // bytes are views, so theirs is checked here (deflated ones' while inflating).
+  if (options.tensor_data) archive.check_stored_crcs(arrays, options.threads);
 
   auto dict = std::make_shared<Dict>();
   dict->items.reserve(arrays.size());
   for (std::size_t i = 0; i < arrays.size(); ++i) {
     const std::string_view name = arrays[i]->name;
     dict->items.emplace_back(std::string(name.substr(0, name.size() - suffix.size())),
-                             Value(std::move(tensors[i])));
+                             std::move(values[i]));
   }
   return Value(std::move(dict));
 }

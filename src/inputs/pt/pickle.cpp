@@ -8,11 +8,12 @@
 #include <optional>
 #include <unordered_map>
 
+#include "gpucache/common/checked_math.hpp"
+#include "gpucache/common/error_text.hpp"
 #include "pt/pickle_convert.hpp"
 #include "pt/pickle_globals.hpp"
 #include "pt/pickle_object.hpp"
 #include "pt/pickle_text.hpp"
-#include "gpucache/common/checked_math.hpp"
 
 namespace gpucache::detail {
 namespace {
@@ -72,19 +73,6 @@ std::string_view refused_opcode_name(std::uint8_t op) noexcept {
 std::string hex_byte(std::uint8_t value) {
   static constexpr char kDigits[] = "0123456789abcdef";
   return std::string("0x") + kDigits[value >> 4] + kDigits[value & 15];
-}
-
-// Text from the file, made safe to print in one line of an error message.
-std::string printable(std::string_view text) {
-  std::string out;
-  for (char c : text) {
-    const auto byte = static_cast<unsigned char>(c);
-    if (byte >= 0x20 && byte < 0x7f)
-      out.push_back(c);
-    else
-      out += "\\x" + hex_byte(byte).substr(2);
-  }
-  return out;
 }
 
 // The arena lists, tuples and dicts come from. It frees nothing before the machine ends, so it
@@ -289,7 +277,8 @@ class Machine {
     const auto depth = freeze(value);
     check_mutable(dict, op);
     deepen(dict, depth);
-    if (dict_has_key(dict, text)) fail("dict key '" + printable(text) + "' appears twice");
+    if (dict_has_key(dict, text))
+      fail("dict key " + quoted(text, kShownChars, '\'') + " appears twice");
     if (dict.items.empty()) dict.items.reserve(4);  // rows of dialogue files have four keys
     dict.items.emplace_back(text, value);
   }
@@ -357,7 +346,12 @@ class Machine {
 
   void push_global(std::string_view module, std::string_view name) {
     const auto* entry = find_allowed_global(module, name);
-    if (!entry) fail("refusing global '" + printable(module) + "." + printable(name) + "'");
+    if (!entry) {
+      std::string full(module);
+      full += '.';
+      full += name;
+      fail("refusing global " + quoted(full, 2 * kShownChars, '\''));
+    }
     push(GlobalRef{entry});
   }
 
@@ -608,10 +602,9 @@ class Machine {
         PyValue args = pop();
         PyValue cls = pop();
         const auto* global = std::get_if<GlobalRef>(&cls);
-        if (!global || (global->entry->kind != GlobalKind::ordered_dict &&
-                        global->entry->kind != GlobalKind::torch_size &&
-                        global->entry->kind != GlobalKind::parameter))
-          fail("NEWOBJ is only supported for OrderedDict, torch.Size and Parameter");
+        // As in torch.load(weights_only=True): OrderedDict and torch.Size pickle through REDUCE.
+        if (!global || global->entry->kind != GlobalKind::parameter)
+          fail("NEWOBJ is only supported for torch.nn.Parameter");
         PyValue result;
         call(std::move(args), cls, "NEWOBJ", result);
         push(std::move(result));

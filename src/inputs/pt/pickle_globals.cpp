@@ -4,10 +4,11 @@
 #include <limits>
 #include <optional>
 
+#include "gpucache/common/checked_math.hpp"
+#include "gpucache/common/error_text.hpp"
+#include "gpucache/error.hpp"
 #include "npy/npy_header.hpp"
 #include "pt/pickle_text.hpp"
-#include "gpucache/common/checked_math.hpp"
-#include "gpucache/error.hpp"
 
 namespace gpucache::detail::pickle {
 namespace {
@@ -169,8 +170,8 @@ PyValue codecs_encode(const AllowedGlobal& callable, std::span<const PyValue> ar
   const auto& text = str_arg(args[0], "_codecs.encode text", context);
   const auto& encoding = str_arg(args[1], "_codecs.encode encoding", context);
   if (encoding != "latin1" && encoding != "latin-1" && encoding != "iso-8859-1")
-    context.fail("_codecs.encode with encoding '" + std::string(encoding) +
-                 "' is not supported (only latin1)");
+    context.fail("_codecs.encode with encoding " + quoted(encoding, kShownChars, '\'') +
+                 " is not supported (only latin1)");
   auto bytes = utf8_to_latin1(text);
   if (!bytes) context.fail("_codecs.encode text has characters outside latin-1");
   context.texts.push_back(std::make_shared<const std::string>(std::move(*bytes)));
@@ -182,8 +183,8 @@ PyValue numpy_dtype_object(const AllowedGlobal& callable, std::span<const PyValu
   expect_arity(args, 1, 3, callable, context);
   const auto& code = str_arg(args[0], "numpy.dtype code", context);
   if (!code.empty() && code[0] == 'O')
-    context.fail("numpy object arrays (dtype '" + std::string(code) +
-                 "') hold pickled Python objects and are not supported");
+    context.fail("numpy object arrays (dtype " + quoted(code, kShownChars, '\'') +
+                 ") hold pickled Python objects and are not supported");
   std::uint64_t itemsize = 0;
   bool digits = code.size() >= 2 && code.size() <= 4;
   for (std::size_t i = 1; digits && i < code.size(); ++i) {
@@ -193,7 +194,7 @@ PyValue numpy_dtype_object(const AllowedGlobal& callable, std::span<const PyValu
       itemsize = itemsize * 10 + static_cast<std::uint64_t>(code[i] - '0');
   }
   const auto dtype = digits ? numpy_dtype(code[0], itemsize) : std::nullopt;
-  if (!dtype) context.fail("numpy dtype '" + std::string(code) + "' is not supported");
+  if (!dtype) context.fail("numpy dtype " + quoted(code, kShownChars, '\'') + " is not supported");
   auto* object = make_object<NumpyDTypeObject>(context.arena);
   object->code = code;
   object->dtype = *dtype;
@@ -277,7 +278,8 @@ void build_numpy_dtype(NumpyDTypeObject& dtype, const PyValue& state, Context& c
   if (items.size() < 5) context.fail("numpy.dtype state has too few entries");
   const auto& order = str_arg(items[1], "numpy.dtype byte order", context);
   if (order != "<" && order != ">" && order != "|" && order != "=")
-    context.fail("numpy.dtype byte order '" + std::string(order) + "' is not understood");
+    context.fail("numpy.dtype byte order " + quoted(order, kShownChars, '\'') +
+                 " is not understood");
   for (std::size_t i = 2; i < 5; ++i)
     if (!std::holds_alternative<PyNone>(items[i]))
       context.fail("structured or sub-array numpy dtypes are not supported");
@@ -440,8 +442,8 @@ PyValue persistent_load(const PyValue& pid, Context& context) {
   if (index != next) {
     const StorageRef& existing = context.result.storages[index];
     if (existing.dtype != dtype || existing.numel != static_cast<std::uint64_t>(numel))
-      context.fail("storage '" + std::string(key) +
-                   "' is declared twice with different types or sizes");
+      context.fail("storage " + quoted(key, kShownChars, '\'') +
+                   " is declared twice with different types or sizes");
     return StorageHandle{index};
   }
   StorageRef ref;

@@ -12,10 +12,11 @@
 #include <string_view>
 #include <vector>
 
+#include "gpucache/common/error_text.hpp"
+#include "gpucache/error.hpp"
 #include "pt/pickle_text.hpp"
 #include "pt/pt_readers.hpp"
 #include "zip/zip.hpp"
-#include "gpucache/error.hpp"
 
 namespace gpucache {
 namespace detail {
@@ -35,24 +36,32 @@ void tune_allocator_once() {
 
 constexpr std::uint64_t kMaxFormatVersion = 10;  // caffe2 kMaxSupportedFileFormatVersion
 
-// The folder every record sits in: torch names it after the file ("archive/" by default).
+// The folder every record sits in, "<name>/", named after the file by torch ("archive/" by
+// default). torch.load takes it from the archive's first record, which must lie in a folder; its
+// data.pkl must be there. A data.pkl in any other folder at depth <= 1 is refused as ambiguous.
 std::string find_prefix(const ZipArchive& archive) {
+  if (archive.members().empty())
+    throw Error(archive.path(), "", "zip archive has no records: not a torch.save file");
+  const std::string& first = archive.members().front().name;
+  const auto slash = first.find('/');
+  if (slash == std::string::npos)
+    throw Error(archive.path(), "member " + escaped(first),
+                "the first record is not in a folder, as torch.save puts every record: not a "
+                "torch.save file");
+  std::string prefix = first.substr(0, slash + 1);
+  if (!archive.find(prefix + "data.pkl"))
+    throw Error(archive.path(), "",
+                "zip archive has no " + escaped(prefix) + "data.pkl record: not a torch.save file");
   constexpr std::string_view pickle = "data.pkl";
-  const ZipMember* found = nullptr;
   for (const auto& member : archive.members()) {
     const std::string_view name = member.name;
-    if (!name.ends_with(pickle)) continue;
-    const auto prefix = name.substr(0, name.size() - pickle.size());
-    if (!prefix.empty() && (prefix.back() != '/' || prefix.find('/') != prefix.size() - 1))
-      continue;
-    if (found)
-      throw Error(archive.path(), "member " + member.name,
-                  "second data.pkl record (first: " + found->name + ")");
-    found = &member;
+    if (!name.ends_with(pickle) || name.substr(0, name.size() - pickle.size()) == prefix) continue;
+    const auto folder = name.substr(0, name.size() - pickle.size());
+    if (folder.empty() || (folder.back() == '/' && folder.find('/') == folder.size() - 1))
+      throw Error(archive.path(), "member " + escaped(member.name),
+                  "second data.pkl record (first: " + escaped(prefix) + "data.pkl)");
   }
-  if (!found)
-    throw Error(archive.path(), "", "zip archive has no data.pkl record: not a torch.save file");
-  return found->name.substr(0, found->name.size() - pickle.size());
+  return prefix;
 }
 
 // The records named <stem><n> for canonical decimal n, by n: torch numbers storages 0, 1, 2, ...
@@ -93,8 +102,8 @@ void check_version(const ZipArchive& archive, const std::string& prefix) {
       version = version * 10 + static_cast<std::uint64_t>(c - '0');
   }
   if (!valid || version < 1 || version > kMaxFormatVersion)
-    throw Error(archive.path(), "member " + member->name,
-                "unsupported torch archive version '" + std::string(text.substr(0, 16)) + "'");
+    throw Error(archive.path(), "member " + escaped(member->name),
+                "unsupported torch archive version " + quoted(text, 16, '\''));
 }
 
 bool read_big_endian(const ZipArchive& archive, const std::string& prefix) {
@@ -104,9 +113,8 @@ bool read_big_endian(const ZipArchive& archive, const std::string& prefix) {
   const std::string_view text = as_text(bytes);
   if (text == "little") return false;
   if (text == "big") return true;
-  throw Error(
-      archive.path(), "member " + member->name,
-      "byte order must be 'little' or 'big', not '" + std::string(text.substr(0, 16)) + "'");
+  throw Error(archive.path(), "member " + escaped(member->name),
+              "byte order must be 'little' or 'big', not " + quoted(text, 16, '\''));
 }
 
 }  // namespace
@@ -121,8 +129,8 @@ Value read_pt_zip(const std::shared_ptr<const MappedFile>& file, const ReadOptio
   options.name = "data.pkl";
   std::optional<ZipMember> first;
   if (read_options.threads != 1) first = ZipArchive::first_member(*file);
-  const bool early = first && first->name.ends_with("data.pkl") && first->method == 0 &&
-                     (first->flags & 1) == 0;  // stored and not encrypted: readable as it lies
+  const bool early =
+      first && first->name.ends_with("data.pkl") && ZipArchive::readable_in_place(*first);
   std::future<ZipArchive> parsing;
   std::optional<PickleResult> early_result;
   std::exception_ptr early_error;
@@ -156,15 +164,23 @@ Value read_pt_zip(const std::shared_ptr<const MappedFile>& file, const ReadOptio
     name += storage.key;
     if (member == nullptr) member = archive.find(name);
     if (!member)
-      throw Error(file->path(), "member " + name,
-                  "record for storage '" + storage.key + "' named in data.pkl is missing");
-    Storage bytes = archive.read(*member);
-    if (bytes.bytes.size() != storage.nbytes)
-      throw Error(file->path(), "member " + name,
-                  "holds " + std::to_string(bytes.bytes.size()) + " bytes but data.pkl declares " +
-                      std::to_string(storage.numel) + " " + std::string(dtype_name(storage.dtype)) +
-                      " elements (" + std::to_string(storage.nbytes) + " bytes)");
-    *storage.storage = std::move(bytes);
+      throw Error(file->path(), "member " + escaped(name),
+                  "record for storage " + quoted(storage.key, kShownChars, '\'') +
+                      " named in data.pkl is missing");
+    if (member->uncompressed_size != storage.nbytes)
+      throw Error(file->path(), "member " + escaped(name),
+                  "holds " + std::to_string(member->uncompressed_size) +
+                      " bytes but data.pkl declares " + std::to_string(storage.numel) + " " +
+                      std::string(dtype_name(storage.dtype)) + " elements (" +
+                      std::to_string(storage.nbytes) + " bytes)");
+    // For metadata only, a compressed record stays compressed (torch stores every record, but a
+    // rewritten archive may deflate them: a bomb must not be inflated to be probed).
+    if (!read_options.tensor_data && member->method != 0) {
+      (void)archive.read_prefix(*member, 0);  // refuses what read would: encryption, methods
+      *storage.storage = Storage::not_read(storage.nbytes);
+      continue;
+    }
+    *storage.storage = archive.read(*member);
   }
   if (big_endian)
     for (const auto& tensor : result.storage_tensors)
@@ -173,8 +189,44 @@ Value read_pt_zip(const std::shared_ptr<const MappedFile>& file, const ReadOptio
   return std::move(result.value);
 }
 
+namespace {
+
+std::string shape_text(const std::vector<std::int64_t>& values) {
+  std::string text = "[";
+  for (std::size_t i = 0; i < values.size(); ++i)
+    text += (i ? ", " : "") + std::to_string(values[i]);
+  return text + "]";
+}
+
+// A view whose elements repeat (stride 0, or strides that overlap) may name far more elements
+// than its storage holds: [2^40, D] from one row is a 1 KB file. Reading it is work that grows
+// with its elements, not with the file, so beyond kMaxRepeatedViewBytes it is refused, at once.
+void check_repeated_view(const Tensor& tensor, const std::string& path) {
+  const std::uint64_t storage_bytes = tensor.storage ? tensor.storage->size() : 0;
+  const std::uint64_t nbytes = tensor.nbytes();  // check_bounds made sure it fits 64 bits
+  if (nbytes <= storage_bytes || nbytes <= kMaxRepeatedViewBytes) return;
+  std::string why = "overlapping strides " + shape_text(tensor.strides);
+  for (std::size_t i = 0; i < tensor.shape.size(); ++i)
+    if (tensor.strides[i] == 0 && tensor.shape[i] > 1) {
+      why = "stride 0 in dimension " + std::to_string(i);
+      break;
+    }
+  throw Error(
+      path, "tensor " + shape_text(tensor.shape) + " " + std::string(dtype_name(tensor.dtype)),
+      "is a view that repeats its storage's elements (" + why + "): " + std::to_string(nbytes) +
+          " bytes from a storage of " + std::to_string(storage_bytes) + ", beyond the limit of " +
+          std::to_string(kMaxRepeatedViewBytes) +
+          " bytes for repeating views; save tensor.contiguous() if it is meant to be that "
+          "large");
+}
+
+}  // namespace
+
 void check_storage_tensors(const PickleResult& result, const std::string& path) {
-  for (const auto& tensor : result.storage_tensors) tensor->check_bounds(path);
+  for (const auto& tensor : result.storage_tensors) {
+    tensor->check_bounds(path);
+    check_repeated_view(*tensor, path);
+  }
 }
 
 }  // namespace detail

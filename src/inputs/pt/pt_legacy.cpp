@@ -7,10 +7,11 @@
 //   then, per key in that order: int64 element count (little-endian) and the raw elements.
 #include <unordered_map>
 
-#include "pt/pt_readers.hpp"
 #include "gpucache/common/byte_reader.hpp"
 #include "gpucache/common/checked_math.hpp"
+#include "gpucache/common/error_text.hpp"
 #include "gpucache/error.hpp"
+#include "pt/pt_readers.hpp"
 
 namespace gpucache::detail {
 namespace {
@@ -77,24 +78,26 @@ Value read_pt_legacy(const std::shared_ptr<const MappedFile>& file) {
       throw Error(path, "byte " + std::to_string(keys_at), "legacy storage key is not a str");
     if (!seen.emplace(*key, true).second)
       throw Error(path, "byte " + std::to_string(keys_at),
-                  "storage key '" + *key + "' is listed twice");
+                  "storage key " + quoted(*key, kShownChars, '\'') + " is listed twice");
     auto found = by_key.find(*key);
     if (found == by_key.end())
-      throw Error(path, "byte " + std::to_string(keys_at),
-                  "storage key '" + *key + "' is not used by the object pickle");
+      throw Error(
+          path, "byte " + std::to_string(keys_at),
+          "storage key " + quoted(*key, kShownChars, '\'') + " is not used by the object pickle");
     StorageRef& storage = *found->second;
     const std::uint64_t count_at = reader.file_offset();
     const auto count = reader.read_le<std::int64_t>("legacy storage element count");
     if (count < 0 || static_cast<std::uint64_t>(count) != storage.numel)
       throw Error(path, "byte " + std::to_string(count_at),
-                  "storage '" + *key + "' has " + std::to_string(count) +
+                  "storage " + quoted(*key, kShownChars, '\'') + " has " + std::to_string(count) +
                       " elements but the object pickle declares " + std::to_string(storage.numel));
     auto bytes = reader.take(storage.nbytes, "legacy storage data");
-    *storage.storage = Storage{bytes, file};
+    *storage.storage = Storage{bytes, file, std::nullopt};
   }
   for (const auto& storage : object.storages)
     if (!seen.count(storage.key))
-      throw Error(path, "", "storage '" + storage.key + "' is used but has no data");
+      throw Error(path, "",
+                  "storage " + quoted(storage.key, kShownChars, '\'') + " is used but has no data");
 
   check_storage_tensors(object, path);
   return std::move(object.value);

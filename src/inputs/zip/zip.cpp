@@ -3,10 +3,13 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <atomic>
 #include <climits>
 
 #include "gpucache/common/byte_reader.hpp"
 #include "gpucache/common/checked_math.hpp"
+#include "gpucache/common/error_text.hpp"
+#include "gpucache/common/parallel.hpp"
 #include "gpucache/error.hpp"
 
 namespace gpucache::detail {
@@ -27,6 +30,100 @@ constexpr std::uint32_t kSentinel32 = 0xffffffff;
 constexpr std::uint16_t kSentinel16 = 0xffff;
 constexpr std::uint16_t kZip64ExtraId = 0x0001;
 constexpr std::uint16_t kFlagEncrypted = 0x0001;
+constexpr std::uint16_t kFlagPatched = 0x0020;  // "compressed patched data"
+constexpr std::uint16_t kFlagStrongEncryption = 0x0040;
+constexpr std::uint16_t kFlagUtf8Name = 0x0800;
+constexpr unsigned kMaxExtractVersion = 63;  // Python's zipfile refuses archives needing more
+constexpr std::uint64_t kCrcWindow = std::uint64_t{16} << 20;
+
+std::atomic<std::uint64_t> inflated_total{0};
+
+// CP437's upper half as Unicode, for names stored without the UTF-8 flag (bit 11): what
+// Python's zipfile, and so numpy, decodes them as.
+constexpr char16_t kCp437High[128] = {
+    0x00c7, 0x00fc, 0x00e9, 0x00e2, 0x00e4, 0x00e0, 0x00e5, 0x00e7, 0x00ea, 0x00eb, 0x00e8, 0x00ef,
+    0x00ee, 0x00ec, 0x00c4, 0x00c5, 0x00c9, 0x00e6, 0x00c6, 0x00f4, 0x00f6, 0x00f2, 0x00fb, 0x00f9,
+    0x00ff, 0x00d6, 0x00dc, 0x00a2, 0x00a3, 0x00a5, 0x20a7, 0x0192, 0x00e1, 0x00ed, 0x00f3, 0x00fa,
+    0x00f1, 0x00d1, 0x00aa, 0x00ba, 0x00bf, 0x2310, 0x00ac, 0x00bd, 0x00bc, 0x00a1, 0x00ab, 0x00bb,
+    0x2591, 0x2592, 0x2593, 0x2502, 0x2524, 0x2561, 0x2562, 0x2556, 0x2555, 0x2563, 0x2551, 0x2557,
+    0x255d, 0x255c, 0x255b, 0x2510, 0x2514, 0x2534, 0x252c, 0x251c, 0x2500, 0x253c, 0x255e, 0x255f,
+    0x255a, 0x2554, 0x2569, 0x2566, 0x2560, 0x2550, 0x256c, 0x2567, 0x2568, 0x2564, 0x2565, 0x2559,
+    0x2558, 0x2552, 0x2553, 0x256b, 0x256a, 0x2518, 0x250c, 0x2588, 0x2584, 0x258c, 0x2590, 0x2580,
+    0x03b1, 0x00df, 0x0393, 0x03c0, 0x03a3, 0x03c3, 0x00b5, 0x03c4, 0x03a6, 0x0398, 0x03a9, 0x03b4,
+    0x221e, 0x03c6, 0x03b5, 0x2229, 0x2261, 0x00b1, 0x2265, 0x2264, 0x2320, 0x2321, 0x00f7, 0x2248,
+    0x00b0, 0x2219, 0x00b7, 0x221a, 0x00b2, 0x25a0};
+
+bool valid_utf8(std::string_view text) noexcept {
+  std::size_t pos = 0;
+  while (pos < text.size()) {
+    const auto lead = static_cast<unsigned char>(text[pos]);
+    if (lead < 0x80) {
+      ++pos;
+      continue;
+    }
+    std::size_t length;
+    char32_t value;
+    if (lead >= 0xc2 && lead <= 0xdf) {
+      length = 2;
+      value = lead & 0x1f;
+    } else if (lead >= 0xe0 && lead <= 0xef) {
+      length = 3;
+      value = lead & 0x0f;
+    } else if (lead >= 0xf0 && lead <= 0xf4) {
+      length = 4;
+      value = lead & 0x07;
+    } else {
+      return false;
+    }
+    if (text.size() - pos < length) return false;
+    for (std::size_t i = 1; i < length; ++i) {
+      const auto next = static_cast<unsigned char>(text[pos + i]);
+      if ((next & 0xc0) != 0x80) return false;
+      value = (value << 6) | (next & 0x3f);
+    }
+    static constexpr char32_t kMinimum[] = {0, 0, 0x80, 0x800, 0x10000};
+    if (value < kMinimum[length] || value > 0x10ffff || (value >= 0xd800 && value <= 0xdfff))
+      return false;
+    pos += length;
+  }
+  return true;
+}
+
+// A stored name as text: UTF-8 as it is when flag bit 11 says so (refused when it is not valid,
+// as Python refuses it), otherwise CP437.
+std::string decode_name(std::string_view raw, std::uint16_t flags, const std::string& file,
+                        std::uint64_t offset) {
+  if (flags & kFlagUtf8Name) {
+    if (!valid_utf8(raw))
+      throw Error(file, "byte " + std::to_string(offset),
+                  "member name " + escaped(raw) + " is flagged UTF-8 but is not valid UTF-8");
+    return std::string(raw);
+  }
+  if (std::all_of(raw.begin(), raw.end(), [](char c) { return (c & 0x80) == 0; }))
+    return std::string(raw);
+  std::string text;
+  text.reserve(raw.size() * 3);
+  for (char c : raw) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (byte < 0x80) {
+      text += c;
+      continue;
+    }
+    const char16_t code = kCp437High[byte - 0x80];
+    if (code < 0x800) {
+      text += static_cast<char>(0xc0 | (code >> 6));
+    } else {
+      text += static_cast<char>(0xe0 | (code >> 12));
+      text += static_cast<char>(0x80 | ((code >> 6) & 0x3f));
+    }
+    text += static_cast<char>(0x80 | (code & 0x3f));
+  }
+  return text;
+}
+
+std::string member_where(const ZipMember& member) {
+  return "member " + escaped(member.name);
+}
 
 std::uint32_t load_u32(std::span<const std::byte> bytes, std::uint64_t at) {
   std::uint32_t value = 0;
@@ -34,17 +131,27 @@ std::uint32_t load_u32(std::span<const std::byte> bytes, std::uint64_t at) {
   return value;
 }
 
-// The end record's position: the last signature in the final 64 KiB + 22 bytes whose comment
-// fits in the file. The search is bounded, so a file full of signatures costs at most 64 KiB.
+// The end record's position, found as Python's zipfile finds it: the last 22 bytes when they are
+// a record without a comment, otherwise the last signature in the final 64 KiB + 22 bytes. That
+// record must then be whole and its comment must end inside the file (zipfile would cut the
+// comment short instead; torch and numpy never write one). The search is bounded, so a file
+// full of signatures costs at most 64 KiB.
 std::optional<std::uint64_t> find_end_record(std::span<const std::byte> bytes) noexcept {
   if (bytes.size() < kEndSize) return std::nullopt;
   const std::uint64_t last = bytes.size() - kEndSize;
-  const std::uint64_t first = last > kMaxCommentSize ? last - kMaxCommentSize : 0;
-  for (std::uint64_t pos = last + 1; pos-- > first;) {
+  if (load_u32(bytes, last) == kEndSignature && bytes[bytes.size() - 1] == std::byte{0} &&
+      bytes[bytes.size() - 2] == std::byte{0})
+    return last;
+  const std::uint64_t first = bytes.size() > kMaxCommentSize + 1 + kEndSize
+                                  ? bytes.size() - kMaxCommentSize - 1 - kEndSize
+                                  : 0;
+  for (std::uint64_t pos = bytes.size() - 4 + 1; pos-- > first;) {
     if (load_u32(bytes, pos) != kEndSignature) continue;
+    if (pos > last) return std::nullopt;  // the last signature has no room for its record
     const std::uint64_t comment = std::to_integer<std::uint64_t>(bytes[pos + 20]) |
                                   std::to_integer<std::uint64_t>(bytes[pos + 21]) << 8;
-    if (pos + kEndSize + comment <= bytes.size()) return pos;
+    if (pos + kEndSize + comment > bytes.size()) return std::nullopt;
+    return pos;
   }
   return std::nullopt;
 }
@@ -88,9 +195,11 @@ Directory read_end_records(ByteReader& reader, std::span<const std::byte> bytes,
   if (record_disk != 0 || disks > 1)
     reader.fail("ZIP64 locator", "multi-disk archives are not supported");
   const std::uint64_t locator_pos = end_pos - kZip64LocatorSize;
-  if (!range_within(record_offset, kZip64EndMinSize, locator_pos))
+  // Python's zipfile looks for the ZIP64 end record right before the locator, whatever the
+  // locator says; so must the locator, or the two readers would read different directories.
+  if (locator_pos < kZip64EndMinSize || record_offset != locator_pos - kZip64EndMinSize)
     reader.fail("ZIP64 locator", "end record offset " + std::to_string(record_offset) +
-                                     " does not leave room before the locator");
+                                     " is not the 56 bytes right before the locator");
   reader.seek(record_offset, "ZIP64 end record");
   if (reader.read_le<std::uint32_t>("ZIP64 end record signature") != kZip64EndSignature)
     reader.fail("ZIP64 end record", "bad signature");
@@ -117,7 +226,7 @@ void apply_zip64_extra(const ByteReader& reader, std::span<const std::byte> extr
   bool found = false;
   if (extra.empty()) {  // the common case, which need not copy the file name into a reader
     if (need_usize || need_csize || need_offset || need_disk)
-      throw Error(reader.file(), "member " + member.name,
+      throw Error(reader.file(), member_where(member),
                   "central directory announces ZIP64 values but has no ZIP64 extra field");
     return;
   }
@@ -134,10 +243,10 @@ void apply_zip64_extra(const ByteReader& reader, std::span<const std::byte> extr
     if (need_offset)
       member.local_header_offset = values.read_le<std::uint64_t>("ZIP64 local header offset");
     if (need_disk && values.read_le<std::uint32_t>("ZIP64 disk") != 0)
-      throw Error(reader.file(), "member " + member.name, "multi-disk archives are not supported");
+      throw Error(reader.file(), member_where(member), "multi-disk archives are not supported");
   }
   if (!found && (need_usize || need_csize || need_offset || need_disk))
-    throw Error(reader.file(), "member " + member.name,
+    throw Error(reader.file(), member_where(member),
                 "central directory announces ZIP64 values but has no ZIP64 extra field");
 }
 
@@ -147,7 +256,7 @@ ZipMember read_central_header(ByteReader& reader) {
     throw Error(reader.file(), "byte " + std::to_string(start), "bad central directory signature");
   ZipMember member;
   reader.read_le<std::uint16_t>("version made by");
-  reader.read_le<std::uint16_t>("version needed");
+  const auto version_needed = reader.read_le<std::uint16_t>("version needed");
   member.flags = reader.read_le<std::uint16_t>("flags");
   member.method = reader.read_le<std::uint16_t>("method");
   reader.read_le<std::uint32_t>("modification time");
@@ -161,7 +270,14 @@ ZipMember read_central_header(ByteReader& reader) {
   reader.read_le<std::uint16_t>("internal attributes");
   reader.read_le<std::uint32_t>("external attributes");
   const auto offset = reader.read_le<std::uint32_t>("local header offset");
-  member.name = std::string(reader.read_string(name_length, "member name"));
+  const std::uint64_t name_offset = reader.file_offset();
+  member.name = decode_name(reader.read_string(name_length, "member name"), member.flags,
+                            reader.file(), name_offset);
+  if ((version_needed & 0xff) > kMaxExtractVersion)
+    throw Error(reader.file(), member_where(member),
+                "needs zip version " + std::to_string((version_needed & 0xff) / 10) + "." +
+                    std::to_string((version_needed & 0xff) % 10) +
+                    " to extract; at most 6.3 is supported");
   const std::uint64_t extra_offset = reader.file_offset();
   auto extra = reader.take(extra_length, "extra field");
   reader.take(comment_length, "member comment");
@@ -171,13 +287,13 @@ ZipMember read_central_header(ByteReader& reader) {
   apply_zip64_extra(reader, extra, extra_offset, member, usize == kSentinel32, csize == kSentinel32,
                     offset == kSentinel32, disk == kSentinel16);
   if (disk != 0 && disk != kSentinel16)
-    throw Error(reader.file(), "member " + member.name, "multi-disk archives are not supported");
+    throw Error(reader.file(), member_where(member), "multi-disk archives are not supported");
   return member;
 }
 
 void locate_data(ByteReader& reader, ZipMember& member, std::uint64_t directory_offset) {
   // Built only for an error: this runs once per member, and torch writes one member per storage.
-  const auto where = [&member] { return "member " + member.name; };
+  const auto where = [&member] { return member_where(member); };
   if (!range_within(member.local_header_offset, kLocalHeaderSize, directory_offset))
     throw Error(reader.file(), where(),
                 "local header offset " + std::to_string(member.local_header_offset) +
@@ -187,11 +303,21 @@ void locate_data(ByteReader& reader, ZipMember& member, std::uint64_t directory_
   if (reader.read_le<std::uint32_t>("local header signature") != kLocalHeaderSignature)
     throw Error(reader.file(), where(),
                 "bad local header signature at byte " + std::to_string(member.local_header_offset));
-  reader.take(22, "local header");
+  reader.take(2, "local header");
+  const auto local_flags = reader.read_le<std::uint16_t>("local flags");
+  reader.take(18, "local header");
   const auto name_length = reader.read_le<std::uint16_t>("local name length");
   const auto extra_length = reader.read_le<std::uint16_t>("local extra length");
-  if (reader.read_string(name_length, "local name") != member.name)
-    throw Error(reader.file(), where(), "local header names a different member");
+  const std::uint64_t name_offset = reader.file_offset();
+  const std::string_view local_name = reader.read_string(name_length, "local name");
+  // Compared as text, decoded by the local header's own flag, as Python's zipfile compares them.
+  // ASCII names (all torch and numpy write) decode alike under either flag: no copy for them.
+  const bool ascii =
+      std::all_of(local_name.begin(), local_name.end(), [](char c) { return (c & 0x80) == 0; });
+  const bool same_name =
+      ascii ? local_name == member.name
+            : decode_name(local_name, local_flags, reader.file(), name_offset) == member.name;
+  if (!same_name) throw Error(reader.file(), where(), "local header names a different member");
   reader.take(extra_length, "local extra field");
   member.data_offset = reader.position();
   if (!range_within(member.data_offset, member.compressed_size, directory_offset))
@@ -217,7 +343,7 @@ void check_no_overlap(const std::string& file, const std::vector<ZipMember>& mem
   for (std::size_t i = 1; i < order.size(); ++i) {
     const std::uint64_t previous_end = order[i - 1]->data_offset + order[i - 1]->compressed_size;
     if (order[i]->local_header_offset < previous_end)
-      throw Error(file, "member " + order[i]->name, "overlaps member " + order[i - 1]->name);
+      throw Error(file, member_where(*order[i]), "overlaps member " + escaped(order[i - 1]->name));
   }
 }
 
@@ -243,6 +369,13 @@ void ZipArchive::parse() {
     throw Error(file_->path(), "byte " + std::to_string(*end_pos),
                 "central directory at byte " + std::to_string(directory.offset) + " with " +
                     std::to_string(directory.size) + " bytes runs past the end records");
+  // Python's zipfile takes a gap here for data prepended to the archive and shifts every offset
+  // by it; torch and numpy never leave one, so an archive with one is refused rather than read
+  // at other offsets than the reference reads it.
+  if (directory.offset + directory.size != directory.limit)
+    throw Error(file_->path(), "byte " + std::to_string(directory.offset + directory.size),
+                std::to_string(directory.limit - directory.offset - directory.size) +
+                    " bytes lie between the central directory and the end records");
   // Each entry takes at least 46 bytes, so the count is checked before anything is reserved.
   if (directory.entries > directory.size / kCentralHeaderSize)
     throw Error(file_->path(), "byte " + std::to_string(*end_pos),
@@ -255,13 +388,20 @@ void ZipArchive::parse() {
   members_.reserve(directory.entries);
   for (std::uint64_t i = 0; i < directory.entries; ++i)
     members_.push_back(read_central_header(central));
+  // Python's zipfile reads entries until the directory's size is used up, torch's reader counts
+  // them: both see the same members only when the entries fill the directory exactly.
+  if (!central.at_end())
+    throw Error(file_->path(), "byte " + std::to_string(central.file_offset()),
+                std::to_string(central.remaining()) +
+                    " bytes of the central directory follow its " +
+                    std::to_string(directory.entries) + " entries");
   by_name_.reserve(members_.size());
   for (std::size_t i = 0; i < members_.size(); ++i) by_name_.emplace_back(members_[i].name, i);
   std::sort(by_name_.begin(), by_name_.end());
   const auto twice = std::adjacent_find(by_name_.begin(), by_name_.end(),
                                         [](auto& a, auto& b) { return a.first == b.first; });
   if (twice != by_name_.end())
-    throw Error(file_->path(), "member " + std::string(twice->first),
+    throw Error(file_->path(), "member " + escaped(twice->first),
                 "appears twice in the central directory");
   for (auto& member : members_) locate_data(reader, member, directory.offset);
   check_no_overlap(file_->path(), members_);
@@ -293,19 +433,84 @@ const ZipMember* ZipArchive::find(std::string_view name) const {
   return found != by_name_.end() && found->first == name ? &members_[found->second] : nullptr;
 }
 
-Storage ZipArchive::read(const ZipMember& member) const {
-  if (member.flags & kFlagEncrypted)
-    throw Error(file_->path(), "member " + member.name, "is encrypted");
-  if (member.method == 0)
-    return Storage{file_->bytes().subspan(member.data_offset, member.compressed_size), file_};
-  if (member.method == 8) return inflate(member);
-  throw Error(file_->path(), "member " + member.name,
-              "compression method " + std::to_string(member.method) +
-                  " is not supported (only stored and deflated)");
+void ZipArchive::check_readable(const ZipMember& member) const {
+  if (member.flags & (kFlagEncrypted | kFlagStrongEncryption))
+    throw Error(file_->path(), member_where(member), "is encrypted");
+  if (member.flags & kFlagPatched)
+    throw Error(file_->path(), member_where(member),
+                "holds compressed patched data (flag bit 5), which is not supported");
+  if (member.method != 0 && member.method != 8)
+    throw Error(file_->path(), member_where(member),
+                "compression method " + std::to_string(member.method) +
+                    " is not supported (only stored and deflated)");
 }
 
-Storage ZipArchive::inflate(const ZipMember& member) const {
-  const std::string where = "member " + member.name;
+bool ZipArchive::readable_in_place(const ZipMember& member) noexcept {
+  return member.method == 0 &&
+         (member.flags & (kFlagEncrypted | kFlagStrongEncryption | kFlagPatched)) == 0;
+}
+
+Storage ZipArchive::read(const ZipMember& member) const {
+  check_readable(member);
+  if (member.method == 0)
+    return Storage{file_->bytes().subspan(member.data_offset, member.compressed_size), file_,
+                   std::nullopt};
+  return inflate(member, member.uncompressed_size);
+}
+
+Storage ZipArchive::read_prefix(const ZipMember& member, std::uint64_t max_bytes) const {
+  check_readable(member);
+  const std::uint64_t size = std::min(max_bytes, member.uncompressed_size);
+  if (member.method == 0)
+    return Storage{file_->bytes().subspan(member.data_offset, size), file_, std::nullopt};
+  return inflate(member, size);
+}
+
+std::uint64_t ZipArchive::inflated_bytes_total() noexcept {
+  return inflated_total.load();
+}
+
+void ZipArchive::check_stored_crcs(const std::vector<const ZipMember*>& members,
+                                   unsigned threads) const {
+  // Windows of at most 16 MiB: a large storage is checked on every thread, and the pages of each
+  // window are released once read, so checking a file costs no resident memory.
+  struct Window {
+    std::size_t member;
+    std::uint64_t offset, size;
+    std::uint32_t crc;
+  };
+  std::vector<Window> windows;
+  for (std::size_t m = 0; m < members.size(); ++m) {
+    const ZipMember& member = *members[m];
+    if (member.method != 0) continue;
+    for (std::uint64_t offset = 0; offset < member.compressed_size; offset += kCrcWindow)
+      windows.push_back({m, offset, std::min(kCrcWindow, member.compressed_size - offset), 0});
+    if (member.compressed_size == 0) windows.push_back({m, 0, 0, 0});
+  }
+  const std::byte* base = file_->data();
+  parallel_for(windows.size(), threads, 1, [&](std::uint64_t begin, std::uint64_t end) {
+    for (std::uint64_t w = begin; w < end; ++w) {
+      Window& window = windows[w];
+      const std::byte* at = base + members[window.member]->data_offset + window.offset;
+      window.crc =
+          static_cast<std::uint32_t>(crc32_z(0, reinterpret_cast<const Bytef*>(at), window.size));
+      if (window.size > 0) release_if_mapped_file(at, window.size);
+    }
+  });
+  std::size_t w = 0;
+  while (w < windows.size()) {
+    const ZipMember& member = *members[windows[w].member];
+    uLong crc = windows[w].crc;
+    for (++w; w < windows.size() && members[windows[w].member] == &member; ++w)
+      crc = crc32_combine64(crc, windows[w].crc, static_cast<z_off64_t>(windows[w].size));
+    if (crc != member.crc32)
+      throw Error(file_->path(), member_where(member),
+                  "CRC-32 mismatch: the stored bytes are not those the archive was written with");
+  }
+}
+
+Storage ZipArchive::inflate(const ZipMember& member, std::uint64_t max_bytes) const {
+  const std::string where = member_where(member);
   const auto ratio_cap =
       checked_mul(std::max<std::uint64_t>(member.compressed_size, 1), limits_.max_inflate_ratio);
   if (member.uncompressed_size > limits_.max_inflated_bytes ||
@@ -316,7 +521,11 @@ Storage ZipArchive::inflate(const ZipMember& member) const {
                     ", beyond what deflate can produce or the inflate limit of " +
                     std::to_string(limits_.max_inflated_bytes) + " bytes");
 
-  auto buffer = std::make_shared<std::vector<std::byte>>(member.uncompressed_size);
+  // A prefix (max_bytes below the declared size) is inflated only that far, and unchecked: its
+  // CRC-32 and size cover the whole member.
+  const bool whole = max_bytes >= member.uncompressed_size;
+  auto buffer =
+      std::make_shared<std::vector<std::byte>>(whole ? member.uncompressed_size : max_bytes);
   z_stream stream{};
   if (inflateInit2(&stream, -MAX_WBITS) != Z_OK)
     throw Error(file_->path(), where, "cannot initialise zlib");
@@ -331,6 +540,7 @@ Storage ZipArchive::inflate(const ZipMember& member) const {
   std::uint64_t out_left = buffer->size();
   Bytef overflow_probe = 0;
   for (;;) {
+    if (!whole && out_left == 0) break;
     const uInt in_chunk = static_cast<uInt>(std::min<std::uint64_t>(in_left, UINT_MAX));
     // Once the buffer is full, a one-byte probe detects data beyond the declared size.
     const bool probing = out_left == 0;
@@ -351,6 +561,7 @@ Storage ZipArchive::inflate(const ZipMember& member) const {
                       " bytes the central directory declares");
     out += produced;
     out_left -= produced;
+    inflated_total.fetch_add(produced, std::memory_order_relaxed);
     if (rc == Z_STREAM_END) break;
     if (rc != Z_OK && rc != Z_BUF_ERROR)
       throw Error(file_->path(), where,
@@ -360,12 +571,14 @@ Storage ZipArchive::inflate(const ZipMember& member) const {
   }
   if (out_left != 0)
     throw Error(file_->path(), where,
-                "inflates to " + std::to_string(member.uncompressed_size - out_left) +
+                "inflates to " + std::to_string(buffer->size() - out_left) +
                     " bytes but the central directory declares " +
                     std::to_string(member.uncompressed_size));
+  const std::span<const std::byte> inflated(buffer->data(), buffer->size());
+  if (!whole) return Storage{inflated, buffer, std::nullopt};
   const auto crc = crc32_z(0, reinterpret_cast<const Bytef*>(buffer->data()), buffer->size());
   if (crc != member.crc32) throw Error(file_->path(), where, "CRC-32 mismatch after inflating");
-  return Storage{std::span<const std::byte>(buffer->data(), buffer->size()), buffer};
+  return Storage{inflated, buffer, std::nullopt};
 }
 
 }  // namespace gpucache::detail

@@ -1,6 +1,7 @@
 // A read-only zip container reader over a memory map, for the zip-based inputs: torch.save
 // archives (.pt) and numpy archives (.npz). It trusts nothing in the file: every offset and length
-// is bounds-checked, members may not overlap, and inflating is capped. See src/inputs/zip/FORMAT.md.
+// is bounds-checked, members may not overlap, and inflating is capped. See
+// src/inputs/zip/FORMAT.md.
 #pragma once
 
 #include <cstdint>
@@ -18,6 +19,8 @@
 namespace gpucache::detail {
 
 struct ZipMember {
+  // UTF-8: decoded from CP437 unless flag bit 11 says the stored name is UTF-8 (as Python's
+  // zipfile decodes it, so an .npz array is named as numpy names it).
   std::string name;
   std::uint16_t method = 0;  // 0 stored, 8 deflated; anything else is refused on read
   std::uint16_t flags = 0;
@@ -39,7 +42,8 @@ class ZipArchive {
     std::uint64_t max_inflated_bytes = std::uint64_t{16} << 30;
   };
 
-  // Reads the central directory of `file`. Throws gpucache::Error when it is not a valid zip.
+  // Reads the central directory of `file`. Throws gpucache::Error when it is not a valid zip, or
+  // one Python's zipfile would read differently (FORMAT.md).
   explicit ZipArchive(std::shared_ptr<const MappedFile> file);
   ZipArchive(std::shared_ptr<const MappedFile> file, Limits limits);
   // by_name_ views the members' names: a copy would view the original's.
@@ -62,12 +66,30 @@ class ZipArchive {
 
   // A member's uncompressed bytes. Stored members are zero-copy views into the map (owner: the
   // MappedFile); deflated ones are inflated into a buffer the result owns, and their CRC-32 and
-  // size are checked. Stored members' CRCs are not checked: that would read every tensor byte.
+  // size are checked. A stored member's CRC-32 is checked by check_stored_crcs, not here: that
+  // reads every byte, which a caller after the metadata only does not need.
   Storage read(const ZipMember& member) const;
+  // Whether read() would hand out the member's bytes as they lie in the file: stored, and not
+  // encrypted or otherwise flagged so that read() refuses it.
+  static bool readable_in_place(const ZipMember& member) noexcept;
+  // The first min(max_bytes, size) uncompressed bytes of a member, inflating no more than that:
+  // enough to read the header of an array without its data. No CRC-32 check (it covers the
+  // whole member).
+  Storage read_prefix(const ZipMember& member, std::uint64_t max_bytes) const;
+  // Checks the CRC-32 of each stored member among `members` (deflated ones are checked when they
+  // are inflated), as Python's zipfile and torch's reader do when they read one. Windows of the
+  // members are checked on up to `threads` threads and leave the resident set once read. Throws
+  // for the first bad member in the order given.
+  void check_stored_crcs(const std::vector<const ZipMember*>& members, unsigned threads) const;
+
+  // Bytes inflated by every ZipArchive of the process so far (read and read_prefix): what tests
+  // measure to tell a metadata-only read from a full one.
+  static std::uint64_t inflated_bytes_total() noexcept;
 
  private:
   void parse();
-  Storage inflate(const ZipMember& member) const;
+  void check_readable(const ZipMember& member) const;
+  Storage inflate(const ZipMember& member, std::uint64_t max_bytes) const;
 
   std::shared_ptr<const MappedFile> file_;
   Limits limits_;

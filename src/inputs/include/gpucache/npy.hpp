@@ -14,13 +14,14 @@
 
 namespace gpucache {
 
-// Parses the .npy bytes in `file` into a Tensor whose storage points into `file` (kept alive by
-// owner). Handles format versions 1-3, little- and big-endian, C and Fortran order. Refuses object
-// and structured dtypes. `origin` names the file (or npz member) in errors.
-Tensor parse_npy(std::span<const std::byte> file, std::shared_ptr<const void> owner,
-                 const std::string& origin);
-// Maps path and returns its array as a tensor Value (src/inputs/npy/FORMAT.md). Ignores
-// `options`: the array is a view of the map, so there is no work to share out.
+// Parses the .npy bytes in `file`: numbers become a Tensor whose storage points into `file` (kept
+// alive by owner), strings ('<U8', '|S8') text: a str, or a list of str per dimension. Handles
+// format versions 1-3, little- and big-endian, C and Fortran order. Refuses object and structured
+// dtypes, and whatever numpy's read_array refuses. `origin` names the file in errors.
+Value parse_npy(std::span<const std::byte> file, std::shared_ptr<const void> owner,
+                const std::string& origin);
+// Maps path and returns its array (src/inputs/npy/FORMAT.md). Ignores `options`: the array is a
+// view of the map, so there is no work to share out and nothing to skip for metadata only.
 Value read_npy(const std::string& path, const ReadOptions& options = {});
 
 // Writes a C-order little-endian .npy atomically. fill(out, first_row, rows) writes `rows` rows of

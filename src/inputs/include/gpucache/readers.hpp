@@ -21,6 +21,13 @@ struct ReadOptions {
   // Threads a reader may run beside the caller's: 0 for one per core, 1 for the caller's only.
   // Readers with nothing to share out ignore it and say why beside their declaration.
   unsigned threads = 0;
+  // False when the caller wants the tree and every tensor's dtype and shape but not the tensor
+  // data (`gpucache probe`): a reader then does no work that grows with the data. Compressed
+  // storages stay compressed (only the bytes that describe them, such as an .npy header, are
+  // inflated) and their tensors refuse to be read (Storage::not_read); checks that read every
+  // data byte (the CRC-32 of stored zip members) are left to the full read. Text is part of the
+  // tree and is always read. Everything else is checked as in a full read.
+  bool tensor_data = true;
 };
 
 // What a reader hands over: exactly one of a tree, which schema mapping turns into columns, and

@@ -3,9 +3,11 @@
 // to find a dataset's columns, and `gpucache probe` prints it, without touching tensor data.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -19,9 +21,22 @@ namespace gpucache {
 
 // Raw bytes of one tensor storage. `owner` keeps them alive: the input's MappedFile for zero-copy
 // readers, or a heap buffer for data that had to be decompressed or parsed from text.
+//
+// A reader asked for metadata only (ReadOptions::tensor_data = false, what probe does) leaves
+// compressed storages unread: `bytes` is then empty and `unread_size` the size the input
+// declares. Such a tensor passes check_bounds (its shape is checked against the declared size),
+// but reading its elements throws gpucache::Error instead of handing out bytes it does not have.
 struct Storage {
   std::span<const std::byte> bytes;
   std::shared_ptr<const void> owner;
+  std::optional<std::uint64_t> unread_size;
+
+  bool unread() const noexcept { return unread_size.has_value(); }
+  // The storage's size in bytes, read or not.
+  std::uint64_t size() const noexcept { return unread_size ? *unread_size : bytes.size(); }
+  static Storage not_read(std::uint64_t declared_size) {
+    return Storage{{}, nullptr, declared_size};
+  }
 };
 
 struct Tensor {
@@ -38,10 +53,14 @@ struct Tensor {
   bool is_contiguous_le() const noexcept;
   // Throws gpucache::Error (naming `origin`) when a stride or offset reaches outside the storage.
   void check_bounds(const std::string& origin) const;
-  // The elements as one row-major span, without copying. Requires is_contiguous_le().
+  // False when the reader left the storage unread (Storage::unread): only the metadata is known.
+  bool has_data() const noexcept { return !storage || !storage->unread(); }
+  // The elements as one row-major span, without copying. Requires is_contiguous_le(). Throws
+  // gpucache::Error when the storage was not read (has_data() is false).
   std::span<const std::byte> contiguous_bytes() const;
   // Copies elements [first_element, first_element + out.size() / itemsize) in row-major order
-  // into out, applying strides and byte order. check_bounds() must have passed.
+  // into out, applying strides and byte order. check_bounds() must have passed. Throws
+  // gpucache::Error when the storage was not read.
   void copy_row_major(std::uint64_t first_element, std::span<std::byte> out) const;
   // Builds a dense little-endian tensor that owns its bytes.
   static Tensor from_buffer(DType dtype, std::vector<std::int64_t> shape,
@@ -86,7 +105,22 @@ struct List {
 // Keys keep insertion order; non-string keys are stored as their decimal or repr text.
 struct Dict {
   std::vector<std::pair<std::string, Value>> items;
+
+  // The value of the first item named `key`, or nullptr. A dict of more than a few items is
+  // searched through a hash index made on the first lookup (a safetensors header may name a
+  // million tensors, and callers look keys up in loops), remade when `items` has grown or moved
+  // since; so items may be appended between lookups, but not renamed in place.
   const Value* find(std::string_view key) const noexcept;
+
+  Dict() = default;
+  Dict(const Dict& other) : items(other.items) {}
+  Dict(Dict&& other) noexcept : items(std::move(other.items)) {}
+  Dict& operator=(const Dict& other);
+  Dict& operator=(Dict&& other) noexcept;
+
+ private:
+  struct Index;
+  mutable std::atomic<std::shared_ptr<const Index>> index_;
 };
 
 }  // namespace gpucache
