@@ -185,7 +185,8 @@ def test_parquet_files_and_folders(tmp_path):
                       "text": pa.array([f"row {i}" for i in range(8)]),
                       "label": pa.array(numpy.arange(8, dtype=numpy.int32))})
     pq.write_table(table, tmp_path / "one.parquet", row_group_size=3)
-    assert is_arrow_input(tmp_path / "one.parquet") and is_arrow_input(str(tmp_path / "one.parquet"))
+    assert is_arrow_input(tmp_path / "one.parquet")
+    assert is_arrow_input(str(tmp_path / "one.parquet"))
     columns = table_columns(str(tmp_path / "one.parquet"))
     numpy.testing.assert_array_equal(columns["embedding"], matrix)
     assert columns["label"].tolist() == list(range(8))
