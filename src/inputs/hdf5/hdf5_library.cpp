@@ -1,5 +1,7 @@
 #include "hdf5_library.hpp"
 
+#include <mutex>
+
 #include "gpucache/error.hpp"
 
 namespace gpucache::detail {
@@ -16,17 +18,35 @@ herr_t keep_innermost(unsigned position, const H5E_error2_t* error, void* out) {
   throw Error(file, location, cause.empty() ? what : what + ": " + cause);
 }
 
-}  // namespace
-
-Hdf5Handle::~Hdf5Handle() {
-  if (id_ >= 0) H5Idec_ref(id_);
+std::recursive_mutex& hdf5_mutex() {
+  static std::recursive_mutex mutex;
+  return mutex;
 }
 
-void quiet_hdf5() noexcept {
+bool in_forked_child = false;
+
+}  // namespace
+
+Hdf5Guard::Hdf5Guard() {
+  if (!in_forked_child) hdf5_mutex().lock();
   thread_local bool quiet = false;
   if (quiet) return;
   H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
   quiet = true;
+}
+
+Hdf5Guard::~Hdf5Guard() {
+  if (!in_forked_child) hdf5_mutex().unlock();
+}
+
+void Hdf5Guard::forked_child() noexcept {
+  in_forked_child = true;
+}
+
+Hdf5Handle::~Hdf5Handle() {
+  if (id_ < 0) return;
+  const Hdf5Guard guard;
+  H5Idec_ref(id_);
 }
 
 std::string take_hdf5_error() {

@@ -29,9 +29,21 @@ class Hdf5Handle {
   hid_t id_ = H5I_INVALID_HID;
 };
 
-// Turns off libhdf5's printing of its error stack for the calling thread (a thread-safe libhdf5
-// keeps that setting per thread). Every entry point that calls libhdf5 calls this first.
-void quiet_hdf5() noexcept;
+// Held while calling libhdf5. It lets one thread in at a time (a thread-safe libhdf5, as
+// Debian's, serialises calls itself anyway; one that is not needs it), so that no thread is inside
+// libhdf5 while the reader forks; and it turns off libhdf5's printing of its error stack for the
+// calling thread (a thread-safe libhdf5 keeps that setting per thread). Recursive.
+class Hdf5Guard {
+ public:
+  Hdf5Guard();
+  ~Hdf5Guard();
+  Hdf5Guard(const Hdf5Guard&) = delete;
+  Hdf5Guard& operator=(const Hdf5Guard&) = delete;
+
+  // In a child forked while the parent held a guard: the child's only thread may call libhdf5
+  // without the lock, which it inherited held by a thread it does not have.
+  static void forked_child() noexcept;
+};
 
 // The innermost message of the calling thread's HDF5 error stack ("file signature not found"),
 // which is then cleared; empty when the stack is empty.

@@ -166,6 +166,40 @@ void map_in_place(Hdf5Dataset& dataset, hid_t file_type, const std::string& file
   dataset.data_offset = offset;
 }
 
+// Pack reads rows in order, a block at a time, and libhdf5 decompresses whole chunks: its chunk
+// cache (1 MiB by default) must hold the chunks of one band of rows, or each block would
+// decompress its chunks again. Reopens the dataset with a cache of two bands, at most 256 MiB.
+void cache_a_row_of_chunks(Hdf5Dataset& dataset, hid_t file) {
+  constexpr std::uint64_t kDefaultCache = 1 << 20, kMaxCache = 256 << 20;
+  Hdf5Handle plist(H5Dget_create_plist(dataset.dataset.get()));
+  if (plist.get() < 0 || H5Pget_layout(plist.get()) != H5D_CHUNKED) {
+    take_hdf5_error();
+    return;
+  }
+  std::vector<hsize_t> chunk(dataset.dims.size());
+  if (H5Pget_chunk(plist.get(), static_cast<int>(chunk.size()), chunk.data()) !=
+      static_cast<int>(chunk.size())) {
+    take_hdf5_error();
+    return;
+  }
+  // A band: chunk[0] rows of every chunk across the other dimensions.
+  const auto band = checked_mul(chunk[0], dataset.row_bytes);
+  if (!band || *band <= kDefaultCache / 2) return;
+  const std::uint64_t cache = *band > kMaxCache / 2 ? kMaxCache : *band * 2;
+  Hdf5Handle access(H5Pcreate(H5P_DATASET_ACCESS));
+  if (access.get() < 0 || H5Pset_chunk_cache(access.get(), H5D_CHUNK_CACHE_NSLOTS_DEFAULT, cache,
+                                             H5D_CHUNK_CACHE_W0_DEFAULT) < 0) {
+    take_hdf5_error();
+    return;
+  }
+  // libhdf5 shares one cache among the handles of an open dataset, made by the first open: close
+  // it before opening it again with the larger cache.
+  plist = Hdf5Handle();
+  dataset.dataset = Hdf5Handle();
+  dataset.dataset = Hdf5Handle(hdf5_check(H5Dopen2(file, dataset.path.c_str(), access.get()),
+                                          dataset.origin, location_of(dataset), "cannot open it"));
+}
+
 void read_hyperslab(const Hdf5Dataset& dataset, std::uint64_t first, std::uint64_t count,
                     hid_t memory_type, void* out) {
   const std::string where = location_of(dataset) + " rows " + std::to_string(first) + ".." +
@@ -190,7 +224,7 @@ void read_hyperslab(const Hdf5Dataset& dataset, std::uint64_t first, std::uint64
 
 void wire_tensor(InputColumn& column, const std::shared_ptr<Hdf5Dataset>& dataset) {
   column.read_rows = [dataset](std::uint64_t first, std::uint64_t count, std::span<std::byte> out) {
-    quiet_hdf5();
+    const Hdf5Guard guard;
     if (dataset->mapped) {
       std::memcpy(out.data(),
                   dataset->mapped->data() + dataset->data_offset + first * dataset->row_bytes,
@@ -214,7 +248,7 @@ void wire_tensor(InputColumn& column, const std::shared_ptr<Hdf5Dataset>& datase
 // Every row's text, read kTextBlockRows rows at a time. Variable-length strings come back as
 // pointers libhdf5 allocated (freed block by block); fixed-length ones end at their first NUL.
 void load_text(Hdf5Dataset& dataset, hid_t file_type) {
-  quiet_hdf5();
+  const Hdf5Guard guard;
   const std::uint64_t rows = dataset.dims[0];
   const bool variable = H5Tis_variable_str(file_type) > 0;
   const std::size_t fixed_size = variable ? 0 : H5Tget_size(file_type);
@@ -355,6 +389,7 @@ void add_dataset(Walk& walk, const std::string& path) {
   dataset->row_bytes = *row_bytes;
   dataset->unreadable = unreadable_reason(dataset->dataset.get());
   if (dataset->unreadable.empty()) map_in_place(*dataset, file_type->get(), walk.origin);
+  if (dataset->unreadable.empty()) cache_a_row_of_chunks(*dataset, walk.file->get());
   wire_tensor(column, dataset);
   walk.data.columns.push_back(std::move(column));
 }
@@ -407,7 +442,7 @@ void recognise_ann_benchmarks(InputData& data) {
 
 // Opens the file and describes every dataset: metadata only, no rows.
 InputData describe_file(const std::string& path) {
-  quiet_hdf5();
+  const Hdf5Guard guard;
   Walk walk;
   walk.origin = path;
   walk.file = std::make_shared<const Hdf5Handle>(
@@ -439,12 +474,14 @@ InputData describe_file(const std::string& path) {
 // libhdf5 1.10 trusts the metadata it decodes: a corrupt or crafted object header can crash it
 // (a stray memcpy in H5O_msg_read) where it should fail. So the metadata is first read in a
 // child process; if that dies, the file is refused with one line and this process never touches
-// it. The child only calls libhdf5 and exits, so forking a threaded process is safe here.
+// it. The caller holds an Hdf5Guard, so no other thread is inside libhdf5 as the child is forked,
+// and the child only calls libhdf5 and exits.
 void check_metadata_in_child(const std::string& path) {
   std::fflush(nullptr);
   const pid_t child = ::fork();
   if (child < 0) return;  // no child to spare: read it here, as a build without this check would
   if (child == 0) {
+    Hdf5Guard::forked_child();
     int code = 0;
     try {
       describe_file(path);
@@ -467,14 +504,16 @@ void check_metadata_in_child(const std::string& path) {
 
 InputData read_hdf5(const std::string& path, const ReadOptions&) {
   using namespace detail;
-  quiet_hdf5();
   // Existence and permissions first, with the same message as every other reader.
   MappedFile::open(path);
-  if (H5Fis_hdf5(path.c_str()) <= 0) {
-    take_hdf5_error();
-    throw Error(path, "", "not an HDF5 file (no HDF5 signature)");
+  {
+    const Hdf5Guard guard;
+    if (H5Fis_hdf5(path.c_str()) <= 0) {
+      take_hdf5_error();
+      throw Error(path, "", "not an HDF5 file (no HDF5 signature)");
+    }
+    check_metadata_in_child(path);
   }
-  check_metadata_in_child(path);
   return describe_file(path);
 }
 
