@@ -257,7 +257,11 @@ void load_text(Hdf5Dataset& dataset, hid_t file_type) {
              location_of(dataset), "cannot describe its strings");
   H5Tset_cset(memory_type.get(), H5Tget_cset(file_type));
   if (!variable) H5Tset_strpad(memory_type.get(), H5T_STR_NULLPAD);
-  dataset.text_offsets.assign(1, 0);
+  if (!variable && !checked_mul(fixed_size, kTextBlockRows))
+    throw Error(dataset.origin, location_of(dataset), "has strings of an impossible size");
+  // Built aside and kept only when every row was read, so that a failed read can be retried.
+  std::string text;
+  std::vector<std::uint64_t> offsets{0};
   std::vector<char*> pointers;
   std::vector<char> fixed;
   for (std::uint64_t first = 0; first < rows; first += kTextBlockRows) {
@@ -265,22 +269,28 @@ void load_text(Hdf5Dataset& dataset, hid_t file_type) {
     if (variable) {
       pointers.assign(count, nullptr);
       read_hyperslab(dataset, first, count, memory_type.get(), pointers.data());
-      for (char* text : pointers) {
-        if (text) dataset.text += text;
-        dataset.text_offsets.push_back(dataset.text.size());
+      for (const char* row : pointers) {
+        if (row) text += row;
+        offsets.push_back(text.size());
       }
       Hdf5Handle space(H5Screate_simple(1, &count, nullptr));
+#if H5_VERSION_GE(1, 12, 0)
+      H5Treclaim(memory_type.get(), space.get(), H5P_DEFAULT, pointers.data());
+#else
       H5Dvlen_reclaim(memory_type.get(), space.get(), H5P_DEFAULT, pointers.data());
+#endif
     } else {
       fixed.assign(count * fixed_size, '\0');
       read_hyperslab(dataset, first, count, memory_type.get(), fixed.data());
       for (hsize_t row = 0; row < count; ++row) {
         const char* begin = fixed.data() + row * fixed_size;
-        dataset.text.append(begin, strnlen(begin, fixed_size));
-        dataset.text_offsets.push_back(dataset.text.size());
+        text.append(begin, strnlen(begin, fixed_size));
+        offsets.push_back(text.size());
       }
     }
   }
+  dataset.text = std::move(text);
+  dataset.text_offsets = std::move(offsets);
 }
 
 void wire_text(InputColumn& column, const std::shared_ptr<Hdf5Dataset>& dataset,
