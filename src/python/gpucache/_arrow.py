@@ -1,5 +1,6 @@
 """Arrow-backed inputs as the columns gpucache.pack takes: pyarrow Tables and RecordBatches,
-Parquet files (or folders of them) and Hugging Face `datasets.Dataset` objects.
+pandas DataFrames (through Table.from_pandas), Parquet files (or folders of them) and Hugging
+Face `datasets.Dataset` objects.
 
 pyarrow is imported only when one of these is packed, and `datasets` never by this module: a
 Dataset is recognised only when the caller already imported it. Wherever Arrow's buffers allow,
@@ -41,12 +42,18 @@ def _pyarrow():
     return pyarrow
 
 
+def _kind(obj):
+    """("pyarrow", "Table"), ("pandas...", "DataFrame"), ...: what an object is, by its type's
+    module and name, so that no library is imported to find out."""
+    return (type(obj).__module__ or "").split(".")[0], type(obj).__name__
+
+
 def is_arrow_input(obj) -> bool:
     """True for what table_columns takes, without importing pyarrow or datasets to find out."""
     if _is_parquet_path(obj) or _is_hf_dataset(obj):
         return True
-    module = type(obj).__module__ or ""
-    return module.startswith("pyarrow") and type(obj).__name__ in ("Table", "RecordBatch")
+    return _kind(obj) in (("pyarrow", "Table"), ("pyarrow", "RecordBatch"),
+                          ("pandas", "DataFrame"))
 
 
 def table_columns(obj) -> dict:
@@ -60,9 +67,16 @@ def table_columns(obj) -> dict:
         table = _hf_table(obj)
     elif isinstance(obj, (pa.Table, pa.RecordBatch)):
         table = obj
+    elif _kind(obj) == ("pandas", "DataFrame"):
+        # Numeric columns convert without a copy; object columns (lists, str) are converted.
+        table = pa.Table.from_pandas(obj, preserve_index=False)
+    elif _kind(obj) == ("datasets", "DatasetDict"):
+        raise TypeError(f"a DatasetDict holds several splits ({', '.join(obj)}): pack one, "
+                        "e.g. dataset['train']")
     else:
-        raise TypeError(f"table_columns takes a pyarrow Table or RecordBatch, a .parquet path or "
-                        f"folder, or a datasets.Dataset, not {type(obj).__name__}")
+        raise TypeError(f"table_columns takes a pyarrow Table or RecordBatch, a pandas DataFrame, "
+                        f"a .parquet path or folder, or a datasets.Dataset, not "
+                        f"{type(obj).__name__}")
     return {name: _column(pa, name, table.column(i))
             for i, name in enumerate(table.schema.names)}
 
@@ -82,10 +96,18 @@ def _is_hf_dataset(obj) -> bool:
 def _read_parquet(pa, path: pathlib.Path):
     import pyarrow.parquet as pq
 
-    if not path.is_dir():
-        return pq.read_table(path)
-    files = sorted(path.rglob("*.parquet"))
-    return pa.concat_tables([pq.read_table(file) for file in files])
+    files = sorted(path.rglob("*.parquet")) if path.is_dir() else [path]
+    tables = []
+    for file in files:
+        try:
+            tables.append(pq.read_table(file))
+        except (OSError, pa.ArrowException) as error:
+            raise ArrowInputError(f"{file}: cannot read it as Parquet: {error}") from error
+    try:
+        return tables[0] if len(tables) == 1 else pa.concat_tables(tables)
+    except pa.ArrowInvalid as error:
+        raise ArrowInputError(f"{path}: its Parquet files have different schemas: "
+                              f"{error}") from error
 
 
 def _hf_table(dataset):

@@ -203,6 +203,31 @@ def test_parquet_files_and_folders(tmp_path):
     assert parts["label"].tolist() == list(range(8))
 
 
+def test_parquet_that_cannot_be_read_is_a_gpucache_error(tmp_path):
+    (tmp_path / "bad.parquet").write_bytes(b"not parquet at all")
+    with pytest.raises(Error, match=r"bad.parquet: cannot read it as Parquet"):
+        table_columns(tmp_path / "bad.parquet")
+    with pytest.raises(Error, match=r"missing.parquet: cannot read it as Parquet"):
+        table_columns(str(tmp_path / "missing.parquet"))
+    folder = tmp_path / "mixed"
+    folder.mkdir()
+    pq.write_table(pa.table({"a": pa.array([1])}), folder / "0.parquet")
+    pq.write_table(pa.table({"b": pa.array(["x"])}), folder / "1.parquet")
+    with pytest.raises(Error, match="different schemas"):
+        table_columns(folder)
+
+
+def test_pandas_dataframes_convert_through_arrow():
+    pandas = pytest.importorskip("pandas")
+    frame = pandas.DataFrame({"label": numpy.arange(4, dtype=numpy.int16),
+                              "text": ["a", "bb", "", "dddd"]})
+    assert is_arrow_input(frame)
+    columns = table_columns(frame)
+    assert columns["label"].dtype == numpy.int16 and columns["label"].tolist() == [0, 1, 2, 3]
+    assert columns["text"].offsets.tolist() == [0, 1, 3, 3, 7]
+    assert bytes(columns["text"].values) == b"abbdddd"
+
+
 def test_hugging_face_datasets_read_through_their_arrow_table():
     datasets = pytest.importorskip("datasets")
     matrix = vectors(6, 4)
