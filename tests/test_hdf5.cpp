@@ -110,6 +110,22 @@ TEST_CASE("every numeric dataset is a column of its dtype and row shape; strings
   CHECK(read_text(codes, 11) == "c11zzzzz");
 }
 
+TEST_CASE("column names come from paths, valid and unique") {
+  if (!hdf5_built()) return;
+  const InputData data = read_input(fixture("names.h5"));
+  std::vector<std::string> names, paths;
+  for (const auto& column : data.columns) {
+    names.push_back(column.name);
+    paths.push_back(column.path);
+  }
+  CHECK(paths == std::vector<std::string>{"/1st Value", "/a/b", "/a_b"});
+  CHECK(names == std::vector<std::string>{"_1st_value", "a_b", "a_b_2"});
+  std::vector<std::int32_t> values(3);
+  read_rows_as(column_at(data, "/a_b"), 0, 3, DType::i32,
+               std::as_writable_bytes(std::span(values)));
+  CHECK(values == std::vector<std::int32_t>{10, 11, 12});
+}
+
 TEST_CASE("chunked, compressed and big-endian datasets read any row range exactly") {
   if (!hdf5_built()) return;
   const InputData data = read_input(fixture("chunked.h5"));

@@ -6,10 +6,12 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <vector>
 
 #include "gpucache/common/checked_math.hpp"
@@ -477,6 +479,13 @@ InputData describe_file(const std::string& path) {
                 "holds no numeric or string dataset gpucache can read" +
                     (skipped.empty() ? std::string() : " (found " + skipped + ")"));
   }
+  // "/a/b" and "/a_b" both make "a_b": the later one becomes "a_b_2".
+  std::set<std::string> names;
+  for (auto& column : walk.data.columns) {
+    const std::string base = column.name;
+    for (int n = 2; !names.insert(column.name).second; ++n)
+      column.name = base.substr(0, 60) + "_" + std::to_string(n);
+  }
   recognise_ann_benchmarks(walk.data);
   return std::move(walk.data);
 }
@@ -487,26 +496,35 @@ InputData describe_file(const std::string& path) {
 // it. The caller holds an Hdf5Guard, so no other thread is inside libhdf5 as the child is forked,
 // and the child only calls libhdf5 and exits.
 void check_metadata_in_child(const std::string& path) {
+  // The child's exit codes: 0 read, kRefused a gpucache::Error (which the parent then raises
+  // itself, with the same words); anything else, or a signal, is a crash.
+  constexpr int kRefused = 3;
   std::fflush(nullptr);
   const pid_t child = ::fork();
   if (child < 0) return;  // no child to spare: read it here, as a build without this check would
   if (child == 0) {
     Hdf5Guard::forked_child();
+    // A crash is to end the child as a signal the parent sees, not in a sanitizer's report.
+    for (int signal : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT}) std::signal(signal, SIG_DFL);
     int code = 0;
     try {
       describe_file(path);
+    } catch (const Error&) {
+      code = kRefused;
     } catch (...) {
-      code = 1;  // an Error, which the parent raises itself with the same words
+      code = 1;
     }
     ::_exit(code);
   }
   int status = 0;
   while (::waitpid(child, &status, 0) < 0)
     if (errno != EINTR) return;
-  if (WIFSIGNALED(status))
-    throw Error(path, "",
-                "libhdf5 crashed (signal " + std::to_string(WTERMSIG(status)) +
-                    ") reading the file's metadata: the file is corrupt");
+  if (WIFEXITED(status) && (WEXITSTATUS(status) == 0 || WEXITSTATUS(status) == kRefused)) return;
+  throw Error(
+      path, "",
+      (WIFSIGNALED(status) ? "libhdf5 crashed (signal " + std::to_string(WTERMSIG(status))
+                           : "libhdf5 failed (exit " + std::to_string(WEXITSTATUS(status))) +
+          ") reading the file's metadata: the file is corrupt");
 }
 
 }  // namespace
