@@ -110,6 +110,18 @@ TEST_CASE("every numeric dataset is a column of its dtype and row shape; strings
   CHECK(read_text(codes, 11) == "c11zzzzz");
 }
 
+TEST_CASE("a bfloat16 float type is a bf16 column") {
+  if (!hdf5_built()) return;
+  const InputData data = read_input(fixture("bf16.h5"));
+  const auto& weights = column_at(data, "/weights");
+  CHECK(weights.dtype == DType::bf16);
+  CHECK(weights.row_shape == std::vector<std::uint64_t>{3});
+  std::vector<float> values(12);
+  read_rows_as(weights, 0, 4, DType::f32, std::as_writable_bytes(std::span(values)));
+  CHECK(values == std::vector<float>{1.0f, -2.5f, 0.15625f, 3.0f, 0.0f, -0.75f, 256.0f, 1.5f, -3.0f,
+                                     0.5f, 100.0f, -1.0f});
+}
+
 TEST_CASE("column names come from paths, valid and unique") {
   if (!hdf5_built()) return;
   const InputData data = read_input(fixture("names.h5"));

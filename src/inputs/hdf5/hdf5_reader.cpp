@@ -96,12 +96,19 @@ std::optional<TypeMapping> map_numeric_type(hid_t type) {
     if (size == 4) return TypeMapping{DType::f32, copy(H5T_IEEE_F32LE)};
     if (size == 8) return TypeMapping{DType::f64, copy(H5T_IEEE_F64LE)};
     if (size != 2) return std::nullopt;
-    // IEEE half precision, which HDF5 has no predefined type for (h5py writes it this way).
-    Hdf5Handle half = copy(H5T_IEEE_F32LE);
-    if (H5Tset_fields(half.get(), 15, 10, 5, 0, 10) < 0 || H5Tset_size(half.get(), 2) < 0 ||
-        H5Tset_ebias(half.get(), 15) < 0)
+    // 16-bit floats have no predefined HDF5 type: IEEE half precision (numpy float16, as h5py
+    // writes it) has 5 exponent and 10 mantissa bits, bfloat16 8 and 7. Either is read as its
+    // little-endian self.
+    std::size_t sign = 0, exponent_at = 0, exponent_bits = 0, mantissa_at = 0, mantissa_bits = 0;
+    if (H5Tget_fields(type, &sign, &exponent_at, &exponent_bits, &mantissa_at, &mantissa_bits) < 0)
       return std::nullopt;
-    return TypeMapping{DType::f16, std::move(half)};
+    const bool half = exponent_bits == 5 && mantissa_bits == 10;
+    if (!half && !(exponent_bits == 8 && mantissa_bits == 7)) return std::nullopt;
+    Hdf5Handle sixteen = copy(H5T_IEEE_F32LE);
+    if (H5Tset_fields(sixteen.get(), 15, half ? 10 : 7, half ? 5 : 8, 0, half ? 10 : 7) < 0 ||
+        H5Tset_size(sixteen.get(), 2) < 0 || H5Tset_ebias(sixteen.get(), half ? 15 : 127) < 0)
+      return std::nullopt;
+    return TypeMapping{half ? DType::f16 : DType::bf16, std::move(sixteen)};
   }
   if (type_class == H5T_ENUM && size == 1 && H5Tget_nmembers(type) == 2) {
     // numpy bool as h5py writes it: an 8-bit enum FALSE = 0, TRUE = 1.
