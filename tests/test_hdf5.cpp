@@ -122,6 +122,30 @@ TEST_CASE("a bfloat16 float type is a bf16 column") {
                                      0.5f, 100.0f, -1.0f});
 }
 
+TEST_CASE("variable-length numeric datasets are sequence columns") {
+  if (!hdf5_built()) return;
+  const InputData data = read_input(fixture("tokens.h5"));
+  const auto& tokens = column_at(data, "/tokens");
+  CHECK(tokens.kind == ColumnKind::sequence);
+  CHECK(tokens.role == ColumnRole::sequence);
+  CHECK(tokens.dtype == DType::i32);
+  const std::vector<std::vector<std::int32_t>> expected{{1, 2, 3}, {}, {4}, {5, 6, 7, 8, 9}, {-10}};
+  REQUIRE(tokens.rows == expected.size());
+  const auto& scores = column_at(data, "/scores");
+  CHECK(scores.dtype == DType::f64);  // stored big-endian
+  for (std::uint64_t row = 0; row < expected.size(); ++row) {
+    CAPTURE(row);
+    REQUIRE(tokens.row_length(row) == expected[row].size());
+    std::vector<std::int32_t> values(expected[row].size());
+    tokens.read_sequence(row, std::as_writable_bytes(std::span(values)));
+    CHECK(values == expected[row]);
+    REQUIRE(scores.row_length(row) == expected[row].size());
+    std::vector<double> doubles(expected[row].size());
+    scores.read_sequence(row, std::as_writable_bytes(std::span(doubles)));
+    for (std::size_t i = 0; i < doubles.size(); ++i) CHECK(doubles[i] == expected[row][i] / 4.0);
+  }
+}
+
 TEST_CASE("column names come from paths, valid and unique") {
   if (!hdf5_built()) return;
   const InputData data = read_input(fixture("names.h5"));
@@ -234,6 +258,11 @@ TEST_CASE("hostile files: not HDF5, truncated, or corrupted anywhere give gpucac
     for (const auto& column : data.columns) {
       if (column.kind == ColumnKind::text) {
         for (std::uint64_t row = 0; row < column.rows; ++row) read_text(column, row);
+      } else if (column.kind == ColumnKind::sequence) {
+        for (std::uint64_t row = 0; row < column.rows; ++row) {
+          std::vector<std::byte> values(column.row_length(row) * dtype_size(column.dtype));
+          column.read_sequence(row, values);
+        }
       } else if (column.rows > 0 && column.rows < (1u << 20) &&
                  column.row_elements() * dtype_size(column.dtype) < (1u << 16)) {
         rows_of(column, 0, column.rows);
@@ -241,7 +270,7 @@ TEST_CASE("hostile files: not HDF5, truncated, or corrupted anywhere give gpucac
     }
   };
   std::size_t failures = 0, cases = 0;
-  for (const char* name : {"ann.h5", "chunked.h5", "kinds.h5"}) {
+  for (const char* name : {"ann.h5", "chunked.h5", "kinds.h5", "tokens.h5"}) {
     const auto original = test_support::read_bytes(fixture(name));
     const std::string path = scratch / "corrupt.h5";
     for (std::size_t length : {std::size_t{8}, std::size_t{96}, std::size_t{800},
@@ -319,6 +348,14 @@ TEST_CASE("CLI: pack from HDF5 gives the values packing the .npy twins gives") {
                                        "chunked");
   CHECK(exported_column(chunked, "embedding") == npy_bytes(fixture("vectors.npy")));
   CHECK(exported_column(chunked, "labels") == npy_bytes(fixture("labels.npy")));
+
+  // Sequences pack too; export writes a sequence column as NAME.values.npy and NAME.offsets.npy.
+  const auto packed_tokens = run_cli(
+      {"pack", fixture("tokens.h5"), "--field", "tokens=/tokens", "-o", scratch / "tokens", "-q"});
+  INFO("stderr: " << packed_tokens.err);
+  CHECK(packed_tokens.exit_code == 0);
+  const auto inspected = json_of(run_cli({"inspect", scratch / "tokens", "--json"}));
+  CHECK(inspected.dump().find("sequence") != std::string::npos);
 
   const auto kinds = pack_and_export({fixture("kinds.h5"), "--field", "images=/images", "--field",
                                       "flags=/flags", "--field", "names=/names"},

@@ -40,10 +40,13 @@ struct Hdf5Dataset {
   std::shared_ptr<const MappedFile> mapped;
   std::uint64_t data_offset = 0;
   std::uint64_t row_bytes = 0;
-  // Text columns: every row's bytes and where each starts, read on first use.
-  std::once_flag text_once;
+  // Text and sequence columns: every row, read whole on first use (load_once). Text: the bytes
+  // and where each row starts; sequences: the values (little-endian) and each row's first index.
+  std::once_flag load_once;
   std::string text;
   std::vector<std::uint64_t> text_offsets;
+  std::vector<std::byte> sequence_values;
+  std::vector<std::uint64_t> sequence_offsets;
 };
 
 std::string location_of(const Hdf5Dataset& dataset) {
@@ -305,9 +308,56 @@ void load_text(Hdf5Dataset& dataset, hid_t file_type) {
 void wire_text(InputColumn& column, const std::shared_ptr<Hdf5Dataset>& dataset,
                std::shared_ptr<Hdf5Handle> file_type) {
   column.text_row = [dataset, file_type](std::uint64_t row) -> std::string_view {
-    std::call_once(dataset->text_once, [&] { load_text(*dataset, file_type->get()); });
+    std::call_once(dataset->load_once, [&] { load_text(*dataset, file_type->get()); });
     const auto begin = dataset->text_offsets[row];
     return std::string_view(dataset->text).substr(begin, dataset->text_offsets[row + 1] - begin);
+  };
+}
+
+// Every row of a variable-length numeric dataset (h5py's vlen_dtype: token ids), read
+// kTextBlockRows rows at a time as hvl_t {length, pointer} pairs libhdf5 allocates and frees.
+void load_sequences(Hdf5Dataset& dataset, std::size_t itemsize) {
+  const Hdf5Guard guard;
+  const std::uint64_t rows = dataset.dims[0];
+  Hdf5Handle memory_type(hdf5_check(H5Tvlen_create(dataset.memory_type.get()), dataset.origin,
+                                    location_of(dataset), "cannot describe its rows"));
+  std::vector<std::byte> values;
+  std::vector<std::uint64_t> offsets{0};
+  std::vector<hvl_t> block;
+  for (std::uint64_t first = 0; first < rows; first += kTextBlockRows) {
+    const hsize_t count = std::min<hsize_t>(kTextBlockRows, rows - first);
+    block.assign(count, hvl_t{0, nullptr});
+    read_hyperslab(dataset, first, count, memory_type.get(), block.data());
+    for (const hvl_t& row : block) {
+      const auto* begin = static_cast<const std::byte*>(row.p);
+      if (row.len) values.insert(values.end(), begin, begin + row.len * itemsize);
+      offsets.push_back(offsets.back() + row.len);
+    }
+    Hdf5Handle space(H5Screate_simple(1, &count, nullptr));
+#if H5_VERSION_GE(1, 12, 0)
+    H5Treclaim(memory_type.get(), space.get(), H5P_DEFAULT, block.data());
+#else
+    H5Dvlen_reclaim(memory_type.get(), space.get(), H5P_DEFAULT, block.data());
+#endif
+  }
+  dataset.sequence_values = std::move(values);
+  dataset.sequence_offsets = std::move(offsets);
+}
+
+void wire_sequence(InputColumn& column, const std::shared_ptr<Hdf5Dataset>& dataset) {
+  const std::size_t itemsize = dtype_size(column.dtype);
+  auto load = [dataset, itemsize] {
+    std::call_once(dataset->load_once, [&] { load_sequences(*dataset, itemsize); });
+  };
+  column.row_length = [dataset, load](std::uint64_t row) -> std::uint64_t {
+    load();
+    return dataset->sequence_offsets[row + 1] - dataset->sequence_offsets[row];
+  };
+  column.read_sequence = [dataset, load, itemsize](std::uint64_t row, std::span<std::byte> out) {
+    load();
+    std::memcpy(out.data(),
+                dataset->sequence_values.data() + dataset->sequence_offsets[row] * itemsize,
+                out.size());
   };
 }
 
@@ -383,6 +433,26 @@ void add_dataset(Walk& walk, const std::string& path) {
     column.dtype = DType::u8;
     dataset->unreadable = unreadable_reason(dataset->dataset.get());
     wire_text(column, dataset, std::move(file_type));
+    walk.data.columns.push_back(std::move(column));
+    return;
+  }
+  if (type_class == H5T_VLEN) {
+    Hdf5Handle base(H5Tget_super(file_type->get()));
+    auto element = base.get() < 0 ? std::nullopt : map_numeric_type(base.get());
+    if (!element || rank != 1) {
+      take_hdf5_error();
+      walk.skipped.push_back(
+          path + (rank != 1 ? " (variable-length rows of rank " + std::to_string(rank) + ")"
+                            : std::string(" (variable-length, not numbers)")));
+      return;
+    }
+    column.kind = ColumnKind::sequence;
+    column.role = ColumnRole::sequence;
+    column.dtype = element->dtype;
+    column.padded_dim = 0;
+    dataset->memory_type = std::move(element->memory_type);
+    dataset->unreadable = unreadable_reason(dataset->dataset.get());
+    wire_sequence(column, dataset);
     walk.data.columns.push_back(std::move(column));
     return;
   }
