@@ -22,6 +22,10 @@ pip=("$venv/bin/python" -m pip --quiet --disable-pip-version-check)
 # huggingface's safetensors (one small wheel, no dependencies) reads back what `gpucache export
 # --to safetensors` writes in src/python/tests/test_export.py.
 "$venv/bin/python" -c "import safetensors" 2>/dev/null || "${pip[@]}" install "safetensors>=0.4"
+# pyarrow (one 42 MB wheel, no required dependencies) for the Arrow and Parquet inputs
+# (src/python/tests/test_arrow.py). Below 20 while Debian's numpy is 1.24: later releases need
+# NumPy 2. Hugging Face `datasets` is not installed; its test runs where it is importable.
+"$venv/bin/python" -c "import pyarrow" 2>/dev/null || "${pip[@]}" install "pyarrow>=14,<20"
 "${pip[@]}" install --no-build-isolation "$root"
 status=0
 GPUCACHE_BUILD_DIR="$build_dir" "$venv/bin/python" -m pytest -q -p no:cacheprovider \

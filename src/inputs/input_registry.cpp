@@ -6,20 +6,7 @@
 // (gpucache_optional_input_format in src/inputs/CMakeLists.txt), which defines
 // GPUCACHE_INPUT_<NAME> to 1 or 0. Its entry stays in the table either way, with its sniff (no
 // library needed), so that a file of that format is recognised and refused with one clear line
-// when the reader was left out. The pattern, for HDF5:
-//
-//   #if !defined(GPUCACHE_INPUT_HDF5)
-//   #error "src/inputs/CMakeLists.txt must call gpucache_optional_input_format(hdf5 ...)"
-//   #elif GPUCACHE_INPUT_HDF5
-//   #include "gpucache/hdf5.hpp"
-//   constexpr ReadFn kReadHdf5 = &read_hdf5;
-//   #else
-//   constexpr ReadFn kReadHdf5 = nullptr;
-//   #endif
-//   ...
-//   InputFormat{.name = "hdf5", .title = "HDF5 files", .extensions = "h5 hdf5",
-//               .sniff = sniff_hdf5, .read = kReadHdf5,
-//               .build_hint = "-DGPUCACHE_HDF5=ON and libhdf5-dev"},
+// when the reader was left out. HDF5 below is the pattern.
 #include <array>
 
 #include "gpucache/input.hpp"
@@ -28,6 +15,12 @@
 #include "gpucache/npz.hpp"
 #include "gpucache/pt.hpp"
 #include "gpucache/safetensors.hpp"
+
+#if !defined(GPUCACHE_INPUT_HDF5)
+#error "src/inputs/CMakeLists.txt must call gpucache_optional_input_format(hdf5 ...)"
+#elif GPUCACHE_INPUT_HDF5
+#include "gpucache/hdf5.hpp"
+#endif
 
 namespace gpucache {
 namespace {
@@ -69,6 +62,21 @@ bool sniff_safetensors(std::string_view head, std::uint64_t file_size) noexcept 
   return head.size() >= 9 && file_size >= 8 && head[8] == '{' && load_u64_le(head) <= file_size - 8;
 }
 
+// The HDF5 signature, at the start or after a user block of 512, 1024 or 2048 bytes (the first
+// 4 KiB is all a sniff sees).
+bool sniff_hdf5(std::string_view head, std::uint64_t) noexcept {
+  constexpr std::string_view signature("\x89HDF\r\n\x1a\n", 8);
+  for (std::size_t offset : {0, 512, 1024, 2048})
+    if (head.size() >= offset + 8 && head.substr(offset, 8) == signature) return true;
+  return false;
+}
+
+#if GPUCACHE_INPUT_HDF5
+constexpr ReadFn kReadHdf5 = &read_hdf5;
+#else
+constexpr ReadFn kReadHdf5 = nullptr;
+#endif
+
 bool sniff_jsonl(std::string_view head, std::uint64_t) noexcept {
   const auto first = head.find_first_not_of(" \t\r\n");
   return first != std::string_view::npos && head[first] == '{';
@@ -97,6 +105,12 @@ constexpr std::array kInputFormats{
                 .extensions = "safetensors",
                 .sniff = sniff_safetensors,
                 .read = read_tree<read_safetensors>},
+    InputFormat{.name = "hdf5",
+                .title = "HDF5 datasets (h5py, ann-benchmarks)",
+                .extensions = "h5 hdf5 hdf",
+                .sniff = sniff_hdf5,
+                .read = kReadHdf5,
+                .build_hint = "-DGPUCACHE_HDF5=ON and libhdf5-dev"},
     InputFormat{.name = "jsonl",
                 .title = "JSON lines, one object per line",
                 .extensions = "jsonl ndjson json",

@@ -23,7 +23,8 @@ std::string available(const std::vector<InputColumn>& columns) {
   std::string text;
   for (const auto& column : columns) {
     text += (text.empty() ? "" : ", ") + column.path + " (";
-    text += column.kind == ColumnKind::text ? std::string("text") : std::string(dtype_name(column.dtype));
+    text += column.kind == ColumnKind::text ? std::string("text")
+                                            : std::string(dtype_name(column.dtype));
     if (column.kind == ColumnKind::tensor) {
       text += " [" + std::to_string(column.rows);
       for (std::uint64_t extent : column.row_shape) text += ", " + std::to_string(extent);
@@ -106,18 +107,17 @@ SourceMapping map_columns(const std::vector<InputColumn>& columns, const std::st
                     "no array '" + field.path + "'; the input holds " + available(columns));
       InputColumn column = *found;
       column.name = field.column;
-      const bool embedding = field.column == "embedding" ||
-                             field.column == "question_embedding" ||
+      const bool embedding = field.column == "embedding" || field.column == "question_embedding" ||
                              field.column == "answer_embedding";
-      chosen.emplace_back(std::move(column), embedding ? std::optional(ColumnRole::embedding)
-                                                       : std::nullopt);
+      chosen.emplace_back(std::move(column),
+                          embedding ? std::optional(ColumnRole::embedding) : std::nullopt);
     }
     const bool dialogue = std::any_of(fields.begin(), fields.end(), [](const FieldSpec& f) {
       return f.column == "question_embedding" || f.column == "answer_embedding";
     });
     const bool embeddings = std::any_of(fields.begin(), fields.end(),
                                         [](const FieldSpec& f) { return f.column == "embedding"; });
-    mapping.kind = kind ? *kind
+    mapping.kind = kind         ? *kind
                    : dialogue   ? SourceKind::dialogue
                    : embeddings ? SourceKind::embeddings
                                 : SourceKind::tensors;
@@ -143,8 +143,9 @@ SourceMapping map_columns(const std::vector<InputColumn>& columns, const std::st
                           embedding ? std::optional(ColumnRole::embedding) : std::nullopt);
     }
     // The embedding column first, as map_source orders standard columns.
-    if (embeddings) std::rotate(chosen.begin(), chosen.begin() + vectors.front(),
-                                chosen.begin() + vectors.front() + 1);
+    if (embeddings)
+      std::rotate(chosen.begin(), chosen.begin() + vectors.front(),
+                  chosen.begin() + vectors.front() + 1);
     mapping.explanation = embeddings ? "One vector array is the embedding; the others are extra "
                                        "columns."
                                      : "Every array is a column.";
@@ -179,7 +180,15 @@ SourceMapping map_input(const InputData& data, const std::string& origin,
                         std::optional<SourceKind> kind, const std::vector<FieldSpec>& fields,
                         const std::vector<RoleSpec>& roles) {
   if (!data.columnar()) return map_source(data.tree, origin, kind, fields, roles);
-  return map_columns(data.columns, origin, kind, fields, roles);
+  const bool take_defaults =
+      fields.empty() && !data.default_fields.empty() && (!kind || *kind == SourceKind::embeddings);
+  if (!take_defaults) return map_columns(data.columns, origin, kind, fields, roles);
+  // A layout the reader recognised (ann-benchmarks HDF5): its columns, as if --field named them.
+  std::vector<FieldSpec> defaults;
+  for (const auto& field : data.default_fields) defaults.push_back({field.column, field.path, ""});
+  SourceMapping mapping = map_columns(data.columns, origin, kind, defaults, roles);
+  mapping.explanation = data.layout_explanation;
+  return mapping;
 }
 
 }  // namespace gpucache

@@ -150,7 +150,7 @@ Json layout_json(const SourceMapping& mapping) {
 }  // namespace
 
 std::string probe_json(const Value& root, const std::string& origin, const ProbeOptions& options) {
-  return probe_json(InputData{root, {}}, origin, options);
+  return probe_json(InputData{.tree = root}, origin, options);
 }
 
 std::string probe_json(const InputData& data, const std::string& origin,

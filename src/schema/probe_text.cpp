@@ -195,7 +195,7 @@ void mapping_section(const detail::ProbeMapping& result, std::ostringstream& out
 }  // namespace
 
 std::string probe_text(const Value& root, const std::string& origin, const ProbeOptions& options) {
-  return probe_text(InputData{root, {}}, origin, options);
+  return probe_text(InputData{.tree = root}, origin, options);
 }
 
 std::string probe_text(const InputData& data, const std::string& origin,

@@ -5,8 +5,8 @@
 // (input_column.hpp). It throws gpucache::Error naming the file, where in it, and what is wrong.
 //
 // Each format's reader lives in src/inputs/<name>/ and is declared once, in its own header
-// (gpucache/pt.hpp, npy.hpp, npz.hpp, safetensors.hpp, jsonl.hpp); the registry (input.hpp) holds
-// a pointer to each, of the one type ReadFn.
+// (gpucache/pt.hpp, npy.hpp, npz.hpp, safetensors.hpp, jsonl.hpp, hdf5.hpp); the registry
+// (input.hpp) holds a pointer to each, of the one type ReadFn.
 #pragma once
 
 #include <string>
@@ -33,8 +33,16 @@ struct ReadOptions {
 // What a reader hands over: exactly one of a tree, which schema mapping turns into columns, and
 // columns named as --field paths name them (the reader's path of each, e.g. an HDF5 dataset's).
 struct InputData {
-  Value tree;
-  std::vector<InputColumn> columns;
+  Value tree{};
+  std::vector<InputColumn> columns{};
+  // A layout the reader recognised among the columns (HDF5's ann-benchmarks files): the columns
+  // to take when no --field names any, as (column name, path) pairs, and one sentence on why,
+  // for probe and the manifest. Empty when the reader has no opinion.
+  struct DefaultField {
+    std::string column, path;
+  };
+  std::vector<DefaultField> default_fields{};
+  std::string layout_explanation{};
   bool columnar() const noexcept { return !columns.empty(); }
 };
 
@@ -44,7 +52,7 @@ using ReadFn = InputData (*)(const std::string& path, const ReadOptions& options
 // The registry entry of a reader that returns a tree.
 template <Value (*Read)(const std::string&, const ReadOptions&)>
 InputData read_tree(const std::string& path, const ReadOptions& options) {
-  return InputData{Read(path, options), {}};
+  return InputData{.tree = Read(path, options)};
 }
 
 }  // namespace gpucache

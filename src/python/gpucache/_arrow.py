@@ -1,0 +1,222 @@
+"""Arrow-backed inputs as the columns gpucache.pack takes: pyarrow Tables and RecordBatches,
+pandas DataFrames (through Table.from_pandas), Parquet files (or folders of them) and Hugging
+Face `datasets.Dataset` objects.
+
+pyarrow is imported only when one of these is packed, and `datasets` never by this module: a
+Dataset is recognised only when the caller already imported it. Wherever Arrow's buffers allow,
+the arrays returned view Arrow's memory instead of copying it (numpy.shares_memory says so):
+
+  Arrow type                                   column
+  int*/uint*/float16/32/64                     1-D numpy array, zero-copy
+  bool                                         1-D numpy bool array (a copy: Arrow packs bits)
+  fixed_size_list<number> (nested any depth)   [rows, d0, d1, ...] array, zero-copy
+  list/large_list<float> all of one length     [rows, length] array, zero-copy
+  list/large_list<number> otherwise            VarColumn(kind="sequence"), values zero-copy
+  string/large_string                          VarColumn(kind="text"), values zero-copy (UTF-8)
+  dictionary<string> (pandas categories)       decoded to text (a copy)
+
+A column of several chunks is combined first (one copy). A null anywhere is an error naming the
+column and the row: gpucache columns have no nulls.
+"""
+import os
+import pathlib
+import sys
+
+import numpy
+
+from ._columns import VarColumn
+from ._gpucache import Error
+
+
+class ArrowInputError(Error, ValueError):
+    """An Arrow column gpucache cannot take: a null, or a type it cannot store. A gpucache.Error
+    (and a ValueError)."""
+
+
+def _pyarrow():
+    try:
+        import pyarrow
+    except ImportError as error:
+        raise ImportError("packing Arrow, Parquet or Hugging Face datasets inputs needs pyarrow "
+                          "(pip install pyarrow)") from error
+    return pyarrow
+
+
+def _kind(obj):
+    """("pyarrow", "Table"), ("pandas...", "DataFrame"), ...: what an object is, by its type's
+    module and name, so that no library is imported to find out."""
+    return (type(obj).__module__ or "").split(".")[0], type(obj).__name__
+
+
+def is_arrow_input(obj) -> bool:
+    """True for what table_columns takes, without importing pyarrow or datasets to find out."""
+    if _is_parquet_path(obj) or _is_hf_dataset(obj):
+        return True
+    return _kind(obj) in (("pyarrow", "Table"), ("pyarrow", "RecordBatch"),
+                          ("pandas", "DataFrame"))
+
+
+def table_columns(obj) -> dict:
+    """The columns of an Arrow-backed input, by name: numpy arrays and VarColumns (see the module
+    docstring for the mapping). Raises ArrowInputError for a null or a type gpucache cannot
+    store, TypeError for an object that is none of the accepted inputs."""
+    pa = _pyarrow()
+    if _is_parquet_path(obj):
+        table = _read_parquet(pa, pathlib.Path(obj))
+    elif _is_hf_dataset(obj):
+        table = _hf_table(obj)
+    elif isinstance(obj, (pa.Table, pa.RecordBatch)):
+        table = obj
+    elif _kind(obj) == ("pandas", "DataFrame"):
+        # Numeric columns convert without a copy; object columns (lists, str) are converted.
+        table = pa.Table.from_pandas(obj, preserve_index=False)
+    elif _kind(obj) == ("datasets", "DatasetDict"):
+        raise TypeError(f"a DatasetDict holds several splits ({', '.join(obj)}): pack one, "
+                        "e.g. dataset['train']")
+    else:
+        raise TypeError(f"table_columns takes a pyarrow Table or RecordBatch, a pandas DataFrame, "
+                        f"a .parquet path or folder, or a datasets.Dataset, not "
+                        f"{type(obj).__name__}")
+    return {name: _column(pa, name, table.column(i))
+            for i, name in enumerate(table.schema.names)}
+
+
+def _is_parquet_path(obj) -> bool:
+    if not isinstance(obj, (str, os.PathLike)):
+        return False
+    path = pathlib.Path(obj)
+    return path.suffix.lower() == ".parquet" or (path.is_dir() and any(path.rglob("*.parquet")))
+
+
+def _is_hf_dataset(obj) -> bool:
+    datasets = sys.modules.get("datasets")
+    return datasets is not None and isinstance(obj, datasets.Dataset)
+
+
+def _read_parquet(pa, path: pathlib.Path):
+    import pyarrow.parquet as pq
+
+    files = sorted(path.rglob("*.parquet")) if path.is_dir() else [path]
+    tables = []
+    for file in files:
+        try:
+            tables.append(pq.read_table(file))
+        except (OSError, pa.ArrowException) as error:
+            raise ArrowInputError(f"{file}: cannot read it as Parquet: {error}") from error
+    try:
+        return tables[0] if len(tables) == 1 else pa.concat_tables(tables)
+    except pa.ArrowInvalid as error:
+        raise ArrowInputError(f"{path}: its Parquet files have different schemas: "
+                              f"{error}") from error
+
+
+def _hf_table(dataset):
+    table = dataset.data.table
+    # After select/shuffle/filter a Dataset reads its rows through an indices mapping.
+    indices = getattr(dataset, "_indices", None)
+    if indices is not None:
+        table = table.take(indices.column(0))
+    return table
+
+
+def _one_chunk(pa, column):
+    if isinstance(column, pa.ChunkedArray):
+        if column.num_chunks == 1:
+            return column.chunk(0)
+        if column.num_chunks == 0:
+            return pa.array([], type=column.type)
+        return column.combine_chunks()
+    return column
+
+
+def _refuse_nulls(pa, name, array, rows_per_item=1):
+    if array.null_count:
+        first = int(numpy.flatnonzero(array.is_null().to_numpy(zero_copy_only=False))[0])
+        raise ArrowInputError(f"column '{name}': row {first // rows_per_item} is null; gpucache "
+                              "columns have no nulls (fill or drop them first)")
+
+
+def _numbers(pa, name, array, rows_per_item=1):
+    """A primitive numeric array as numpy, zero-copy unless it is bool."""
+    _refuse_nulls(pa, name, array, rows_per_item)
+    kind = array.type
+    if pa.types.is_boolean(kind):
+        return array.to_numpy(zero_copy_only=False)
+    if not (pa.types.is_integer(kind) or pa.types.is_floating(kind)):
+        raise ArrowInputError(f"column '{name}' holds {kind} values, which gpucache cannot store "
+                              "(numbers, lists of numbers and strings can be packed)")
+    return array.to_numpy(zero_copy_only=True)
+
+
+def _column(pa, name, column):
+    array = _one_chunk(pa, column)
+    kind = array.type
+    if pa.types.is_dictionary(kind):
+        array = array.dictionary_decode()
+        kind = array.type
+    if hasattr(pa.types, "is_string_view") and pa.types.is_string_view(kind):
+        array = array.cast(pa.large_string())
+        kind = array.type
+    if pa.types.is_string(kind) or pa.types.is_large_string(kind):
+        return _text(pa, name, array)
+    if pa.types.is_fixed_size_list(kind):
+        return _fixed_size_lists(pa, name, array)
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind):
+        return _lists(pa, name, array)
+    return _numbers(pa, name, array)
+
+
+def _text(pa, name, array):
+    _refuse_nulls(pa, name, array)
+    _, offsets_buffer, data = array.buffers()
+    offset_type = numpy.int64 if pa.types.is_large_string(array.type) else numpy.int32
+    offsets = numpy.frombuffer(offsets_buffer, dtype=offset_type)[
+        array.offset:array.offset + len(array) + 1]
+    start, end = int(offsets[0]), int(offsets[-1])
+    values = (numpy.frombuffer(data, dtype=numpy.uint8)[start:end] if data is not None
+              else numpy.zeros(0, dtype=numpy.uint8))
+    if offset_type is numpy.int64 and start == 0:
+        return VarColumn(offsets=offsets, values=values, kind="text")
+    return VarColumn(offsets=offsets.astype(numpy.int64) - start, values=values, kind="text")
+
+
+def _fixed_size_lists(pa, name, array):
+    rows = len(array)
+    shape = []
+    per_row = 1
+    _refuse_nulls(pa, name, array)
+    while pa.types.is_fixed_size_list(array.type):
+        shape.append(array.type.list_size)
+        per_row *= array.type.list_size
+        array = array.flatten()  # the child's values of these rows: a zero-copy slice
+        if pa.types.is_fixed_size_list(array.type):
+            _refuse_nulls(pa, name, array, per_row)
+    if pa.types.is_list(array.type) or pa.types.is_large_list(array.type):
+        raise ArrowInputError(f"column '{name}' holds fixed-size lists of variable-length lists, "
+                              "which gpucache cannot store")
+    values = _numbers(pa, name, array, per_row)
+    return values.reshape(rows, *shape)
+
+
+def _lists(pa, name, array):
+    _refuse_nulls(pa, name, array)
+    offsets = array.offsets.to_numpy(zero_copy_only=True)
+    start, end = int(offsets[0]), int(offsets[-1])
+    child = array.values
+    if not (pa.types.is_integer(child.type) or pa.types.is_floating(child.type)
+            or pa.types.is_boolean(child.type)):
+        raise ArrowInputError(f"column '{name}' holds lists of {child.type}, which gpucache "
+                              "cannot store (lists of numbers can be packed)")
+    child = child.slice(start, end - start)
+    lengths = numpy.diff(offsets)
+    # A null value inside a list names the row that holds it.
+    if child.null_count:
+        inner = int(numpy.flatnonzero(child.is_null().to_numpy(zero_copy_only=False))[0])
+        row = int(numpy.searchsorted(offsets, start + inner, side="right")) - 1
+        raise ArrowInputError(f"column '{name}': row {row} holds a null; gpucache columns have "
+                              "no nulls (fill or drop them first)")
+    values = _numbers(pa, name, child)
+    rows = len(array)
+    if pa.types.is_floating(child.type) and rows and (lengths == lengths[0]).all():
+        return values.reshape(rows, int(lengths[0]))
+    return VarColumn(offsets=offsets.astype(numpy.int64) - start, values=values, kind="sequence")
