@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <future>
 #include <nlohmann/json.hpp>
+#include <tuple>
 
 #include "gpucache/common/hash.hpp"
 #include "gpucache/error.hpp"
@@ -33,9 +34,12 @@ using detail::ShardPlan;
 void check_options(const PackOptions& options) {
   const bool file_columns = std::any_of(options.fields.begin(), options.fields.end(),
                                         [](const FieldSpec& field) { return !field.file.empty(); });
-  if (options.inputs.empty() && !file_columns)
-    throw UsageError("pack needs at least one input file (or columns named with --field "
-                     "COLUMN=FILE)");
+  if (!options.memory_columns.empty() && (!options.inputs.empty() || file_columns))
+    throw UsageError("columns in memory are packed on their own: pack input files separately");
+  if (options.inputs.empty() && !file_columns && options.memory_columns.empty())
+    throw UsageError(
+        "pack needs at least one input file (or columns named with --field "
+        "COLUMN=FILE)");
   if (options.output_dir.empty()) throw UsageError("pack needs an output directory (-o DIR)");
   if (options.dtype && *options.dtype != DType::f32 && *options.dtype != DType::f16 &&
       *options.dtype != DType::bf16)
@@ -60,6 +64,37 @@ std::uint64_t source_file_size(const std::string& path) {
   std::error_code error;
   const auto size = fs::file_size(path, error);
   return error ? 0 : static_cast<std::uint64_t>(size);
+}
+
+// What the progress total counts: the bytes of every input file, or of every column in memory.
+std::uint64_t input_size(const PackOptions& options) {
+  std::uint64_t bytes = 0;
+  for (const auto& file : detail::input_files(options)) bytes += source_file_size(file);
+  for (const auto& column : options.memory_columns)
+    bytes += column.values.size() + column.offsets.size_bytes();
+  return bytes;
+}
+
+// The validation backend for the result: its name and why it was chosen. The validator describes
+// itself as "device: NAME (DETAILS)".
+std::pair<std::string, std::string> device_and_reason(const std::string& description,
+                                                      Device requested) {
+  if (description.empty()) return {"", "no embedding column to validate"};
+  std::string name = description, details;
+  if (name.starts_with("device: ")) name.erase(0, 8);
+  if (const auto open = name.find(" ("); open != std::string::npos && name.ends_with(")")) {
+    details = name.substr(open + 2, name.size() - open - 3);
+    name.erase(open);
+  }
+  switch (requested) {
+    case Device::cpu:
+      return {name, "--device cpu"};
+    case Device::cuda:
+      return {name, "--device cuda: " + details};
+    case Device::automatic:
+      break;
+  }
+  return {name, "--device auto: " + details};
 }
 
 // Everything that shapes the bytes. The device is deliberately absent: CPU and CUDA write
@@ -95,8 +130,8 @@ Error no_rows_kept(const std::string& where, const ValidationResult& result) {
   for (const auto& reason : drop_reasons()) {
     const std::uint64_t count = result.reasons[static_cast<std::size_t>(reason.reason)];
     if (count)
-      reasons += (reasons.empty() ? "" : ", ") + std::to_string(count) + " " +
-                 std::string(reason.name);
+      reasons +=
+          (reasons.empty() ? "" : ", ") + std::to_string(count) + " " + std::string(reason.name);
   }
   if (result.sampled_out)
     reasons += (reasons.empty() ? "" : ", ") + std::to_string(result.sampled_out) + " sampled out";
@@ -186,7 +221,8 @@ PackResult pack(const PackOptions& options) {
   check_options(options);
   std::optional<detail::SplitRule> split_rule;
   if (!options.splits.empty()) split_rule.emplace(options.splits, options.validation.seed);
-  detail::InputHashes input_hashes(detail::input_files(options), options.threads != 1);
+  detail::InputHashes input_hashes(detail::input_files(options), options.threads != 1,
+                                   options.memory_columns);
   std::vector<detail::Source> sources = detail::open_sources(options);
   {
     std::vector<SourceMapping> mappings;  // copies: the sources keep what they point into
@@ -198,11 +234,17 @@ PackResult pack(const PackOptions& options) {
   const auto mode = options.resume  ? detail::OutputMode::resume
                     : options.force ? detail::OutputMode::replace
                                     : detail::OutputMode::fresh;
-  std::uint64_t input_bytes = 0;
-  for (const auto& file : detail::input_files(options)) input_bytes += source_file_size(file);
+  // Progress counts input bytes: validation (when there is an embedding column to check) takes
+  // the first half of them, filling the shards the rest.
+  const std::uint64_t input_bytes = input_size(options);
+  Progress progress(options.show_progress, "pack", input_bytes, options.progress_callback);
+  std::uint64_t checked_values = 0;
+  for (const auto& column : inputs.first().columns)
+    if (detail::is_embedding_column(column)) checked_values += column.dim();
+  const std::uint64_t validation_share = checked_values ? input_bytes / 2 : 0;
+  progress.begin_stage(checked_values * 4 * inputs.total_rows(), validation_share);
 
   // Pass 1: validation decides which rows are kept and in what order.
-  Progress progress(options.show_progress, "pack", 2 * input_bytes);
   const auto outcome = detail::validate_inputs(inputs, specs, options, progress);
   if (outcome.result.rows.empty()) throw no_rows_kept(options.output_dir, outcome.result);
   std::vector<OutputDataset> datasets;
@@ -214,8 +256,7 @@ PackResult pack(const PackOptions& options) {
       const SplitSpec& split = split_rule->split(i);
       if (parts[i].empty())
         throw Error(options.output_dir, "--split " + split.name,
-                    "no row falls into this split (" +
-                        std::to_string(outcome.result.rows.size()) +
+                    "no row falls into this split (" + std::to_string(outcome.result.rows.size()) +
                         " rows kept); give it a larger fraction or pack more rows");
       datasets.push_back({split.name, nullptr, std::move(parts[i]), split.fraction});
     }
@@ -255,7 +296,12 @@ PackResult pack(const PackOptions& options) {
   PackResult result;
   result.output_dir = options.output_dir;
   result.input_rows = inputs.total_rows();
-  result.device = outcome.device_description;
+  std::tie(result.device, result.device_reason) =
+      device_and_reason(outcome.device_description, options.validation.device);
+  std::uint64_t filled_rows = 0;
+  for (const auto& dataset : datasets) filled_rows += dataset.rows.size();
+  const std::uint64_t filled_columns = inputs.first().columns.size();
+  progress.begin_stage(filled_rows * filled_columns, input_bytes - validation_share);
   std::future<void> freeing_inputs;
   std::vector<shard::Manifest> manifests;
   for (std::size_t d = 0; d < datasets.size(); ++d) {
@@ -285,7 +331,10 @@ PackResult pack(const PackOptions& options) {
       std::optional<shard::WrittenShard> written;
       if (options.resume) {
         written = reuse_shard(output.file(file), plan, s, identity, options.threads);
-        if (written) ++result.resumed_shards;
+        if (written) {
+          ++result.resumed_shards;
+          progress.advance(plan.rows * filled_columns);
+        }
       }
       if (!written) {
         const auto shard_rows = rows.subspan(plan.first, plan.rows);
@@ -305,10 +354,9 @@ PackResult pack(const PackOptions& options) {
         if (d + 1 == datasets.size() && s + 1 == plans.size() && options.threads != 1)
           // No row is read after the last fill: the parsed inputs are freed while it is
           // written (the manifest and the rejects need only what release_rows keeps).
-          freeing_inputs = std::async(std::launch::async,
-                                      [released = inputs.release_rows()]() mutable {
-                                        released.clear();
-                                      });
+          freeing_inputs =
+              std::async(std::launch::async,
+                         [released = inputs.release_rows()]() mutable { released.clear(); });
         shard::WriteOptions write_options;
         write_options.first_row = plan.first;
         write_options.shard_index = static_cast<std::uint32_t>(s);
@@ -351,8 +399,7 @@ std::vector<SplitSpec> parse_split_spec(std::string_view text) {
     const std::string_view item = text.substr(begin, comma - begin);
     const std::size_t equals = item.find('=');
     if (equals == std::string_view::npos || equals == 0)
-      throw UsageError("--split '" + std::string(text) +
-                       "': expected NAME=FRACTION,NAME=FRACTION");
+      throw UsageError("--split '" + std::string(text) + "': expected NAME=FRACTION,NAME=FRACTION");
     SplitSpec split{std::string(item.substr(0, equals)), 0};
     const std::string fraction(item.substr(equals + 1));
     char* end = nullptr;
@@ -378,7 +425,8 @@ std::string PackResult::to_json() const {
   json["input_rows"] = input_rows;
   json["rows"] = rows;
   json["bytes"] = bytes;
-  json["device"] = device.empty() ? "none (no embedding columns)" : device;
+  json["device"] = {{"name", device.empty() ? Json(nullptr) : Json(device)},
+                    {"reason", device_reason}};
   json["dropped"] = reason_counts_to_json(dropped);
   json["sampled_out"] = sampled_out;
   json["conversion"] = {{"overflowed_values", overflowed_values},
@@ -418,8 +466,8 @@ std::string PackResult::to_text() const {
   auto shard_count = [](std::size_t count) {
     return std::to_string(count) + " shard" + (count == 1 ? "" : "s");
   };
-  std::string text = "packed " + std::to_string(rows) + " of " + std::to_string(input_rows) +
-                     " rows into ";
+  std::string text =
+      "packed " + std::to_string(rows) + " of " + std::to_string(input_rows) + " rows into ";
   if (splits.empty()) {
     text += shard_count(shards.size()) + " (" + std::to_string(bytes) + " bytes) in " + output_dir;
   } else {
@@ -430,7 +478,7 @@ std::string PackResult::to_text() const {
   }
   if (dropped_total) text += "\ndropped " + std::to_string(dropped_total) + " rows: " + reasons;
   if (sampled_out) text += "\nsampled out " + std::to_string(sampled_out) + " rows";
-  if (!device.empty()) text += "\nvalidation " + device;
+  if (!device.empty()) text += "\nvalidated on " + device + " (" + device_reason + ")";
   if (resumed_shards)
     text +=
         "\nresumed: " + std::to_string(resumed_shards) + " shards kept from the interrupted run";

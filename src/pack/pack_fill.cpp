@@ -11,7 +11,6 @@
 namespace gpucache::detail {
 namespace {
 
-
 struct Run {
   std::uint64_t offset;  // first output row of the run, relative to the rows span
   std::uint64_t global_first;
@@ -140,8 +139,8 @@ void fill_raw(shard::ShardBuilder& builder, std::size_t column, const PackInputs
     packed.resize(runs[r].count * row_bytes);
     inputs.read_raw(column, runs[r].global_first, runs[r].count, packed.data());
     for (std::uint64_t i = 0; i < runs[r].count; ++i)
-      std::memcpy(out + (runs[r].offset + i) * entry.row_pitch_bytes(), packed.data() + i * row_bytes,
-                  row_bytes);
+      std::memcpy(out + (runs[r].offset + i) * entry.row_pitch_bytes(),
+                  packed.data() + i * row_bytes, row_bytes);
   });
 }
 
@@ -171,9 +170,8 @@ void fill_variable(shard::ShardBuilder& builder, std::size_t column, const PackI
 
 }  // namespace
 
-ConversionCounts fill_shard(shard::ShardBuilder& builder,
-                            const std::vector<Column>& specs, const PackInputs& inputs,
-                            std::span<const std::uint64_t> rows,
+ConversionCounts fill_shard(shard::ShardBuilder& builder, const std::vector<Column>& specs,
+                            const PackInputs& inputs, std::span<const std::uint64_t> rows,
                             std::vector<std::unique_ptr<RowConverter>>& converters,
                             unsigned threads, Progress& progress) {
   ConversionCounts counts;
@@ -186,7 +184,7 @@ ConversionCounts fill_shard(shard::ShardBuilder& builder,
                      counts);
     else
       fill_raw(builder, c, inputs, rows, threads);
-    progress.advance(builder.columns()[c].data_size + builder.columns()[c].aux_size);
+    progress.advance(rows.size());
   }
   auto* sources = reinterpret_cast<std::uint16_t*>(builder.tensor_data(input_columns).data());
   auto* source_rows =

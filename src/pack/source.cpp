@@ -4,6 +4,7 @@
 
 #include "gpucache/error.hpp"
 #include "gpucache/input.hpp"
+#include "gpucache/memory_input.hpp"
 
 namespace gpucache::detail {
 namespace {
@@ -18,9 +19,11 @@ bool names_file_column(const PackOptions& options, const std::string& column) {
 // input (when there is one) maps to: one source.
 Source open_joined_source(const PackOptions& options) {
   if (options.inputs.size() > 1)
-    throw UsageError("columns from files of their own (--field COLUMN=FILE) join one input row by "
-                     "row; with " + std::to_string(options.inputs.size()) +
-                     " inputs, pack each separately or name every column with --field");
+    throw UsageError(
+        "columns from files of their own (--field COLUMN=FILE) join one input row by "
+        "row; with " +
+        std::to_string(options.inputs.size()) +
+        " inputs, pack each separately or name every column with --field");
   SourceOptions mapped{options.kind, {}, {}, options.threads};
   for (const auto& field : options.fields)
     if (field.file.empty()) mapped.fields.push_back(field);
@@ -51,8 +54,8 @@ Source open_joined_source(const PackOptions& options) {
     joined.columns.push_back(std::move(column));
   }
   if (joined.rows == 0) throw Error(joined.origin, "layout", "the columns have no rows");
-  joined.explanation = "Columns joined row by row from " + std::to_string(input_files(options).size()) +
-                       " files.";
+  joined.explanation =
+      "Columns joined row by row from " + std::to_string(input_files(options).size()) + " files.";
   source.path = joined.origin;
   source.rows = joined.rows;
   source.columns = joined.columns;
@@ -65,9 +68,9 @@ Source open_joined_source(const PackOptions& options) {
 Source open_source(const std::string& path, const SourceOptions& options) {
   Source source;
   source.path = path;
-  auto mapping = std::make_shared<SourceMapping>(map_input(
-      read_input(path, ReadOptions{options.threads}), path, options.kind, options.fields,
-      options.roles));
+  auto mapping =
+      std::make_shared<SourceMapping>(map_input(read_input(path, ReadOptions{options.threads}),
+                                                path, options.kind, options.fields, options.roles));
   source.rows = mapping->rows;
   source.columns = mapping->columns;
   source.mapping = std::move(mapping);
@@ -75,6 +78,17 @@ Source open_source(const std::string& path, const SourceOptions& options) {
 }
 
 std::vector<Source> open_sources(const PackOptions& options) {
+  if (!options.memory_columns.empty()) {
+    Source source;
+    source.path = "memory";
+    auto mapping =
+        std::make_shared<SourceMapping>(map_input(memory_input(options.memory_columns), "memory",
+                                                  options.kind, options.fields, options.roles));
+    source.rows = mapping->rows;
+    source.columns = mapping->columns;
+    source.mapping = std::move(mapping);
+    return {std::move(source)};
+  }
   const bool file_columns = std::any_of(options.fields.begin(), options.fields.end(),
                                         [](const FieldSpec& field) { return !field.file.empty(); });
   if (file_columns) return {open_joined_source(options)};
