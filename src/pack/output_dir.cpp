@@ -48,16 +48,18 @@ OutputDir::OutputDir(std::string dir, OutputMode mode) : dir_(std::move(dir)), m
       throw Error(dir_, "", "another gpucache pack is writing to this directory");
     // Only finished files count: temporaries alone are what a run killed while writing its plan
     // leaves, with nothing to resume, and a fresh run clears them.
-    bool has_dataset = false;
+    bool has_dataset = false, ours = false;
     std::string foreign;  // a file gpucache did not write
     for (const auto& entry : fs::directory_iterator(dir_, error)) {
       const std::string name = entry.path().filename().string();
       has_dataset |= shard::is_dataset_file(name) && !shard::is_temporary_name(name);
+      ours |= shard::is_dataset_file(name);
       if (!shard::is_dataset_file(name) && foreign.empty()) foreign = name;
     }
     // Someone else's folder: pack would mix its shards into it (and --force would not know
-    // what to clear), so only an empty folder or a dataset is written to.
-    if (!has_dataset && !foreign.empty())
+    // what to clear), so only an empty folder or one a pack wrote (a dataset, or what a killed
+    // pack left) is written to.
+    if (!ours && !foreign.empty())
       throw Error(dir_, "",
                   "is not empty and holds no gpucache dataset (it has '" + foreign +
                       "'); pack into a new or empty folder");

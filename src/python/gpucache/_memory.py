@@ -35,7 +35,9 @@ def _host_tensor(tensor):
         tensor = tensor.contiguous()
     if tensor.dtype.is_complex:
         raise Error(f"dtype {tensor.dtype} is not a type gpucache stores")
-    return tensor
+    # A numpy view of the same memory (no copy) for every dtype numpy has: older PyTorch cannot
+    # export bool through DLPack. bfloat16, which numpy lacks, goes through DLPack.
+    return tensor if str(tensor.dtype) == "torch.bfloat16" else tensor.numpy()
 
 
 def _host_array(value, name: str):

@@ -84,9 +84,11 @@ def test_var_columns_and_fields_and_roles(tmp_path):
     ds = loaded(tmp_path / "ds")
     assert ds.texts("caption") == words
     assert as_numpy(ds.sequences["ids"].values).dtype == numpy.int16
-    # A 2-D float column made a plain tensor with roles=.
-    gpucache.pack({"vec": embeddings(4, 8)}, tmp_path / "t", roles={"vec": "tensor"})
-    assert gpucache.inspect(tmp_path / "t")["columns"][0]["role"] == "tensor"
+    # The one float vector column is the embedding (named so, as for an HDF5 file's arrays);
+    # roles= makes it a plain tensor.
+    gpucache.pack({"vec": embeddings(4, 8)}, tmp_path / "t", roles={"embedding": "tensor"})
+    column = gpucache.inspect(tmp_path / "t")["columns"][0]
+    assert (column["name"], column["role"]) == ("embedding", "tensor")
 
 
 def test_memory_columns_are_checked(tmp_path):
