@@ -71,6 +71,12 @@ def _table_columns(source) -> dict:
     except ImportError as error:
         raise Error(f"packing {type(source).__name__} needs pyarrow and gpucache's Arrow "
                     f"support ({error})") from None
+    if (type(source).__module__ or "").startswith("pandas"):
+        try:
+            import pyarrow
+        except ImportError:
+            raise Error("packing a pandas DataFrame needs pyarrow") from None
+        source = pyarrow.Table.from_pandas(source, preserve_index=False)
     return table_columns(source)
 
 

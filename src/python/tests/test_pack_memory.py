@@ -163,3 +163,9 @@ def test_packing_an_array_does_not_copy_it(tmp_path):
     growth = subprocess.run([sys.executable, "-c", PEAK, str(tmp_path / "ds")], check=True,
                             capture_output=True, text=True).stdout
     assert float(growth) < 0.3, growth
+
+
+def test_a_table_without_arrow_support_is_one_clear_error(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "gpucache._arrow", None)  # import fails
+    with pytest.raises(gpucache.Error, match="needs pyarrow and gpucache's Arrow support"):
+        gpucache.pack(str(tmp_path / "part.parquet"), tmp_path / "ds")
