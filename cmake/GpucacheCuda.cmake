@@ -9,7 +9,9 @@ if(NOT GPUCACHE_CUDA STREQUAL "OFF")
   include(CheckLanguage)
   check_language(CUDA)
   if(CMAKE_CUDA_COMPILER)
-    if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+    # (CUDAARCHS in the environment, which enable_language reads, chooses too: scripts/test.sh
+    # sets it for `pip install .` as scripts/build.sh chooses.)
+    if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES AND NOT DEFINED ENV{CUDAARCHS})
       # Ampere, Ampere consumer, Ada, Hopper, Blackwell consumer, plus PTX for newer parts.
       set(CMAKE_CUDA_ARCHITECTURES "80-real;86-real;89-real;90-real;120-real;120-virtual")
     endif()

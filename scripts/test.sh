@@ -26,6 +26,21 @@ pip=("$venv/bin/python" -m pip --quiet --disable-pip-version-check)
 # (src/python/tests/test_arrow.py). Below 20 while Debian's numpy is 1.24: later releases need
 # NumPy 2. Hugging Face `datasets` is not installed; its test runs where it is importable.
 "$venv/bin/python" -c "import pyarrow" 2>/dev/null || "${pip[@]}" install "pyarrow>=14,<20"
+# `pip install .` builds the whole tool again (the CLI into $venv/bin, the extension with pack
+# and the tools) in build-python/, incrementally and through ccache when
+# CMAKE_CXX_COMPILER_LAUNCHER says so. Its CUDA kernels are built for the architectures
+# scripts/build.sh picks, not the wheel's default list of five.
+if [ -z "${CUDAARCHS:-}" ]; then
+  if [ -n "${GPUCACHE_CUDA_ARCHITECTURES:-}" ]; then
+    export CUDAARCHS=$GPUCACHE_CUDA_ARCHITECTURES
+  elif [ "${CI:-}" = "true" ]; then
+    export CUDAARCHS=90-real
+  elif nvidia-smi -L >/dev/null 2>&1; then
+    export CUDAARCHS=native
+  else
+    export CUDAARCHS=80-virtual
+  fi
+fi
 "${pip[@]}" install --no-build-isolation "$root"
 status=0
 GPUCACHE_BUILD_DIR="$build_dir" "$venv/bin/python" -m pytest -q -p no:cacheprovider \

@@ -12,7 +12,7 @@ Runner add_export(CLI::App& app) {
   struct Arguments {
     std::string path, to = "npy";
     ExportOptions options;
-    bool json = false;
+    bool json = false, quiet = false;
   };
   auto args = std::make_shared<Arguments>();
   command->add_option("path", args->path, "Dataset directory or shard file")->required();
@@ -28,6 +28,9 @@ Runner add_export(CLI::App& app) {
   command->add_option("--threads", args->options.threads,
                       "Threads checking chunk hashes (default: all cores)");
   command->add_flag("--json", args->json, "Print the result as JSON");
+  // Export draws no progress line; -q is accepted like pack's and verify's, so scripts can pass it
+  // to every command.
+  command->add_flag("-q,--quiet", args->quiet, "No progress line (export draws none)");
   command->footer(
       R"(Every column keeps its logical shape [rows, *row_shape] (padding stripped). Chunk hashes are
 checked while reading: corrupt data is an error, and no file is left behind.

@@ -153,41 +153,15 @@ Examples:
                   "\n" + drop_reasons_help());
   return [command, args] {
     auto& options = args->options;
-    for (const auto& text : args->dtypes) {
-      const auto equals = text.find('=');
-      const auto dtype = parse_dtype(equals == std::string::npos ? text : text.substr(equals + 1));
-      if (!dtype) throw UsageError("--dtype '" + text + "': the type is not one of f32, f16, bf16");
-      if (equals == std::string::npos)
-        options.dtype = dtype;
-      else
-        options.column_dtypes.emplace_back(text.substr(0, equals), *dtype);
-    }
+    for (const auto& text : args->dtypes) apply_dtype_option(options, text);
     if (!args->split.empty()) options.splits = parse_split_spec(args->split);
     if (!args->part.empty()) options.part = parse_part_spec(args->part);
-    options.shard_size = parse_size(args->shard_size, "--shard-size");
+    options.shard_size = parse_byte_size(args->shard_size, "--shard-size");
     apply_mapping_options(args->mapping, options.kind, options.fields, options.roles);
     for (const auto& spec : args->checks) options.checks.push_back(parse_checks_spec(spec));
-    if (args->device == "auto")
-      options.validation.device = Device::automatic;
-    else if (args->device == "cpu")
-      options.validation.device = Device::cpu;
-    else if (args->device == "cuda")
-      options.validation.device = Device::cuda;
-    else
-      throw UsageError("--device must be auto, cpu or cuda");
-    const auto policy = parse_overflow_policy(args->on_overflow);
-    if (!policy) throw UsageError("--on-overflow must be drop, clamp or error");
-    options.validation.on_overflow = *policy;
-    if (!args->compress.empty()) {
-      if (args->compress == "zstd")
-        options.zstd_level = 3;
-      else if (args->compress.starts_with("zstd:"))
-        options.zstd_level = std::atoi(args->compress.c_str() + 5);
-      else
-        throw UsageError("--compress must be zstd or zstd:LEVEL");
-      if (options.zstd_level < 1 || options.zstd_level > 22)
-        throw UsageError("zstd level must be 1 to 22");
-    }
+    options.validation.device = parse_device_option(args->device);
+    options.validation.on_overflow = parse_overflow_option(args->on_overflow);
+    options.zstd_level = parse_compression(args->compress);
     options.show_progress = show_progress(args->quiet || args->json);
     const auto result = pack(options);
     std::puts((args->json ? result.to_json() : result.to_text()).c_str());

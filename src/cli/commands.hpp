@@ -33,7 +33,5 @@ void apply_mapping_options(const MappingArguments& arguments, std::optional<Sour
 
 // Progress is drawn when stderr is a terminal, unless --quiet.
 bool show_progress(bool quiet);
-// "1G", "512MiB", "4096" → bytes.
-std::uint64_t parse_size(const std::string& text, const std::string& option);
 
 }  // namespace gpucache::cli

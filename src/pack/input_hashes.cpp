@@ -34,17 +34,25 @@ std::uint64_t hash_file(const std::string& path, std::uint64_t& size,
 
 }  // namespace
 
-InputHashes::InputHashes(const std::vector<std::string>& paths, bool background)
-    : hashing_(std::async(background ? std::launch::async : std::launch::deferred, [this, paths] {
-        std::vector<shard::ManifestInput> hashed;
-        for (const auto& path : paths) {
-          shard::ManifestInput input;
-          input.path = path;
-          input.xxh3 = hash_file(path, input.bytes, stop_);
-          hashed.push_back(input);
-        }
-        return hashed;
-      })) {}
+InputHashes::InputHashes(const std::vector<std::string>& paths, bool background,
+                         std::vector<MemoryColumn> memory)
+    : hashing_(
+          std::async(background ? std::launch::async : std::launch::deferred,
+                     [this, paths, memory = std::move(memory)] {
+                       std::vector<shard::ManifestInput> hashed;
+                       for (const auto& path : paths) {
+                         shard::ManifestInput input;
+                         input.path = path;
+                         input.xxh3 = hash_file(path, input.bytes, stop_);
+                         hashed.push_back(input);
+                       }
+                       for (const auto& column : memory) {
+                         if (stop_.load(std::memory_order_relaxed)) break;
+                         const MemoryProvenance provenance = memory_provenance(column);
+                         hashed.push_back({provenance.path, provenance.bytes, provenance.xxh3});
+                       }
+                       return hashed;
+                     })) {}
 
 InputHashes::~InputHashes() {
   stop_ = true;

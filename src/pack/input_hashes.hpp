@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "gpucache/memory_input.hpp"
 #include "gpucache/shard/manifest.hpp"
 
 namespace gpucache::detail {
@@ -16,7 +17,9 @@ namespace gpucache::detail {
 class InputHashes {
  public:
   // Without `background` (one thread allowed) the hashes are taken by get(), on its thread.
-  InputHashes(const std::vector<std::string>& paths, bool background);
+  // Columns in memory are hashed as they lie ("memory:NAME"), after the files.
+  InputHashes(const std::vector<std::string>& paths, bool background,
+              std::vector<MemoryColumn> memory = {});
   ~InputHashes();
   InputHashes(const InputHashes&) = delete;
   InputHashes& operator=(const InputHashes&) = delete;

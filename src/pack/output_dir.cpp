@@ -10,9 +10,9 @@
 #include <fstream>
 #include <sstream>
 
-#include "gpucache/shard/manifest.hpp"
 #include "gpucache/common/atomic_file.hpp"
 #include "gpucache/error.hpp"
+#include "gpucache/shard/manifest.hpp"
 
 namespace gpucache::detail {
 namespace fs = std::filesystem;
@@ -48,11 +48,21 @@ OutputDir::OutputDir(std::string dir, OutputMode mode) : dir_(std::move(dir)), m
       throw Error(dir_, "", "another gpucache pack is writing to this directory");
     // Only finished files count: temporaries alone are what a run killed while writing its plan
     // leaves, with nothing to resume, and a fresh run clears them.
-    bool has_dataset = false;
+    bool has_dataset = false, ours = false;
+    std::string foreign;  // a file gpucache did not write
     for (const auto& entry : fs::directory_iterator(dir_, error)) {
       const std::string name = entry.path().filename().string();
       has_dataset |= shard::is_dataset_file(name) && !shard::is_temporary_name(name);
+      ours |= shard::is_dataset_file(name);
+      if (!shard::is_dataset_file(name) && foreign.empty()) foreign = name;
     }
+    // Someone else's folder: pack would mix its shards into it (and --force would not know
+    // what to clear), so only an empty folder or one a pack wrote (a dataset, or what a killed
+    // pack left) is written to.
+    if (!ours && !foreign.empty())
+      throw Error(dir_, "",
+                  "is not empty and holds no gpucache dataset (it has '" + foreign +
+                      "'); pack into a new or empty folder");
     if (mode_ == OutputMode::fresh && has_dataset) {
       const bool unfinished = fs::exists(fs::path(dir_) / shard::kPackStateName, error) &&
                               !fs::exists(fs::path(dir_) / shard::kManifestName, error);
@@ -83,8 +93,8 @@ OutputDir::~OutputDir() {
     // A failed fresh or replacing run leaves nothing; a failed resume keeps its complete shards
     // and plan so it can be resumed again.
     try {
-      remove_matching(dir_,
-                      mode_ == OutputMode::resume ? is_temporary_dataset_file : shard::is_dataset_file);
+      remove_matching(
+          dir_, mode_ == OutputMode::resume ? is_temporary_dataset_file : shard::is_dataset_file);
     } catch (...) {
     }
   }

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <future>
 #include <nlohmann/json.hpp>
+#include <tuple>
 
 #include "gpucache/common/hash.hpp"
 #include "gpucache/error.hpp"
@@ -35,7 +36,9 @@ using detail::ShardPlan;
 void check_options(const PackOptions& options) {
   const bool file_columns = std::any_of(options.fields.begin(), options.fields.end(),
                                         [](const FieldSpec& field) { return !field.file.empty(); });
-  if (options.inputs.empty() && !file_columns)
+  if (!options.memory_columns.empty() && (!options.inputs.empty() || file_columns))
+    throw UsageError("columns in memory are packed on their own: pack input files separately");
+  if (options.inputs.empty() && !file_columns && options.memory_columns.empty())
     throw UsageError(
         "pack needs at least one input file (or columns named with --field "
         "COLUMN=FILE)");
@@ -76,6 +79,37 @@ std::uint64_t source_file_size(const std::string& path) {
   std::error_code error;
   const auto size = fs::file_size(path, error);
   return error ? 0 : static_cast<std::uint64_t>(size);
+}
+
+// What the progress total counts: the bytes of every input file, or of every column in memory.
+std::uint64_t input_size(const PackOptions& options) {
+  std::uint64_t bytes = 0;
+  for (const auto& file : detail::input_files(options)) bytes += source_file_size(file);
+  for (const auto& column : options.memory_columns)
+    bytes += column.values.size() + column.offsets.size_bytes();
+  return bytes;
+}
+
+// The validation backend for the result: its name and why it was chosen. The validator describes
+// itself as "device: NAME (DETAILS)".
+std::pair<std::string, std::string> device_and_reason(const std::string& description,
+                                                      Device requested) {
+  if (description.empty()) return {"", "no embedding column to validate"};
+  std::string name = description, details;
+  if (name.starts_with("device: ")) name.erase(0, 8);
+  if (const auto open = name.find(" ("); open != std::string::npos && name.ends_with(")")) {
+    details = name.substr(open + 2, name.size() - open - 3);
+    name.erase(open);
+  }
+  switch (requested) {
+    case Device::cpu:
+      return {name, "--device cpu"};
+    case Device::cuda:
+      return {name, "--device cuda: " + details};
+    case Device::automatic:
+      break;
+  }
+  return {name, "--device auto: " + details};
 }
 
 // Everything that shapes the bytes. The device is deliberately absent: CPU and CUDA write
@@ -214,7 +248,8 @@ PackResult pack(const PackOptions& requested) {
   if (options.part) options.inputs = detail::part_input_files(requested.inputs, *options.part);
   std::optional<detail::SplitRule> split_rule;
   if (!options.splits.empty()) split_rule.emplace(options.splits, options.validation.seed);
-  detail::InputHashes input_hashes(detail::input_files(options), options.threads != 1);
+  detail::InputHashes input_hashes(detail::input_files(options), options.threads != 1,
+                                   options.memory_columns);
   std::vector<detail::Source> sources = detail::open_sources(options);
   std::optional<nlohmann::ordered_json> part_section;
   if (options.part) {
@@ -239,11 +274,17 @@ PackResult pack(const PackOptions& requested) {
   const auto mode = options.resume  ? detail::OutputMode::resume
                     : options.force ? detail::OutputMode::replace
                                     : detail::OutputMode::fresh;
-  std::uint64_t input_bytes = 0;
-  for (const auto& file : detail::input_files(options)) input_bytes += source_file_size(file);
+  // Progress counts input bytes: validation (when there is an embedding column to check) takes
+  // the first half of them, filling the shards the rest.
+  const std::uint64_t input_bytes = input_size(options);
+  Progress progress(options.show_progress, "pack", input_bytes, options.progress_callback);
+  std::uint64_t checked_values = 0;
+  for (const auto& column : inputs.first().columns)
+    if (detail::is_embedding_column(column)) checked_values += column.dim();
+  const std::uint64_t validation_share = checked_values ? input_bytes / 2 : 0;
+  progress.begin_stage(checked_values * 4 * inputs.total_rows(), validation_share);
 
   // Pass 1: validation decides which rows are kept and in what order.
-  Progress progress(options.show_progress, "pack", 2 * input_bytes);
   const auto outcome = detail::validate_inputs(inputs, specs, options, progress);
   if (outcome.result.rows.empty()) throw no_rows_kept(options.output_dir, outcome.result);
   std::vector<OutputDataset> datasets;
@@ -296,7 +337,12 @@ PackResult pack(const PackOptions& requested) {
   PackResult result;
   result.output_dir = options.output_dir;
   result.input_rows = inputs.total_rows();
-  result.device = outcome.device_description;
+  std::tie(result.device, result.device_reason) =
+      device_and_reason(outcome.device_description, options.validation.device);
+  std::uint64_t filled_rows = 0;
+  for (const auto& dataset : datasets) filled_rows += dataset.rows.size();
+  const std::uint64_t filled_columns = inputs.first().columns.size();
+  progress.begin_stage(filled_rows * filled_columns, input_bytes - validation_share);
   std::future<void> freeing_inputs;
   std::vector<shard::Manifest> manifests;
   for (std::size_t d = 0; d < datasets.size(); ++d) {
@@ -326,7 +372,10 @@ PackResult pack(const PackOptions& requested) {
       std::optional<shard::WrittenShard> written;
       if (options.resume) {
         written = reuse_shard(output.file(file), plan, s, identity, options.threads);
-        if (written) ++result.resumed_shards;
+        if (written) {
+          ++result.resumed_shards;
+          progress.advance(plan.rows * filled_columns);
+        }
       }
       if (!written) {
         const auto shard_rows = rows.subspan(plan.first, plan.rows);
@@ -434,7 +483,8 @@ std::string PackResult::to_json() const {
   json["input_rows"] = input_rows;
   json["rows"] = rows;
   json["bytes"] = bytes;
-  json["device"] = device.empty() ? "none (no embedding columns)" : device;
+  json["device"] = {{"name", device.empty() ? Json(nullptr) : Json(device)},
+                    {"reason", device_reason}};
   json["dropped"] = reason_counts_to_json(dropped);
   json["sampled_out"] = sampled_out;
   json["conversion"] = {{"overflowed_values", overflowed_values},
@@ -486,7 +536,7 @@ std::string PackResult::to_text() const {
   }
   if (dropped_total) text += "\ndropped " + std::to_string(dropped_total) + " rows: " + reasons;
   if (sampled_out) text += "\nsampled out " + std::to_string(sampled_out) + " rows";
-  if (!device.empty()) text += "\nvalidation " + device;
+  if (!device.empty()) text += "\nvalidated on " + device + " (" + device_reason + ")";
   if (resumed_shards)
     text +=
         "\nresumed: " + std::to_string(resumed_shards) + " shards kept from the interrupted run";

@@ -184,7 +184,7 @@ ConversionCounts fill_shard(shard::ShardBuilder& builder, const std::vector<Colu
                      counts);
     else
       fill_raw(builder, c, inputs, rows, threads);
-    progress.advance(builder.columns()[c].data_size + builder.columns()[c].aux_size);
+    progress.advance(rows.size());
   }
   auto* sources = reinterpret_cast<std::uint16_t*>(builder.tensor_data(input_columns).data());
   auto* source_rows =

@@ -7,17 +7,17 @@
 #include <span>
 #include <vector>
 
-#include "gpucache/shard_io/shard_writer.hpp"
 #include "gpucache/progress.hpp"
+#include "gpucache/shard_io/shard_writer.hpp"
 #include "gpucache/validate.hpp"
 #include "pack_inputs.hpp"
 
 namespace gpucache::detail {
 
-// converters[c] converts embedding column c; null for columns copied as they are.
-ConversionCounts fill_shard(shard::ShardBuilder& builder,
-                            const std::vector<Column>& specs, const PackInputs& inputs,
-                            std::span<const std::uint64_t> rows,
+// converters[c] converts embedding column c; null for columns copied as they are. Advances
+// `progress` by the shard's rows once per input column filled.
+ConversionCounts fill_shard(shard::ShardBuilder& builder, const std::vector<Column>& specs,
+                            const PackInputs& inputs, std::span<const std::uint64_t> rows,
                             std::vector<std::unique_ptr<RowConverter>>& converters,
                             unsigned threads, Progress& progress);
 

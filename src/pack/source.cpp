@@ -4,6 +4,7 @@
 
 #include "gpucache/error.hpp"
 #include "gpucache/input.hpp"
+#include "gpucache/memory_input.hpp"
 
 namespace gpucache::detail {
 namespace {
@@ -77,6 +78,17 @@ Source open_source(const std::string& path, const SourceOptions& options) {
 }
 
 std::vector<Source> open_sources(const PackOptions& options) {
+  if (!options.memory_columns.empty()) {
+    Source source;
+    source.path = "memory";
+    auto mapping =
+        std::make_shared<SourceMapping>(map_input(memory_input(options.memory_columns), "memory",
+                                                  options.kind, options.fields, options.roles));
+    source.rows = mapping->rows;
+    source.columns = mapping->columns;
+    source.mapping = std::move(mapping);
+    return {std::move(source)};
+  }
   const bool file_columns = std::any_of(options.fields.begin(), options.fields.end(),
                                         [](const FieldSpec& field) { return !field.file.empty(); });
   if (file_columns) return {open_joined_source(options)};

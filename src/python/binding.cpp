@@ -15,6 +15,7 @@
 #include <memory>
 #include <optional>
 
+#include "binding_tools.hpp"
 #include "gpucache/batch_order.hpp"
 #include "gpucache/batch_stream.hpp"
 #include "gpucache/runtime.hpp"
@@ -226,7 +227,34 @@ nb::ndarray<> batch_array(const Batch& batch, const void* data, std::vector<std:
 
 NB_MODULE(_gpucache, m) {
   m.doc() = "gpucache runtime reader (native part; use the gpucache package)";
-  nb::exception<gpucache::Error>(m, "Error", PyExc_RuntimeError);
+  // gpucache.Error, a RuntimeError carrying the parts of the message as attributes: file,
+  // location and cause (None where the error did not come from the library).
+  static PyObject* error_type =
+      PyErr_NewException("gpucache._gpucache.Error", PyExc_RuntimeError, nullptr);
+  for (const char* name : {"file", "location", "cause"})
+    PyObject_SetAttrString(error_type, name, Py_None);
+  m.attr("Error") = nb::handle(error_type);
+  nb::register_exception_translator(
+      [](const std::exception_ptr& thrown, void*) {
+        try {
+          std::rethrow_exception(thrown);
+        } catch (const gpucache::Error& error) {
+          // File names need not be UTF-8: undecodable bytes are replaced, never an error here.
+          auto text = [](const std::string& part) -> nb::object {
+            if (part.empty()) return nb::none();
+            return nb::steal(
+                PyUnicode_DecodeUTF8(part.data(), static_cast<Py_ssize_t>(part.size()), "replace"));
+          };
+          nb::object value = nb::steal(PyObject_CallOneArg(error_type, text(error.what()).ptr()));
+          if (!value.is_valid()) return;  // the call's own error is raised
+          value.attr("file") = text(error.file());
+          value.attr("location") = text(error.location());
+          value.attr("cause") = text(error.cause());
+          PyErr_SetObject(error_type, value.ptr());
+        }
+      },
+      nullptr);
+  bind_tools(m);
 
   m.def("cuda_available", &cuda_available,
         "True when a CUDA runtime library loads and sees at least one GPU");

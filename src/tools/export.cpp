@@ -1,6 +1,10 @@
 #include "gpucache/export.hpp"
 
+#include <filesystem>
 #include <nlohmann/json.hpp>
+
+#include "gpucache/error.hpp"
+#include "gpucache/shard/dataset_files.hpp"
 
 #include "export_source.hpp"
 #include "export_writers.hpp"
@@ -17,8 +21,34 @@ std::optional<ExportFormat> parse_export_format(std::string_view name) noexcept 
   return std::nullopt;
 }
 
+namespace {
+
+namespace fs = std::filesystem;
+
+// Files exported into a dataset's folder would sit among its shards (and a later pack --force
+// would delete what it does not know), so the folder the files go to must not hold a dataset.
+void refuse_dataset_folder(const ExportOptions& options) {
+  std::error_code error;
+  fs::path folder = options.output;
+  if (options.format == ExportFormat::safetensors && options.output.back() != '/' &&
+      !fs::is_directory(folder, error))
+    folder = folder.parent_path();
+  if (folder.empty()) folder = ".";
+  if (!fs::is_directory(folder, error)) return;
+  for (const auto& entry : fs::directory_iterator(folder, error)) {
+    const std::string name = entry.path().filename().string();
+    if (shard::is_dataset_file(name) && !shard::is_temporary_name(name))
+      throw Error(options.output, "",
+                  "the folder " + folder.string() + " holds a gpucache dataset ('" + name +
+                      "'); export into another folder");
+  }
+}
+
+}  // namespace
+
 ExportResult export_dataset(const std::string& dataset, const ExportOptions& options) {
   if (options.output.empty()) throw UsageError("export needs an output path");
+  refuse_dataset_folder(options);
   const detail::ExportSource source(dataset, options.columns, options.threads);
   if (options.format == ExportFormat::npy) return detail::export_npy_files(source, options.output);
   return detail::export_safetensors_file(source, options.output);

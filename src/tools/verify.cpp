@@ -5,14 +5,14 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
-#include "gpucache/shard/manifest.hpp"
-#include "gpucache/shard/chunks.hpp"
-#include "gpucache/shard/dataset_check.hpp"
-#include "gpucache/shard_io/shard_reader.hpp"
 #include "gpucache/common/mapped_file.hpp"
 #include "gpucache/common/parallel.hpp"
 #include "gpucache/error.hpp"
 #include "gpucache/progress.hpp"
+#include "gpucache/shard/chunks.hpp"
+#include "gpucache/shard/dataset_check.hpp"
+#include "gpucache/shard/manifest.hpp"
+#include "gpucache/shard_io/shard_reader.hpp"
 #include "verify_deep.hpp"
 
 namespace gpucache {
@@ -56,13 +56,14 @@ std::optional<std::uint64_t> find_nonzero_padding(const OpenShard& shard, std::u
     const std::uint64_t run_first =
         begin > column.data_offset ? (begin - column.data_offset) / inner_pitch : 0;
     for (std::uint64_t run = run_first; run < runs; ++run) {
-      const std::uint64_t pad_begin = column.data_offset + run * inner_pitch + column.dim() * itemsize;
+      const std::uint64_t pad_begin =
+          column.data_offset + run * inner_pitch + column.dim() * itemsize;
       const std::uint64_t pad_end = column.data_offset + (run + 1) * inner_pitch;
       if (pad_begin > end) break;
       for (std::uint64_t at = std::max(pad_begin, begin); at < std::min(pad_end, end + 1); ++at)
         if (bytes[at] != std::byte{0}) {
-          where = "column '" + column.name + "' row " + std::to_string(run / runs_per_row) +
-                  " padding";
+          where =
+              "column '" + column.name + "' row " + std::to_string(run / runs_per_row) + " padding";
           return at;
         }
     }
@@ -207,7 +208,7 @@ VerifyReport verify(const std::string& path, const VerifyOptions& options) {
     shards[s].file->advise_sequential();
   }
   std::vector<std::optional<std::string>> outcomes(tasks.size());
-  Progress progress(options.show_progress, "verify", total_bytes);
+  Progress progress(options.show_progress, "verify", total_bytes, options.progress_callback);
   detail::parallel_for_each(tasks.size(), options.threads, [&](std::uint64_t t) {
     const OpenShard& shard = shards[tasks[t].shard];
     try {

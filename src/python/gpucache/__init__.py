@@ -1,6 +1,7 @@
-"""gpucache: load verified, GPU-ready datasets packed by `gpucache pack`.
+"""gpucache: pack, verify and load verified, GPU-ready datasets.
 
     import gpucache
+    gpucache.pack({"embedding": vectors}, "data/emb", dtype="f16")   # or files, tables
     ds = gpucache.load("data/emb", device="cuda")      # every column in VRAM, hash-checked
     for batch in gpucache.GPUBatches(ds, batch_size=1024, seed=0):
         loss = model(batch["embedding"])
@@ -11,14 +12,18 @@ See docs/python.md for the full API, lifetimes, rank slicing and errors.
 """
 from ._gpucache import Error, cuda_available, cuda_library
 from ._batches import GPUBatches
+from ._columns import VarColumn
 from ._dataset import Dataset, load
 from ._sequences import PaddedBatch, Sequences, pad_sequences
 from ._stream import Stream, stream
+from ._tools import export, inspect, merge, pack, probe, verify
 
 Error.__module__ = "gpucache"
 Error.__doc__ = ("Raised for every gpucache failure; the message names the file, where in it "
-                 "and what is wrong. A subclass of RuntimeError.")
+                 "and what is wrong, also found in the attributes file, location and cause "
+                 "(None where not known). A subclass of RuntimeError.")
 
 __version__ = "0.1.0"
-__all__ = ["Dataset", "Error", "GPUBatches", "PaddedBatch", "Sequences", "cuda_available",
-           "cuda_library", "load", "pad_sequences", "Stream", "stream"]
+__all__ = ["Dataset", "Error", "GPUBatches", "PaddedBatch", "Sequences", "Stream", "VarColumn",
+           "cuda_available", "cuda_library", "export", "inspect", "load", "merge", "pack",
+           "pad_sequences", "probe", "stream", "verify"]

@@ -23,8 +23,23 @@ def _distributed_defaults(rank, world_size):
     return 0, 1
 
 
-def _resolve_device(device: str):
-    """("cpu", None) or ("cuda:N", N)."""
+_PLACEMENTS = ("device", "host_pinned")
+_READ_MODES = ("auto", "mmap", "pread")
+
+
+def _check_choice(name: str, value, choices) -> None:
+    # Checked whatever the device: with device="cpu" they are unused, but a typo must not pass.
+    if value not in choices:
+        raise Error(f"{name}={value!r} is not one of {', '.join(choices)}")
+
+
+def _resolve_device(device):
+    """("cpu", None) or ("cuda:N", N). A torch.device is taken by its name."""
+    if type(device).__name__ == "device" and type(device).__module__.startswith("torch"):
+        device = str(device)
+    if not isinstance(device, str):
+        raise Error(f"device must be 'cpu', 'cuda', 'cuda:N' or a torch.device, not "
+                    f"{type(device).__name__}")
     if device == "cpu":
         return "cpu", None
     if device == "cuda" or device.startswith("cuda:"):
@@ -245,7 +260,7 @@ def load(path, device: str = "cuda", columns: Optional[Sequence[str]] = None,
          threads: int = 0) -> Dataset:
     """Loads a packed dataset directory (or one .gcs shard).
 
-    device: "cuda" (the current CUDA device), "cuda:N" or "cpu". On CUDA every selected tensor
+    device: "cuda" (the current CUDA device), "cuda:N", "cpu", or a torch.device of these. On CUDA every selected tensor
         and sequence column lands in one allocation; on the CPU tensors are copy-on-write views
         of the memory-mapped shards, zero-copy even across shards when they were cut on page
         boundaries (as gpucache pack cuts them unless --shard-rows says otherwise). Text columns
@@ -268,6 +283,8 @@ def load(path, device: str = "cuda", columns: Optional[Sequence[str]] = None,
         "pread" (for network file systems).
     """
     path = os.fspath(path)
+    _check_choice("placement", placement, _PLACEMENTS)
+    _check_choice("read_mode", read_mode, _READ_MODES)
     rank, world_size = _distributed_defaults(rank, world_size)
     device_name, device_index = _resolve_device(device)
     native = NativeDataset.open(path)

@@ -10,6 +10,8 @@
 #include <vector>
 
 #include "gpucache/dtype.hpp"
+#include "gpucache/memory_input.hpp"
+#include "gpucache/progress.hpp"
 #include "gpucache/schema.hpp"
 #include "gpucache/validate.hpp"
 
@@ -35,6 +37,11 @@ PartSpec parse_part_spec(std::string_view text);
 
 struct PackOptions {
   std::vector<std::string> inputs;  // .pt/.pth, .safetensors, .npy, .npz, .jsonl, mixed freely
+  // Instead of input files: columns in the caller's memory (gpucache.pack from Python), packed as
+  // one input with the same checks and conversion, read where they lie. The manifest's inputs
+  // list each as "memory:NAME" with the XXH3 of its bytes. --field selects and renames them by
+  // name, --role and --dtype apply as to a file's columns.
+  std::vector<MemoryColumn> memory_columns;
   // How inputs map to columns (docs/cli.md): detected from the layout unless given.
   std::optional<SourceKind> kind;
   std::vector<FieldSpec> fields;
@@ -55,6 +62,8 @@ struct PackOptions {
   bool resume = false;
   unsigned threads = 0;  // 0: every core
   bool show_progress = false;
+  // Also told (done, total) input bytes as the pack goes, where show_progress draws its line.
+  ProgressCallback progress_callback;
   // Row checks, sampling and shuffling (docs/validation.md); validation.device picks the backend.
   // Its output_dtype and threads are taken from the fields above, and its per-column checks
   // (validation.columns) are worked out by pack from the column roles, `checks` and `no_checks`.
@@ -103,12 +112,28 @@ struct PackResult {
   std::uint64_t sampled_out = 0;
   std::uint64_t overflowed_values = 0;       // clamped to the largest finite value
   std::uint64_t flushed_to_zero_values = 0;  // nonzero values too small for the storage type
-  std::string device;                        // the validation backend that ran
+  // The validation backend that ran ("cpu", "cuda:0 (NVIDIA H100)"; empty when no column was
+  // validated) and why it was chosen.
+  std::string device;
+  std::string device_reason;
 
   std::string to_json() const;
   std::string to_text() const;
 };
 
 PackResult pack(const PackOptions& options);
+
+// The text forms of pack's options, shared by the CLI and the Python API. Each throws UsageError
+// naming the option.
+// "4096", "512M", "1G", "1GiB" → bytes.
+std::uint64_t parse_byte_size(std::string_view text, std::string_view option);
+// --compress: "none" or "" → 0 (uncompressed), "zstd" → 3, "zstd:LEVEL" → LEVEL (1-22).
+int parse_compression(std::string_view text);
+// --dtype: "f16" sets options.dtype, "images=bf16" adds a column's type.
+void apply_dtype_option(PackOptions& options, std::string_view text);
+// --device: auto, cpu or cuda.
+Device parse_device_option(std::string_view text);
+// --on-overflow: drop, clamp or error.
+OverflowPolicy parse_overflow_option(std::string_view text);
 
 }  // namespace gpucache

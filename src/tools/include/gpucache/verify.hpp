@@ -9,12 +9,14 @@
 #include <vector>
 
 #include "gpucache/device.hpp"
+#include "gpucache/progress.hpp"
 
 namespace gpucache {
 
 struct VerifyOptions {
   unsigned threads = 0;  // 0: every core
   bool show_progress = false;
+  ProgressCallback progress_callback;  // told (done, total) bytes checked, as the line is drawn
   // Also re-check every stored embedding row against the validation rules in the manifest
   // (NaN/Inf, zero rows, norm range, pair cosine, duplicates), on `device`.
   bool deep = false;

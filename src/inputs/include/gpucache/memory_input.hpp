@@ -1,0 +1,47 @@
+// Columns that live in the caller's memory (arrays, tensors and lists handed to gpucache.pack in
+// Python): read where they lie, never copied before validation, by the same InputColumn contract
+// as a file's columns. src/inputs/memory/FORMAT.md describes the forms accepted and the checks.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "gpucache/column.hpp"
+#include "gpucache/readers.hpp"
+
+namespace gpucache {
+
+// One column in memory. The memory must stay unchanged until pack returns.
+struct MemoryColumn {
+  std::string name;  // the column's path; map_input names it so unless --field renames it
+  ColumnKind kind = ColumnKind::tensor;
+  // tensor: the element type of `values`; sequence: of its values; text: u8 (UTF-8 bytes).
+  DType dtype = DType::f32;
+  std::uint64_t rows = 0;
+  std::vector<std::uint64_t> row_shape;  // tensor columns: the shape of one row ({} for scalars)
+  // tensor: rows × row_elements values, row-major, C-contiguous; sequence and text: every row's
+  // values concatenated. Little-endian.
+  std::span<const std::byte> values;
+  // sequence and text: rows + 1 int64 offsets into values (in elements), starting at 0,
+  // non-decreasing, the last one the number of values (Arrow's layout).
+  std::span<const std::int64_t> offsets;
+};
+
+// The columns as an array reader hands them over (InputData::columns), origin "memory". Checks
+// each column's sizes and offsets, and that text is valid UTF-8; throws gpucache::Error naming
+// "memory:NAME" and what is wrong.
+InputData memory_input(const std::vector<MemoryColumn>& columns);
+
+// The provenance of a column in memory, as the manifest lists a file: "memory:NAME", its bytes
+// (values, plus offsets for sequences and text) and the XXH3-64 of them (values, then offsets).
+struct MemoryProvenance {
+  std::string path;
+  std::uint64_t bytes = 0;
+  std::uint64_t xxh3 = 0;
+};
+MemoryProvenance memory_provenance(const MemoryColumn& column);
+
+}  // namespace gpucache

@@ -1,0 +1,187 @@
+#include "gpucache/memory_input.hpp"
+
+#include <cstring>
+#include <string_view>
+
+#include "gpucache/common/checked_math.hpp"
+#include "gpucache/common/xxh3.hpp"
+#include "gpucache/error.hpp"
+
+namespace gpucache {
+namespace {
+
+std::string origin(const MemoryColumn& column) {
+  return "memory:" + column.name;
+}
+
+// The byte offset of the first invalid UTF-8 sequence in text, or text.size() when it is valid
+// (no overlong forms, no surrogates, nothing above U+10FFFF).
+std::size_t invalid_utf8(std::string_view text) {
+  std::size_t i = 0;
+  while (i < text.size()) {
+    const auto byte = static_cast<unsigned char>(text[i]);
+    if (byte < 0x80) {
+      ++i;
+      continue;
+    }
+    std::size_t length = 0;
+    unsigned char low = 0x80, high = 0xBF;  // allowed range of the second byte
+    if (byte >= 0xC2 && byte <= 0xDF) {
+      length = 2;
+    } else if (byte >= 0xE0 && byte <= 0xEF) {
+      length = 3;
+      if (byte == 0xE0) low = 0xA0;
+      if (byte == 0xED) high = 0x9F;
+    } else if (byte >= 0xF0 && byte <= 0xF4) {
+      length = 4;
+      if (byte == 0xF0) low = 0x90;
+      if (byte == 0xF4) high = 0x8F;
+    } else {
+      return i;
+    }
+    if (i + length > text.size()) return i;
+    for (std::size_t k = 1; k < length; ++k) {
+      const auto next = static_cast<unsigned char>(text[i + k]);
+      const unsigned char lo = k == 1 ? low : 0x80, hi = k == 1 ? high : 0xBF;
+      if (next < lo || next > hi) return i;
+    }
+    i += length;
+  }
+  return text.size();
+}
+
+void check_offsets(const MemoryColumn& column, std::uint64_t values) {
+  if (column.offsets.size() != column.rows + 1)
+    throw Error(origin(column), "offsets",
+                "has " + std::to_string(column.offsets.size()) + " entries; " +
+                    std::to_string(column.rows) + " rows need " + std::to_string(column.rows + 1));
+  if (column.offsets.front() != 0)
+    throw Error(origin(column), "offsets[0]",
+                "is " + std::to_string(column.offsets.front()) + "; offsets start at 0");
+  for (std::uint64_t row = 0; row < column.rows; ++row)
+    if (column.offsets[row + 1] < column.offsets[row])
+      throw Error(origin(column), "offsets[" + std::to_string(row + 1) + "]",
+                  "is " + std::to_string(column.offsets[row + 1]) + ", less than offsets[" +
+                      std::to_string(row) + "] (" + std::to_string(column.offsets[row]) +
+                      "); offsets must not decrease");
+  if (static_cast<std::uint64_t>(column.offsets.back()) != values)
+    throw Error(origin(column), "offsets[" + std::to_string(column.rows) + "]",
+                "is " + std::to_string(column.offsets.back()) + " but the values hold " +
+                    std::to_string(values));
+}
+
+InputColumn tensor_column(const MemoryColumn& memory) {
+  InputColumn column;
+  column.name = memory.name;
+  column.kind = ColumnKind::tensor;
+  column.dtype = memory.dtype;
+  column.row_shape = memory.row_shape;
+  column.padded_dim = column.dim();
+  column.rows = memory.rows;
+  column.path = memory.name;
+  column.origin = origin(memory);
+  if (memory.row_shape.size() > kMaxRowDims)
+    throw Error(column.origin, "shape",
+                "has " + std::to_string(memory.row_shape.size() + 1) + " dimensions; at most " +
+                    std::to_string(kMaxRowDims + 1) + " are stored");
+  std::optional<std::uint64_t> elements = memory.rows;
+  for (std::uint64_t extent : memory.row_shape)
+    if (elements) elements = detail::checked_mul(*elements, extent);
+  const auto bytes =
+      elements ? detail::checked_mul(*elements, dtype_size(memory.dtype)) : std::nullopt;
+  if (!bytes || *bytes != memory.values.size())
+    throw Error(column.origin, "data",
+                "holds " + std::to_string(memory.values.size()) + " bytes, not the " +
+                    (bytes ? std::to_string(*bytes) : std::string("more than 2^64")) +
+                    " its shape and dtype need");
+  const std::byte* data = memory.values.data();
+  const std::uint64_t pitch = column.row_elements() * dtype_size(memory.dtype);
+  column.read_rows = [data, pitch](std::uint64_t first, std::uint64_t count,
+                                   std::span<std::byte> out) {
+    if (count) std::memcpy(out.data(), data + first * pitch, count * pitch);
+  };
+  column.direct_rows = [data, pitch](std::uint64_t first, std::uint64_t) {
+    return data + first * pitch;
+  };
+  return column;
+}
+
+InputColumn variable_column(const MemoryColumn& memory) {
+  InputColumn column;
+  column.name = memory.name;
+  column.kind = memory.kind;
+  column.dtype = memory.kind == ColumnKind::text ? DType::u8 : memory.dtype;
+  column.padded_dim = memory.kind == ColumnKind::text ? 1 : 0;
+  column.rows = memory.rows;
+  column.path = memory.name;
+  column.origin = origin(memory);
+  column.role = memory.kind == ColumnKind::text ? ColumnRole::text : ColumnRole::sequence;
+  const std::size_t itemsize = dtype_size(column.dtype);
+  if (memory.values.size() % itemsize != 0)
+    throw Error(column.origin, "values",
+                "holds " + std::to_string(memory.values.size()) + " bytes, not a whole number of " +
+                    std::string(dtype_name(column.dtype)) + " values");
+  check_offsets(memory, memory.values.size() / itemsize);
+  const std::byte* values = memory.values.data();
+  const std::int64_t* offsets = memory.offsets.data();
+  if (memory.kind == ColumnKind::text) {
+    const std::string_view all(reinterpret_cast<const char*>(values), memory.values.size());
+    const std::size_t bad = invalid_utf8(all);
+    if (bad != all.size()) {
+      std::uint64_t row = 0;
+      while (static_cast<std::uint64_t>(offsets[row + 1]) <= bad) ++row;
+      throw Error(column.origin, "row " + std::to_string(row),
+                  "is not valid UTF-8 (byte " + std::to_string(bad - offsets[row]) + ")");
+    }
+    column.text_row = [all, offsets](std::uint64_t row) {
+      return all.substr(offsets[row], offsets[row + 1] - offsets[row]);
+    };
+  } else {
+    column.row_length = [offsets](std::uint64_t row) {
+      return static_cast<std::uint64_t>(offsets[row + 1] - offsets[row]);
+    };
+    column.read_sequence = [values, offsets, itemsize](std::uint64_t row,
+                                                       std::span<std::byte> out) {
+      if (!out.empty()) std::memcpy(out.data(), values + offsets[row] * itemsize, out.size());
+    };
+  }
+  return column;
+}
+
+}  // namespace
+
+InputData memory_input(const std::vector<MemoryColumn>& columns) {
+  InputData data;
+  for (const auto& memory : columns) {
+    if (memory.name.empty()) throw Error("memory", "column", "has no name");
+    switch (memory.kind) {
+      case ColumnKind::tensor:
+        data.columns.push_back(tensor_column(memory));
+        break;
+      case ColumnKind::text:
+      case ColumnKind::sequence:
+        data.columns.push_back(variable_column(memory));
+        break;
+    }
+  }
+  if (data.columns.empty()) throw Error("memory", "", "no columns were given");
+  return data;
+}
+
+MemoryProvenance memory_provenance(const MemoryColumn& column) {
+  MemoryProvenance provenance;
+  provenance.path = origin(column);
+  XXH3_state_t* state = XXH3_createState();
+  XXH3_64bits_reset(state);
+  XXH3_64bits_update(state, column.values.data(), column.values.size());
+  provenance.bytes = column.values.size();
+  if (column.kind != ColumnKind::tensor) {
+    XXH3_64bits_update(state, column.offsets.data(), column.offsets.size_bytes());
+    provenance.bytes += column.offsets.size_bytes();
+  }
+  provenance.xxh3 = XXH3_64bits_digest(state);
+  XXH3_freeState(state);
+  return provenance;
+}
+
+}  // namespace gpucache

@@ -1,0 +1,79 @@
+// The text forms of pack's options, one parser each, for the CLI and the Python API alike.
+#include <cctype>
+#include <cstdlib>
+
+#include "gpucache/error.hpp"
+#include "gpucache/pack.hpp"
+
+namespace gpucache {
+
+std::uint64_t parse_byte_size(std::string_view text, std::string_view option) {
+  const std::string copy(text), name(option);
+  std::size_t used = 0;
+  double value = 0;
+  try {
+    value = std::stod(copy, &used);
+  } catch (const std::exception&) {
+    throw UsageError(name + " '" + copy + "' is not a size (examples: 4096, 512M, 1G)");
+  }
+  std::string unit = copy.substr(used);
+  for (auto& c : unit) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  if (unit.ends_with("IB"))
+    unit.erase(unit.size() - 2);
+  else if (unit.size() > 1 && unit.ends_with("B"))
+    unit.pop_back();
+  double scale = 1;
+  if (unit.empty() || unit == "B")
+    scale = 1;
+  else if (unit == "K")
+    scale = 1024.0;
+  else if (unit == "M")
+    scale = 1024.0 * 1024;
+  else if (unit == "G")
+    scale = 1024.0 * 1024 * 1024;
+  else if (unit == "T")
+    scale = 1024.0 * 1024 * 1024 * 1024;
+  else
+    throw UsageError(name + " '" + copy + "' has an unknown unit (use K, M, G or T)");
+  if (value <= 0) throw UsageError(name + " must be positive");
+  return static_cast<std::uint64_t>(value * scale);
+}
+
+int parse_compression(std::string_view text) {
+  if (text.empty() || text == "none") return 0;
+  int level = 0;
+  if (text == "zstd")
+    level = 3;
+  else if (text.starts_with("zstd:"))
+    level = std::atoi(std::string(text.substr(5)).c_str());
+  else
+    throw UsageError("--compress must be zstd or zstd:LEVEL");
+  if (level < 1 || level > 22) throw UsageError("zstd level must be 1 to 22");
+  return level;
+}
+
+void apply_dtype_option(PackOptions& options, std::string_view text) {
+  const auto equals = text.find('=');
+  const auto dtype = parse_dtype(equals == std::string_view::npos ? text : text.substr(equals + 1));
+  if (!dtype)
+    throw UsageError("--dtype '" + std::string(text) + "': the type is not one of f32, f16, bf16");
+  if (equals == std::string_view::npos)
+    options.dtype = dtype;
+  else
+    options.column_dtypes.emplace_back(std::string(text.substr(0, equals)), *dtype);
+}
+
+Device parse_device_option(std::string_view text) {
+  if (text == "auto") return Device::automatic;
+  if (text == "cpu") return Device::cpu;
+  if (text == "cuda") return Device::cuda;
+  throw UsageError("--device must be auto, cpu or cuda");
+}
+
+OverflowPolicy parse_overflow_option(std::string_view text) {
+  const auto policy = parse_overflow_policy(text);
+  if (!policy) throw UsageError("--on-overflow must be drop, clamp or error");
+  return *policy;
+}
+
+}  // namespace gpucache

@@ -1,0 +1,330 @@
+// gpucache._gpucache, the tools half: pack, verify, inspect, probe and export, calling the same
+// library functions as the CLI with the same options, and returning what the CLI's --json prints
+// (the Python layer, gpucache/_tools.py, parses it into dicts). The GIL is released while the
+// library works; a progress callback takes it back for each report.
+#include <Python.h>
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "binding_tools.hpp"
+#include "gpucache/checks.hpp"
+#include "gpucache/error.hpp"
+#include "gpucache/export.hpp"
+#include "gpucache/input.hpp"
+#include "gpucache/inspect.hpp"
+#include "gpucache/merge.hpp"
+#include "gpucache/pack.hpp"
+#include "gpucache/probe.hpp"
+#include "gpucache/verify.hpp"
+
+namespace nb = nanobind;
+
+namespace {
+
+using gpucache::DType;
+using gpucache::UsageError;
+
+// Thrown through the library when the Python callback raised (or Ctrl-C arrived): the library
+// unwinds as for any error, and the Python exception is raised in its place.
+struct CallbackRaised : std::exception {
+  const char* what() const noexcept override { return "the progress callback raised"; }
+};
+
+// Wraps a Python progress callable (or none) for the library. Each report also checks for
+// signals, so Ctrl-C stops a long pack or verify.
+class PythonProgress {
+ public:
+  explicit PythonProgress(nb::object callback) : callback_(std::move(callback)) {}
+
+  gpucache::ProgressCallback function() {
+    return [this](std::uint64_t done, std::uint64_t total) {
+      nb::gil_scoped_acquire acquire;
+      std::lock_guard lock(mutex_);
+      if (error_) throw CallbackRaised();
+      try {
+        if (PyErr_CheckSignals() != 0) throw nb::python_error();
+        if (callback_.is_valid() && !callback_.is_none()) callback_(done, total);
+      } catch (nb::python_error& error) {
+        error_.emplace(std::move(error));
+        throw CallbackRaised();
+      }
+    };
+  }
+
+  // Runs the library call without the GIL; raises what the callback raised.
+  template <typename Call>
+  auto run(Call&& call) {
+    try {
+      nb::gil_scoped_release release;
+      return call();
+    } catch (const CallbackRaised&) {
+      std::lock_guard lock(mutex_);
+      if (error_) {
+        error_->restore();
+        error_.reset();
+      }
+      throw nb::python_error();
+    }
+  }
+
+ private:
+  nb::object callback_;
+  std::mutex mutex_;
+  std::optional<nb::python_error> error_;
+};
+
+DType dtype_of(const nb::dlpack::dtype& dtype, const std::string& column) {
+  using code = nb::dlpack::dtype_code;
+  const auto c = static_cast<code>(dtype.code);
+  const int bits = dtype.bits;
+  if (dtype.lanes == 1) {
+    if (c == code::Float && bits == 32) return DType::f32;
+    if (c == code::Float && bits == 16) return DType::f16;
+    if (c == code::Float && bits == 64) return DType::f64;
+    if (c == code::Bfloat && bits == 16) return DType::bf16;
+    if (c == code::Int && bits == 8) return DType::i8;
+    if (c == code::Int && bits == 16) return DType::i16;
+    if (c == code::Int && bits == 32) return DType::i32;
+    if (c == code::Int && bits == 64) return DType::i64;
+    if (c == code::UInt && bits == 8) return DType::u8;
+    if (c == code::UInt && bits == 16) return DType::u16;
+    if (c == code::UInt && bits == 32) return DType::u32;
+    if (c == code::UInt && bits == 64) return DType::u64;
+    if (c == code::Bool && bits == 8) return DType::boolean;
+  }
+  throw gpucache::Error("memory:" + column, "dtype",
+                        "DLPack type code " + std::to_string(dtype.code) + " with " +
+                            std::to_string(bits) + " bits is not a type gpucache stores");
+}
+
+using HostArray = nb::ndarray<nb::ro, nb::c_contig, nb::device::cpu>;
+
+std::span<const std::byte> bytes_of(const HostArray& array) {
+  return {static_cast<const std::byte*>(array.data()), array.nbytes()};
+}
+
+// One column from Python: (name, kind, values, offsets or None). Arrays are C-contiguous on the
+// CPU (the Python layer makes them so) and are read where they lie.
+gpucache::MemoryColumn memory_column(const nb::handle& item, std::vector<HostArray>& keep) {
+  const auto entry = nb::cast<nb::tuple>(item);
+  gpucache::MemoryColumn column;
+  column.name = nb::cast<std::string>(entry[0]);
+  const auto kind = gpucache::parse_column_kind(nb::cast<std::string>(entry[1]));
+  if (!kind) throw UsageError("column '" + column.name + "': unknown kind");
+  column.kind = *kind;
+  HostArray values;
+  try {
+    values = nb::cast<HostArray>(entry[2], false);
+  } catch (const nb::cast_error&) {
+    throw gpucache::Error("memory:" + column.name, "data",
+                          "is not a C-contiguous CPU array readable through the buffer protocol "
+                          "or DLPack");
+  }
+  keep.push_back(values);
+  column.dtype = dtype_of(values.dtype(), column.name);
+  column.values = bytes_of(values);
+  if (column.kind == gpucache::ColumnKind::tensor) {
+    if (values.ndim() == 0)
+      throw gpucache::Error("memory:" + column.name, "shape",
+                            "is a scalar; a column needs one entry per row");
+    column.rows = values.shape(0);
+    for (std::size_t d = 1; d < values.ndim(); ++d) column.row_shape.push_back(values.shape(d));
+    return column;
+  }
+  if (column.kind == gpucache::ColumnKind::text && column.dtype != DType::u8 &&
+      column.dtype != DType::i8)
+    throw gpucache::Error("memory:" + column.name, "values", "text values must be uint8 bytes");
+  HostArray offsets;
+  try {
+    offsets = nb::cast<HostArray>(entry[3], false);
+  } catch (const nb::cast_error&) {
+    throw gpucache::Error("memory:" + column.name, "offsets",
+                          "is not a C-contiguous CPU int64 array");
+  }
+  keep.push_back(offsets);
+  if (dtype_of(offsets.dtype(), column.name) != DType::i64 || offsets.ndim() != 1)
+    throw gpucache::Error("memory:" + column.name, "offsets", "must be a 1-D int64 array");
+  column.offsets = {static_cast<const std::int64_t*>(offsets.data()), offsets.shape(0)};
+  column.rows = column.offsets.empty() ? 0 : column.offsets.size() - 1;
+  if (column.kind == gpucache::ColumnKind::text) column.dtype = DType::u8;
+  return column;
+}
+
+std::vector<std::string> strings(const nb::handle& value) {
+  return nb::cast<std::vector<std::string>>(value);
+}
+
+// The CLI's pack options by their Python names (the Python layer has turned dicts into the CLI's
+// text forms): one assignment each, through the parsers the CLI uses.
+void apply_pack_option(gpucache::PackOptions& options, const std::string& key,
+                       const nb::handle& value) {
+  auto& rules = options.validation;
+  if (key == "kind") {
+    const auto kind = gpucache::parse_source_kind(nb::cast<std::string>(value));
+    if (!kind) throw UsageError("kind must be dialogue, embeddings, llm-cache or tensors");
+    options.kind = kind;
+  } else if (key == "fields") {
+    for (const auto& text : strings(value))
+      options.fields.push_back(gpucache::parse_field_spec(text));
+  } else if (key == "roles") {
+    for (const auto& text : strings(value))
+      options.roles.push_back(gpucache::parse_role_spec(text));
+  } else if (key == "dtype") {
+    for (const auto& text : strings(value)) gpucache::apply_dtype_option(options, text);
+  } else if (key == "split") {
+    options.splits = gpucache::parse_split_spec(nb::cast<std::string>(value));
+  } else if (key == "shard_size") {
+    options.shard_size = gpucache::parse_byte_size(nb::cast<std::string>(value), "shard_size");
+  } else if (key == "shard_rows") {
+    options.shard_rows = nb::cast<std::uint64_t>(value);
+  } else if (key == "pad_to") {
+    options.pad_to = nb::cast<std::uint64_t>(value);
+  } else if (key == "compress") {
+    options.zstd_level = gpucache::parse_compression(nb::cast<std::string>(value));
+  } else if (key == "threads") {
+    options.threads = nb::cast<unsigned>(value);
+  } else if (key == "force") {
+    options.force = nb::cast<bool>(value);
+  } else if (key == "resume") {
+    options.resume = nb::cast<bool>(value);
+  } else if (key == "device") {
+    rules.device = gpucache::parse_device_option(nb::cast<std::string>(value));
+  } else if (key == "norm_min") {
+    rules.norm_min = nb::cast<double>(value);
+  } else if (key == "norm_max") {
+    rules.norm_max = nb::cast<double>(value);
+  } else if (key == "dedup") {
+    rules.dedup = nb::cast<bool>(value);
+  } else if (key == "pair_cos_min") {
+    rules.pair_cos_min = nb::cast<double>(value);
+  } else if (key == "pair_cos_max") {
+    rules.pair_cos_max = nb::cast<double>(value);
+  } else if (key == "on_overflow") {
+    rules.on_overflow = gpucache::parse_overflow_option(nb::cast<std::string>(value));
+  } else if (key == "normalize") {
+    rules.normalize = nb::cast<bool>(value);
+  } else if (key == "max_rows") {
+    rules.max_rows_per_source = nb::cast<std::uint64_t>(value);
+  } else if (key == "sample") {
+    rules.sample_fraction = nb::cast<double>(value);
+  } else if (key == "shuffle") {
+    rules.shuffle = nb::cast<bool>(value);
+  } else if (key == "seed") {
+    rules.seed = nb::cast<std::uint64_t>(value);
+  } else if (key == "rejects") {
+    options.rejects_path = nb::cast<std::string>(value);
+  } else if (key == "checks") {
+    for (const auto& text : strings(value))
+      options.checks.push_back(gpucache::parse_checks_spec(text));
+  } else if (key == "no_checks") {
+    options.no_checks = nb::cast<bool>(value);
+  } else if (key == "part") {
+    options.part = gpucache::parse_part_spec(nb::cast<std::string>(value));
+  } else if (key == "append") {
+    options.append_to = nb::cast<std::string>(value);
+  } else {
+    throw UsageError("pack() got an unknown option '" + key + "'");
+  }
+}
+
+std::string pack_json(const std::vector<std::string>& inputs, const std::string& output,
+                      const nb::list& memory, const nb::dict& keywords, bool show_progress,
+                      nb::object callback) {
+  gpucache::PackOptions options;
+  options.inputs = inputs;
+  options.output_dir = output;
+  std::vector<HostArray> keep;  // the arrays' owners, for as long as pack reads them
+  for (const auto& item : memory) options.memory_columns.push_back(memory_column(item, keep));
+  for (const auto& [key, value] : keywords)
+    if (!value.is_none()) apply_pack_option(options, nb::cast<std::string>(key), value);
+  options.show_progress = show_progress;
+  PythonProgress progress(std::move(callback));
+  options.progress_callback = progress.function();
+  return progress.run([&] { return gpucache::pack(options).to_json(); });
+}
+
+std::string verify_json(const std::string& path, bool deep, unsigned threads,
+                        const std::string& device, bool show_progress, nb::object callback) {
+  gpucache::VerifyOptions options;
+  options.deep = deep;
+  options.threads = threads;
+  options.device = gpucache::parse_device_option(device);
+  options.show_progress = show_progress;
+  PythonProgress progress(std::move(callback));
+  options.progress_callback = progress.function();
+  return progress.run([&] { return gpucache::verify(path, options).to_json(); });
+}
+
+std::string probe_json(const std::string& file, const std::optional<std::string>& kind,
+                       const std::vector<std::string>& fields,
+                       const std::vector<std::string>& roles) {
+  gpucache::ProbeOptions options;
+  if (kind) {
+    options.kind = gpucache::parse_source_kind(*kind);
+    if (!options.kind) throw UsageError("kind must be dialogue, embeddings, llm-cache or tensors");
+  }
+  for (const auto& text : fields) options.fields.push_back(gpucache::parse_field_spec(text));
+  for (const auto& text : roles) options.roles.push_back(gpucache::parse_role_spec(text));
+  nb::gil_scoped_release release;
+  return gpucache::probe_json(gpucache::read_input(file), file, options);
+}
+
+std::string export_json(const std::string& path, const std::string& to, const std::string& output,
+                        const std::vector<std::string>& columns, unsigned threads) {
+  gpucache::ExportOptions options;
+  const auto format = gpucache::parse_export_format(to);
+  if (!format) throw UsageError("to must be npy or safetensors, not '" + to + "'");
+  options.format = *format;
+  options.output = output;
+  options.columns = columns;
+  options.threads = threads;
+  nb::gil_scoped_release release;
+  return gpucache::export_dataset(path, options).to_json();
+}
+
+std::string merge_json(const std::vector<std::string>& parts, const std::string& output,
+                       bool copy) {
+  gpucache::MergeOptions options;
+  options.parts = parts;
+  options.output_dir = output;
+  options.copy = copy;
+  nb::gil_scoped_release release;
+  return gpucache::merge(options).to_json();
+}
+
+}  // namespace
+
+void bind_tools(nb::module_& m) {
+  m.def("pack_json", &pack_json, nb::arg("inputs"), nb::arg("output"), nb::arg("memory"),
+        nb::arg("options"), nb::arg("show_progress") = false, nb::arg("callback") = nb::none(),
+        "gpucache pack: the result as `gpucache pack --json` prints it");
+  m.def("verify_json", &verify_json, nb::arg("path"), nb::arg("deep") = false,
+        nb::arg("threads") = 0, nb::arg("device") = "auto", nb::arg("show_progress") = false,
+        nb::arg("callback") = nb::none(),
+        "gpucache verify: the report as `gpucache verify --json` prints it");
+  m.def(
+      "inspect_json",
+      [](const std::string& path) {
+        nb::gil_scoped_release release;
+        return gpucache::inspect(path).json;
+      },
+      nb::arg("path"), "gpucache inspect: the report as `gpucache inspect --json` prints it");
+  m.def("probe_json", &probe_json, nb::arg("file"), nb::arg("kind") = nb::none(),
+        nb::arg("fields") = std::vector<std::string>{},
+        nb::arg("roles") = std::vector<std::string>{},
+        "gpucache probe: one file's object as `gpucache probe --json` prints it");
+  m.def("export_json", &export_json, nb::arg("path"), nb::arg("to"), nb::arg("output"),
+        nb::arg("columns") = std::vector<std::string>{}, nb::arg("threads") = 0,
+        "gpucache export: the result as `gpucache export --json` prints it");
+  m.def("merge_json", &merge_json, nb::arg("parts"), nb::arg("output"), nb::arg("copy") = false,
+        "gpucache merge: the result as `gpucache merge --json` prints it");
+}

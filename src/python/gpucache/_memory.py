@@ -1,0 +1,134 @@
+"""Columns in memory for gpucache.pack: each becomes (name, kind, values, offsets) over the
+caller's own memory wherever it already has the layout the C++ reader takes (C-contiguous, on the
+CPU), so nothing is copied before validation. Copies are made only where the data does not lie
+so: a strided array or tensor (made contiguous), a CUDA tensor (copied to the host), lists
+(encoded once)."""
+from __future__ import annotations
+
+from itertools import chain
+from typing import Any, List, Tuple
+
+from ._columns import VarColumn
+from ._gpucache import Error
+
+
+def _numpy():
+    try:
+        import numpy
+    except ImportError:  # pragma: no cover - numpy comes with torch and the test environment
+        raise Error("packing lists needs numpy") from None
+    return numpy
+
+
+def _is_torch_tensor(value) -> bool:
+    module = type(value).__module__
+    return module.startswith("torch") and hasattr(value, "detach") and hasattr(value, "is_cuda")
+
+
+def _host_tensor(tensor):
+    """A CPU tensor the C++ side reads through DLPack: detached (tensors that require grad refuse
+    DLPack export), copied to the host when on CUDA, made contiguous when strided."""
+    tensor = tensor.detach()
+    if tensor.device.type != "cpu":
+        tensor = tensor.cpu()
+    if not tensor.is_contiguous():
+        tensor = tensor.contiguous()
+    if tensor.dtype.is_complex:
+        raise Error(f"dtype {tensor.dtype} is not a type gpucache stores")
+    # A numpy view of the same memory (no copy) for every dtype numpy has: older PyTorch cannot
+    # export bool through DLPack. bfloat16, which numpy lacks, goes through DLPack.
+    return tensor if str(tensor.dtype) == "torch.bfloat16" else tensor.numpy()
+
+
+def _host_array(value, name: str):
+    np = _numpy()
+    array = value if isinstance(value, np.ndarray) else np.asarray(value)
+    if array.dtype.kind in "USO":
+        raise Error(f"memory:{name}: data: an array of {array.dtype} is not numeric; pass "
+                    "a list of str for text")
+    if not array.flags["C_CONTIGUOUS"]:
+        array = np.ascontiguousarray(array)
+    if array.dtype.byteorder == ">":
+        array = array.astype(array.dtype.newbyteorder("<"))
+    return array
+
+
+def _text(strings: List[str], name: str):
+    np = _numpy()
+    try:
+        encoded = [s.encode("utf-8") for s in strings]
+    except (AttributeError, UnicodeEncodeError) as error:
+        raise Error(f"memory:{name}: a text column needs str rows ({error})") from None
+    offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
+    np.cumsum([len(b) for b in encoded], out=offsets[1:])
+    values = np.frombuffer(b"".join(encoded), dtype=np.uint8)
+    return VarColumn(offsets=offsets, values=values, kind="text")
+
+
+def _sequences(rows, name: str):
+    np = _numpy()
+    lengths = [len(row) for row in rows]
+    offsets = np.zeros(len(rows) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    try:
+        values = np.fromiter(chain.from_iterable(rows), dtype=np.int64, count=int(offsets[-1]))
+    except (TypeError, ValueError, OverflowError) as error:
+        raise Error(f"memory:{name}: sequence rows must hold integers ({error})") from None
+    return VarColumn(offsets=offsets, values=values, kind="sequence")
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _list_column(rows: list, name: str):
+    if not rows:
+        raise Error(f"memory:{name}: the column has no rows")
+    first = rows[0]
+    if isinstance(first, str):
+        return _text(rows, name)
+    if isinstance(first, (list, tuple)) and all(
+            isinstance(row, (list, tuple)) and all(_is_int(v) for v in row) for row in rows):
+        return _sequences(rows, name)
+    return _host_array(rows, name)
+
+
+def _var_column(column: VarColumn, name: str) -> Tuple[str, Any, Any]:
+    np = _numpy()
+    if column.kind not in ("text", "sequence"):
+        raise Error(f"memory:{name}: VarColumn kind must be 'text' or 'sequence', not "
+                    f"{column.kind!r}")
+    values = column.values
+    values = _host_tensor(values) if _is_torch_tensor(values) else _host_array(values, name)
+    offsets = column.offsets
+    if _is_torch_tensor(offsets):
+        offsets = offsets.detach().cpu().numpy()
+    offsets = np.ascontiguousarray(offsets)
+    if offsets.dtype != np.int64:
+        if offsets.dtype.kind not in "iu":
+            raise Error(f"memory:{name}: offsets must be integers, not {offsets.dtype}")
+        offsets = offsets.astype(np.int64)
+    return column.kind, values, offsets
+
+
+def memory_columns(columns: dict) -> list:
+    """[(name, kind, values, offsets or None)] for the extension's pack_json."""
+    if not columns:
+        raise Error("pack() got an empty dict of columns")
+    out = []
+    for name, value in columns.items():
+        if not isinstance(name, str):
+            raise Error(f"column names must be str, not {type(name).__name__}")
+        if isinstance(value, list):
+            value = _list_column(value, name)
+        if isinstance(value, VarColumn):
+            kind, values, offsets = _var_column(value, name)
+            out.append((name, kind, values, offsets))
+        elif _is_torch_tensor(value):
+            out.append((name, "tensor", _host_tensor(value), None))
+        else:
+            array = _host_array(value, name)
+            if array.ndim == 0:
+                raise Error(f"memory:{name}: a scalar is not a column")
+            out.append((name, "tensor", array, None))
+    return out

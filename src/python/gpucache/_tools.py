@@ -1,0 +1,249 @@
+"""gpucache.pack, verify, inspect, probe and export: the CLI's commands as Python functions over
+the same C++ library. Each returns what the command's --json prints, as a dict (probe of several
+files: a list of them), and raises gpucache.Error where the command exits 2."""
+from __future__ import annotations
+
+import json
+import os
+from typing import Callable, Optional, Sequence, Union
+
+from . import _gpucache
+from ._gpucache import Error
+from ._memory import memory_columns
+
+ProgressArg = Union[bool, Callable[[int, int], None], None]
+
+# Keyword arguments of pack() that are passed on as they are (numbers and flags).
+_PLAIN_OPTIONS = ("kind", "shard_rows", "pad_to", "threads", "force", "resume", "device",
+                  "norm_min", "norm_max", "dedup", "pair_cos_min", "pair_cos_max", "on_overflow",
+                  "normalize", "max_rows", "sample", "shuffle", "seed", "no_checks")
+_TABLE_SUFFIXES = (".parquet", ".pq", ".arrow")
+
+
+def _pairs(value, option: str) -> list:
+    """COLUMN=VALUE texts from a dict, one such text, or a list of them (as the CLI repeats a
+    flag)."""
+    if value is None:
+        return []
+    if isinstance(value, dict):
+        return [f"{key}={item}" for key, item in value.items()]
+    if isinstance(value, str):
+        return [value]
+    try:
+        return [str(item) for item in value]
+    except TypeError:
+        raise Error(f"{option} must be a dict, a str or a list of str") from None
+
+
+def _split_text(value) -> Optional[str]:
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, dict):
+        return ",".join(f"{name}={fraction}" for name, fraction in value.items())
+    raise Error("split must be a dict {name: fraction} or 'train=0.9,val=0.1'")
+
+
+def _compress_text(value) -> Optional[str]:
+    if value is None or value is False:
+        return None
+    if value is True:
+        return "zstd"
+    if isinstance(value, int):
+        if value == 0:
+            return "none"
+        return f"zstd:{value}"
+    return str(value)
+
+
+def _is_table(value) -> bool:
+    module = type(value).__module__ or ""
+    return module.split(".")[0] in ("pyarrow", "datasets", "pandas")
+
+
+def _is_table_path(value) -> bool:
+    return isinstance(value, (str, os.PathLike)) and os.fspath(value).lower().endswith(
+        _TABLE_SUFFIXES)
+
+
+def _table_columns(source) -> dict:
+    try:
+        from ._arrow import table_columns
+    except ImportError as error:
+        raise Error(f"packing {type(source).__name__} needs pyarrow and gpucache's Arrow "
+                    f"support ({error})") from None
+    if (type(source).__module__ or "").startswith("pandas"):
+        try:
+            import pyarrow
+        except ImportError:
+            raise Error("packing a pandas DataFrame needs pyarrow") from None
+        source = pyarrow.Table.from_pandas(source, preserve_index=False)
+    return table_columns(source)
+
+
+def _sources(inputs):
+    """(input files, columns in memory)."""
+    if isinstance(inputs, dict):
+        return [], memory_columns(inputs)
+    if _is_table(inputs) or _is_table_path(inputs):
+        return [], memory_columns(_table_columns(inputs))
+    if isinstance(inputs, (str, os.PathLike)):
+        return [os.fspath(inputs)], []
+    try:
+        files = [os.fspath(item) for item in inputs]
+    except TypeError:
+        raise Error(f"pack() inputs must be files, a dict of columns, or a table, not "
+                    f"{type(inputs).__name__}") from None
+    if any(_is_table_path(f) for f in files):
+        raise Error("pack one Parquet or Arrow file at a time")
+    return files, []
+
+
+class _Reporter:
+    """progress=: a callable gets (done, total) bytes; True draws a tqdm bar when tqdm is
+    installed, else the CLI's progress line on stderr."""
+
+    def __init__(self, progress: ProgressArg, label: str):
+        self.callback, self.show_line, self._bar = None, False, None
+        if callable(progress):
+            self.callback = progress
+        elif progress:
+            try:
+                from tqdm.auto import tqdm
+            except ImportError:
+                self.show_line = True
+            else:
+                self._bar = tqdm(total=0, unit="B", unit_scale=True, unit_divisor=1024,
+                                 desc=label)
+                self.callback = self._update
+
+    def _update(self, done: int, total: int) -> None:
+        if self._bar.total != total:
+            self._bar.total = total
+        self._bar.update(done - self._bar.n)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+
+
+def _checks_texts(value) -> list:
+    """--checks texts from {column: "finite,norm"} or {column: ["finite", "norm:0:1"]}."""
+    if isinstance(value, dict):
+        return [f"{column}={checks if isinstance(checks, str) else ','.join(checks) or 'none'}"
+                for column, checks in value.items()]
+    return _pairs(value, "checks")
+
+
+def _part_text(value) -> Optional[str]:
+    if value is None or isinstance(value, str):
+        return value
+    try:
+        index, count = value
+    except (TypeError, ValueError):
+        raise Error('part must be "K/N" or a pair (K, N)') from None
+    return f"{index}/{count}"
+
+
+def pack(inputs, out=None, *, progress: ProgressArg = False, fields=None, roles=None, dtype=None,
+         split=None, shard_size=None, compress=None, rejects=None, checks=None, part=None,
+         append=None, **options) -> dict:
+    """Packs inputs into the dataset folder `out`, like `gpucache pack`, and returns the result
+    `gpucache pack --json` prints.
+
+    inputs: a file or a list of files (any format `gpucache pack` reads); a dict of columns in
+        memory, name -> numpy array, torch tensor, list of str (text), list of int lists
+        (sequences) or gpucache.VarColumn; or a pyarrow Table / RecordBatch, a Hugging Face
+        Dataset, a Parquet file (these need pyarrow).
+    The CLI's options as keyword arguments, '-' written '_': kind, fields ({column: path} or
+    ["column=path"]), roles ({column: role}), dtype ("f16" or {column: "bf16"}), split
+    ({"train": 0.9, "val": 0.1}), shard_size (bytes or "512M"), shard_rows, pad_to, compress
+    ("zstd", "zstd:9", 9 or True), threads, force, resume, device ("auto", "cpu", "cuda"),
+    norm_min, norm_max, dedup, pair_cos_min, pair_cos_max, on_overflow, normalize, max_rows,
+    sample, shuffle, seed, rejects (a path), checks ({column: "finite,norm"} or
+    {column: ["norm:0:1"]}; [] or "none" for no check), no_checks, part ("K/N" or (K, N): pack
+    partition K of N, see docs/scale.md), append (a dataset folder to add the rows to, instead of
+    out).
+    progress: a callable(done, total) told input bytes, True for a tqdm bar (or the CLI's line
+        when tqdm is missing), False for nothing.
+    """
+    files, memory = _sources(inputs)
+    keywords = {key: options.pop(key) for key in _PLAIN_OPTIONS if key in options}
+    if options:
+        raise Error(f"pack() got unknown options: {', '.join(sorted(options))}")
+    if (out is None) == (append is None):
+        raise Error("pack() needs out= (a new dataset folder) or append= (an existing dataset), "
+                    "one of them")
+    if append is not None:
+        keywords["append"] = os.fspath(append)
+    if checks is not None:
+        keywords["checks"] = _checks_texts(checks)
+    if part is not None:
+        keywords["part"] = _part_text(part)
+    keywords["fields"] = _pairs(fields, "fields")
+    keywords["roles"] = _pairs(roles, "roles")
+    if dtype is not None:
+        keywords["dtype"] = _pairs(dtype, "dtype")
+    keywords["split"] = _split_text(split)
+    if shard_size is not None:
+        keywords["shard_size"] = str(shard_size)
+    keywords["compress"] = _compress_text(compress)
+    if rejects is not None:
+        keywords["rejects"] = os.fspath(rejects)
+    reporter = _Reporter(progress, "pack")
+    try:
+        text = _gpucache.pack_json(files, os.fspath(out) if out is not None else "", memory,
+                                   keywords,
+                                   reporter.show_line, reporter.callback)
+    finally:
+        reporter.close()
+    return json.loads(text)
+
+
+def verify(path, deep: bool = False, *, threads: int = 0, device: str = "auto",
+           progress: ProgressArg = False) -> dict:
+    """Checks every byte of a dataset or shard, like `gpucache verify`: the report
+    `gpucache verify --json` prints. Corruption is reported, not raised: report["ok"] is False and
+    report["problems"] names each file, column and byte range. Raises gpucache.Error only when the
+    path cannot be read."""
+    reporter = _Reporter(progress, "verify")
+    try:
+        text = _gpucache.verify_json(os.fspath(path), deep, threads, device, reporter.show_line,
+                                     reporter.callback)
+    finally:
+        reporter.close()
+    return json.loads(text)
+
+
+def inspect(path) -> dict:
+    """A dataset's rows, columns, sizes and provenance, as `gpucache inspect --json` prints."""
+    return json.loads(_gpucache.inspect_json(os.fspath(path)))
+
+
+def probe(file, *, kind: Optional[str] = None, fields=None, roles=None):
+    """What is inside an input file and how pack would map it, as `gpucache probe --json` prints
+    for one file (a list for a list of files)."""
+    if not isinstance(file, (str, os.PathLike)):
+        return [probe(item, kind=kind, fields=fields, roles=roles) for item in file]
+    return json.loads(_gpucache.probe_json(os.fspath(file), kind, _pairs(fields, "fields"),
+                                           _pairs(roles, "roles")))
+
+
+def export(path, to: str = "npy", out=None, *, columns: Optional[Sequence[str]] = None,
+           threads: int = 0) -> dict:
+    """Writes a dataset's columns out as .npy files (out: a folder) or one .safetensors file, like
+    `gpucache export`; returns what `gpucache export --json` prints."""
+    if out is None:
+        raise Error("export() needs out=: a folder for npy, a file or folder for safetensors")
+    if isinstance(columns, str):
+        columns = [columns]
+    return json.loads(_gpucache.export_json(os.fspath(path), to, os.fspath(out),
+                                            list(columns or []), threads))
+
+
+def merge(parts, out, *, copy: bool = False) -> dict:
+    """Joins datasets (the parts of a `pack --part` run, or any datasets packed alike) into the new
+    dataset `out` by hard-linking their shards, like `gpucache merge`; copy=True copies shards that
+    lie on another file system. Returns what `gpucache merge --json` prints."""
+    if isinstance(parts, (str, os.PathLike)):
+        parts = [parts]
+    return json.loads(_gpucache.merge_json([os.fspath(p) for p in parts], os.fspath(out), copy))
