@@ -23,7 +23,7 @@ def _distributed_defaults(rank, world_size):
     return 0, 1
 
 
-_PLACEMENTS = ("device", "host_pinned")
+_PLACEMENTS = ("device", "host_pinned", "auto")
 _READ_MODES = ("auto", "mmap", "pread")
 
 
@@ -299,8 +299,6 @@ def load(path, device: str = "cuda", columns: Optional[Sequence[str]] = None,
     text_columns = [c["name"] for c in selected if c["kind"] == "text"]
 
     padded, sequences, shard_views, host, device_data = {}, {}, {}, None, None
-    if placement not in ("device", "host_pinned", "auto"):
-        raise Error(f"placement '{placement}' is not one of device, host_pinned, auto")
     reason = ""
     if device_index is None:
         placement = "cpu"
