@@ -46,8 +46,14 @@ struct ImageFiles {
 };
 
 ImageFiles write_image_files(const test_support::ScratchDir& scratch) {
-  ImageFiles files{scratch / "images.npy", scratch / "labels.npy", scratch / "keypoints.npy",
-                   scratch / "weights.npy", {}, {}, {}, {}};
+  ImageFiles files{scratch / "images.npy",
+                   scratch / "labels.npy",
+                   scratch / "keypoints.npy",
+                   scratch / "weights.npy",
+                   {},
+                   {},
+                   {},
+                   {}};
   for (std::uint64_t i = 0; i < kRows * 60; ++i)
     files.image_values.push_back(static_cast<std::uint8_t>(i * 7 % 251));
   for (std::uint64_t r = 0; r < kRows; ++r) {
@@ -94,8 +100,8 @@ TEST_CASE("an image dataset packs from one file per column, each column in its o
   options.output_dir = scratch / "ds";
   for (const char* text : {"images=", "labels=", "keypoints=", "weights="}) {
     const std::string name(text);
-    const std::string file = name == "images=" ? files.images
-                             : name == "labels=" ? files.labels
+    const std::string file = name == "images="      ? files.images
+                             : name == "labels="    ? files.labels
                              : name == "keypoints=" ? files.keypoints
                                                     : files.weights;
     options.fields.push_back(parse_field_spec(name + file));
@@ -199,6 +205,35 @@ TEST_CASE("token ids of varying length pack as a sequence column, empty rows inc
   }
   CHECK(manifest_json(options.output_dir)["columns"][1]["shape"] ==
         nlohmann::json::array({4, nullptr}));
+}
+
+TEST_CASE("rows of token ids, labels and text pack without flags, one column each") {
+  test_support::ScratchDir scratch;
+  {
+    std::ofstream jsonl(scratch / "tokens.jsonl");
+    jsonl << "{\"text\": \"a\", \"tokens\": [1, 2, 3], \"label\": 4}\n"
+          << "{\"text\": \"b\", \"tokens\": [], \"label\": 0}\n"
+          << "{\"text\": \"c\", \"tokens\": [7], \"label\": -1}\n";
+  }
+  const auto cli = test_support::run_cli(
+      {"pack", scratch / "tokens.jsonl", "-o", scratch / "ds", "--json", "-q"});
+  CAPTURE(cli.err);
+  REQUIRE(cli.exit_code == 0);
+  shard::ShardReader reader(scratch / "ds/shard-00000.gcs");
+  const auto& columns = reader.layout().columns;
+  const auto kind_of = [&](const std::string& name) {
+    const auto index = reader.find_column(name);
+    REQUIRE(index);
+    return std::pair{columns[*index].kind, columns[*index].dtype};
+  };
+  CHECK(kind_of("tokens") == std::pair{ColumnKind::sequence, DType::i64});
+  CHECK(kind_of("label") == std::pair{ColumnKind::tensor, DType::i64});
+  CHECK(kind_of("text").first == ColumnKind::text);
+  const auto third = reader.values(*reader.find_column("tokens"), 2);
+  std::int64_t seven = 0;
+  REQUIRE(third.size() == 8);
+  std::memcpy(&seven, third.data(), 8);
+  CHECK(seven == 7);
 }
 
 TEST_CASE("--split writes disjoint, complete, deterministic splits, one dataset each") {

@@ -354,7 +354,32 @@ class Detector {
                       "is." +
                       suggestions(vector_candidates, text_candidates));
     }
-    return std::nullopt;
+    return numbered_rows(first, path_of, description);
+  }
+
+  // Rows without a float vector (token ids and their text, labels, per-row tensors): every key
+  // whose value makes a column becomes one, the `tensors` layout, when one of them holds numbers.
+  // Lists of ints and 1-D int tensors of varying length map to sequence columns.
+  static std::optional<DetectedLayout> numbered_rows(
+      const Dict& first, const std::function<std::string(const std::string&)>& path_of,
+      const std::string& description) {
+    DetectedLayout layout{SourceKind::tensors, {}, description};
+    std::unordered_set<std::string> names;
+    bool numbers = false;
+    for (const auto& [key, value] : first.items) {
+      const bool text = value.as_string() != nullptr;
+      const List* list = value.as_list();
+      const bool numeric =
+          value.as_tensor() || value.as_int() || value.as_float() ||
+          (list && std::all_of(list->items.begin(), list->items.end(),
+                               [](const Value& item) { return item.as_int() || item.as_float(); }));
+      const std::string name = column_name_for(key);
+      if ((!text && !numeric) || name.empty() || !names.insert(name).second) continue;
+      numbers |= numeric;
+      layout.fields.push_back({name, path_of(key)});
+    }
+    if (!numbers) return std::nullopt;
+    return layout;
   }
 
   std::optional<DetectedLayout> dict_layout(const Dict& dict, const KeyPath& prefix, int depth) {
