@@ -81,8 +81,7 @@ TEST_CASE("verify exits 1 on corruption and names the shard in --json problems")
 
 TEST_CASE("bad input exits 2 with one line on stderr naming the file, and leaves no output") {
   test_support::ScratchDir scratch;
-  for (const char* name :
-       {"npy/object.npy", "npy/truncated.npy", "npy/missing.npy"}) {
+  for (const char* name : {"npy/object.npy", "npy/truncated.npy", "npy/missing.npy"}) {
     CAPTURE(name);
     const auto result = run_cli({"pack", data_path(name), "-o", scratch / "ds"});
     CHECK(result.exit_code == 2);

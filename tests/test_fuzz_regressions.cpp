@@ -6,9 +6,9 @@
 #include <filesystem>
 #include <string>
 
-#include "gpucache/shard/manifest.hpp"
 #include "gpucache/error.hpp"
 #include "gpucache/npy.hpp"
+#include "gpucache/shard/manifest.hpp"
 #include "test_support.hpp"
 
 using namespace gpucache;

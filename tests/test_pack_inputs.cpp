@@ -7,11 +7,11 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "gpucache/shard_io/shard_reader.hpp"
 #include "gpucache/error.hpp"
 #include "gpucache/input.hpp"
 #include "gpucache/pack.hpp"
 #include "gpucache/schema.hpp"
+#include "gpucache/shard_io/shard_reader.hpp"
 #include "gpucache/verify.hpp"
 #include "test_support.hpp"
 

@@ -41,9 +41,10 @@ TEST_CASE("chunk ranges cover the data region, and chunks_touching finds the chu
   REQUIRE(h.chunk_count >= 2);
   CHECK(chunk_range(h, 0).begin == h.data_offset);
   CHECK(chunk_range(h, h.chunk_count - 1).end == h.data_offset + h.data_size);
-  const auto touched = chunks_touching(h, {{h.data_offset + 10, h.data_offset + 20},
-                                           {h.data_offset + h.chunk_size - 1, h.data_offset + h.chunk_size + 1},
-                                           {h.data_offset + 5, h.data_offset + 5}});
+  const auto touched =
+      chunks_touching(h, {{h.data_offset + 10, h.data_offset + 20},
+                          {h.data_offset + h.chunk_size - 1, h.data_offset + h.chunk_size + 1},
+                          {h.data_offset + 5, h.data_offset + 5}});
   CHECK(touched == std::vector<std::uint64_t>{0, 1});
 }
 
@@ -52,8 +53,8 @@ TEST_CASE("every chunk of an intact shard hashes as recorded; a flipped byte is 
   for (std::uint64_t k = 0; k < s.layout.header.chunk_count; ++k) {
     CHECK(chunk_hash(s.file, s.layout, k, "s.gcs") == s.layout.chunks[k].hash);
     const ByteRange range = chunk_range(s.layout.header, k);
-    CHECK_NOTHROW(check_chunk_hash({s.file.data() + range.begin, range.end - range.begin},
-                                   s.layout, k, "s.gcs"));
+    CHECK_NOTHROW(check_chunk_hash({s.file.data() + range.begin, range.end - range.begin}, s.layout,
+                                   k, "s.gcs"));
   }
   const ByteRange first = chunk_range(s.layout.header, 0);
   s.file[first.begin + 64 * 2 + 4] ^= std::byte{1};  // row 2 of 'emb'
@@ -97,6 +98,6 @@ TEST_CASE("text offsets must start at 0, never decrease and end at the text size
   const Error error = bad_offset_error("s.gcs", s.layout.columns[1], 10, 2, 4096);
   CHECK(std::string(error.what()) ==
         "s.gcs: column 'caption' row 12, bytes 4096-4103: text offsets are not monotonic or do "
-        "not end at the " + std::to_string(s.layout.columns[1].aux_size) +
-        " text bytes: the shard is corrupt");
+        "not end at the " +
+            std::to_string(s.layout.columns[1].aux_size) + " text bytes: the shard is corrupt");
 }

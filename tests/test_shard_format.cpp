@@ -10,10 +10,10 @@
 #include <thread>
 
 #include "gpucache/common/hash.hpp"
+#include "gpucache/error.hpp"
 #include "gpucache/shard/shard_layout.hpp"
 #include "gpucache/shard_io/shard_reader.hpp"
 #include "gpucache/shard_io/shard_writer.hpp"
-#include "gpucache/error.hpp"
 #include "test_support.hpp"
 
 using namespace gpucache;
@@ -37,8 +37,11 @@ Sample make_sample(std::uint64_t rows, std::uint64_t dim, std::uint64_t pad_to) 
   Sample sample;
   std::mt19937 random(42);
   for (DType dtype : all_dtypes()) {
-    Column spec{std::string("col_") + std::string(dtype_name(dtype)), ColumnKind::tensor, dtype,
-                {dim}, padded_dim_for(dim, dtype, pad_to)};
+    Column spec{std::string("col_") + std::string(dtype_name(dtype)),
+                ColumnKind::tensor,
+                dtype,
+                {dim},
+                padded_dim_for(dim, dtype, pad_to)};
     sample.specs.push_back(spec);
     std::vector<std::byte> bytes(rows * dim * dtype_size(dtype));
     for (auto& b : bytes)
@@ -326,9 +329,8 @@ TEST_CASE("chunks hashed as they are stored match the bytes written") {
   // One f32 column of 3 default-size chunks and a bit: whole chunks are hashed by store(), the
   // rest by write(); the file must be the same as from an anonymous image filled in place.
   test_support::ScratchDir scratch;
-  const std::vector<Column> specs = {
-      {"embedding", ColumnKind::tensor, DType::f32, {1024}, 1024},
-      {"id", ColumnKind::tensor, DType::u64, {}, 1}};
+  const std::vector<Column> specs = {{"embedding", ColumnKind::tensor, DType::f32, {1024}, 1024},
+                                     {"id", ColumnKind::tensor, DType::u64, {}, 1}};
   const std::uint64_t pitch = 4096, rows = 3 * kDefaultChunkSize / pitch + 77;
   std::vector<std::byte> embedding(rows * pitch), ids(rows * 8);
   std::mt19937 random(7);

@@ -22,7 +22,8 @@ std::vector<std::byte> random_bytes(std::size_t size, unsigned seed) {
 
 std::uint64_t chunk_hash(const std::vector<std::byte>& data, std::uint64_t k) {
   const std::uint64_t begin = k * kChunk;
-  return gpucache::detail::xxh3_64(std::span(data).subspan(begin, std::min(kChunk, data.size() - begin)));
+  return gpucache::detail::xxh3_64(
+      std::span(data).subspan(begin, std::min(kChunk, data.size() - begin)));
 }
 
 }  // namespace

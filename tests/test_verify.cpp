@@ -4,10 +4,10 @@
 #include <filesystem>
 #include <random>
 
-#include "gpucache/shard/shard_layout.hpp"
 #include "gpucache/error.hpp"
 #include "gpucache/npy.hpp"
 #include "gpucache/pack.hpp"
+#include "gpucache/shard/shard_layout.hpp"
 #include "gpucache/verify.hpp"
 #include "test_support.hpp"
 

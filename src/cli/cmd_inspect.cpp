@@ -1,7 +1,7 @@
 #include <cstdio>
 
-#include "gpucache/inspect.hpp"
 #include "commands.hpp"
+#include "gpucache/inspect.hpp"
 
 namespace gpucache::cli {
 

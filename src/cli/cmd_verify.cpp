@@ -1,7 +1,7 @@
 #include <cstdio>
 
-#include "gpucache/verify.hpp"
 #include "commands.hpp"
+#include "gpucache/verify.hpp"
 
 namespace gpucache::cli {
 

@@ -36,5 +36,4 @@ class OutputDir {
   bool finished_ = false;
 };
 
-
 }  // namespace gpucache::detail

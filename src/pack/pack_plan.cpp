@@ -9,7 +9,6 @@
 
 namespace gpucache::detail {
 
-
 namespace {
 
 // --dtype (or its per-column form) converts float columns; integer and bool columns keep their

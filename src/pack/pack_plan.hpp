@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
+#include "gpucache/pack.hpp"
 #include "gpucache/shard/manifest.hpp"
 #include "gpucache/shard_io/shard_writer.hpp"
-#include "gpucache/pack.hpp"
 #include "pack_inputs.hpp"
 
 namespace gpucache::detail {
@@ -29,9 +29,8 @@ std::uint64_t aligned_rows_quantum(const std::vector<Column>& specs);
 // Splits the output rows into shards within shard_size bytes and shard_rows rows; a shard always
 // takes at least one row. Without shard_rows, a shard that is cut early holds a multiple of
 // aligned_rows_quantum rows whenever the budget fits one (SPEC.md, "Rows per shard").
-std::vector<ShardPlan> plan_shards(const std::vector<Column>& specs,
-                                   const PackInputs& inputs, std::span<const std::uint64_t> rows,
-                                   const PackOptions& options);
+std::vector<ShardPlan> plan_shards(const std::vector<Column>& specs, const PackInputs& inputs,
+                                   std::span<const std::uint64_t> rows, const PackOptions& options);
 
 // What a resumed run must agree on with the interrupted one: inputs (by content hash), options
 // and where every shard starts and ends.

@@ -22,7 +22,8 @@ std::uint64_t mix(std::uint64_t x) noexcept {
 
 SplitRule::SplitRule(std::vector<SplitSpec> splits, std::uint64_t seed)
     : splits_(std::move(splits)), seed_(seed) {
-  if (splits_.size() < 2) throw UsageError("--split needs at least two splits, e.g. train=0.9,val=0.1");
+  if (splits_.size() < 2)
+    throw UsageError("--split needs at least two splits, e.g. train=0.9,val=0.1");
   std::set<std::string> names;
   double total = 0;
   for (const auto& split : splits_) {
@@ -38,8 +39,8 @@ SplitRule::SplitRule(std::vector<SplitSpec> splits, std::uint64_t seed)
   for (std::size_t i = 0; i < splits_.size(); ++i) {
     running += splits_[i].fraction;
     // 2^64 * running, the last bound the whole range so every hash has a split.
-    bounds_.push_back(i + 1 == splits_.size() ? UINT64_MAX
-                                              : static_cast<std::uint64_t>(std::ldexp(running, 64)));
+    bounds_.push_back(
+        i + 1 == splits_.size() ? UINT64_MAX : static_cast<std::uint64_t>(std::ldexp(running, 64)));
   }
 }
 
@@ -50,7 +51,8 @@ std::size_t SplitRule::split_of(std::uint64_t global_row) const noexcept {
   return bounds_.size() - 1;
 }
 
-std::vector<std::vector<std::uint64_t>> SplitRule::assign(std::span<const std::uint64_t> rows) const {
+std::vector<std::vector<std::uint64_t>> SplitRule::assign(
+    std::span<const std::uint64_t> rows) const {
   std::vector<std::vector<std::uint64_t>> parts(splits_.size());
   for (std::uint64_t row : rows) parts[split_of(row)].push_back(row);
   return parts;

@@ -202,8 +202,8 @@ std::string probe_text(const InputData& data, const std::string& origin,
                        const ProbeOptions& options) {
   std::ostringstream out;
   if (data.columnar()) {
-    out << origin << ": " << data.columns.size() << " array" << (data.columns.size() == 1 ? "" : "s")
-        << '\n';
+    out << origin << ": " << data.columns.size() << " array"
+        << (data.columns.size() == 1 ? "" : "s") << '\n';
     for (const auto& column : data.columns) out << "  " << detail::array_text(column) << '\n';
   } else {
     TextRenderer(options, out).node(origin + ": ", data.tree, 0, 0);

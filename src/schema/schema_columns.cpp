@@ -12,7 +12,9 @@
 namespace gpucache::detail {
 namespace {
 
-bool integer_dtype(DType dtype) { return !dtype_is_float(dtype) && dtype != DType::boolean; }
+bool integer_dtype(DType dtype) {
+  return !dtype_is_float(dtype) && dtype != DType::boolean;
+}
 
 std::vector<std::uint64_t> extents(const std::vector<std::int64_t>& shape, std::size_t from) {
   std::vector<std::uint64_t> out;
@@ -238,8 +240,8 @@ class ColumnBuilder {
     std::vector<std::byte> bytes(rows.size() * dtype_size(dtype));
     for (std::size_t row = 0; row < rows.size(); ++row)
       store_number(*rows[row], dtype, bytes.data() + row * dtype_size(dtype));
-    own_matrix(Tensor::from_buffer(dtype, {static_cast<std::int64_t>(rows.size())},
-                                   std::move(bytes)));
+    own_matrix(
+        Tensor::from_buffer(dtype, {static_cast<std::int64_t>(rows.size())}, std::move(bytes)));
   }
 
   // Lists of numbers: of integers they are sequences (token ids; lengths may differ, a row may be
@@ -247,7 +249,8 @@ class ColumnBuilder {
   void from_number_list_rows(const std::vector<const Value*>& rows) {
     bool any_float = false;
     std::uint64_t total = 0;
-    const std::size_t first_length = rows.front()->as_list() ? rows.front()->as_list()->items.size() : 0;
+    const std::size_t first_length =
+        rows.front()->as_list() ? rows.front()->as_list()->items.size() : 0;
     bool same_length = true;
     for (std::size_t row = 0; row < rows.size(); ++row) {
       const List* list = rows[row]->as_list();

@@ -233,13 +233,19 @@ ColumnEntry decode_one_column(const std::byte* entry, const std::byte* shape_ent
       if (rank == 1 && (dim != 1 || column.padded_dim != 1))
         fail(path, named, "a rank-1 column must have dim and padded_dim 1");
       if (rank >= 3) {
-        if (!shape_entry) fail(path, named, "rank " + std::to_string(rank) + " needs a row-shape "
-                                            "table (header flags bit 1)");
+        if (!shape_entry)
+          fail(path, named,
+               "rank " + std::to_string(rank) +
+                   " needs a row-shape "
+                   "table (header flags bit 1)");
         if (shape_dims != static_cast<std::size_t>(rank - 1) ||
-            std::any_of(shape.begin(), shape.begin() + rank - 1, [](std::uint64_t d) { return d == 0; }))
-          fail(path, named, "the row-shape table does not give " + std::to_string(rank - 1) +
-                                " non-zero dimensions");
-        if (shape[rank - 2] != dim) fail(path, named, "the row-shape table's last dimension is not dim");
+            std::any_of(shape.begin(), shape.begin() + rank - 1,
+                        [](std::uint64_t d) { return d == 0; }))
+          fail(path, named,
+               "the row-shape table does not give " + std::to_string(rank - 1) +
+                   " non-zero dimensions");
+        if (shape[rank - 2] != dim)
+          fail(path, named, "the row-shape table's last dimension is not dim");
         column.row_shape.assign(shape.begin(), shape.begin() + rank - 1);
       } else {
         // SPEC.md "Row-shape table": a rank-r column's entry holds r - 1 dimensions, so a rank-2
@@ -292,7 +298,8 @@ std::vector<ColumnEntry> decode_columns(std::span<const std::byte> tables, const
                                         const std::string& path) {
   const auto expected = column_tables_size(header);
   if (!expected || *expected != tables.size())
-    fail(path, "column table", "the column tables are not " + std::to_string(tables.size()) + " bytes");
+    fail(path, "column table",
+         "the column tables are not " + std::to_string(tables.size()) + " bytes");
   const std::byte* shapes =
       header.has_row_shapes() ? tables.data() + header.column_count * kColumnEntrySize : nullptr;
   std::vector<ColumnEntry> columns;
@@ -329,8 +336,8 @@ Header decode_header(std::span<const std::byte> file, const std::string& path) {
   const auto computed_hash = detail::xxh3_64(file.first(248));
   if (stored_hash != computed_hash)
     fail(path, "header bytes 0-255",
-         "header hash mismatch (stored " + detail::hex64(stored_hash) + ", computed " + detail::hex64(computed_hash) +
-             "): the header is corrupt");
+         "header hash mismatch (stored " + detail::hex64(stored_hash) + ", computed " +
+             detail::hex64(computed_hash) + "): the header is corrupt");
   if (get<std::uint32_t>(in, 12) != kHeaderSize)
     fail(path, "header byte 12", "header_size is not 256");
   header.flags = get<std::uint64_t>(in, 16);
@@ -458,8 +465,9 @@ Layout decode_layout(std::span<const std::byte> file, const std::string& path) {
         fail(path, named, "a tensor column has text bytes");
     } else {
       if (column.aux_size % dtype_size(column.dtype) != 0)
-        fail(path, named, "its values are not a whole number of " +
-                              std::string(dtype_name(column.dtype)) + " elements");
+        fail(path, named,
+             "its values are not a whole number of " + std::string(dtype_name(column.dtype)) +
+                 " elements");
       auto rows_plus_one = detail::checked_add(h.row_count, 1);
       expected_data_size = rows_plus_one ? detail::checked_mul(*rows_plus_one, 8) : std::nullopt;
     }

@@ -1,9 +1,9 @@
 // RowConverter: pass 2 (and the standalone f32 -> f16/bf16 conversion) on either backend.
 #include <fmt/format.h>
 
+#include "compute_backend.hpp"
 #include "gpucache/error.hpp"
 #include "gpucache/validate.hpp"
-#include "compute_backend.hpp"
 
 namespace gpucache {
 namespace {

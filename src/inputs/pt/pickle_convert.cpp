@@ -2,8 +2,8 @@
 
 #include <unordered_map>
 
-#include "pt/pickle_text.hpp"
 #include "gpucache/common/checked_math.hpp"
+#include "pt/pickle_text.hpp"
 
 namespace gpucache::detail::pickle {
 namespace {

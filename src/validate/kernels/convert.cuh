@@ -1,5 +1,6 @@
 // CUDA launcher of the conversion pass (pass 2) and of the standalone f32 -> f16/bf16
-// conversion. No CUDA types: included by src/validate/compute_backend.cpp when the build has the CUDA backend.
+// conversion. No CUDA types: included by src/validate/compute_backend.cpp when the build has the
+// CUDA backend.
 #pragma once
 
 #include <cstddef>

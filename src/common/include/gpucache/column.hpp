@@ -66,7 +66,9 @@ struct GPUCACHE_API Column {
   std::uint64_t stored_row_elements() const noexcept;
   // Bytes from one stored row to the next. Shapes read from files must have been checked with
   // checked arithmetic (the shard decoder does) before this is trusted not to overflow.
-  std::uint64_t row_pitch_bytes() const noexcept { return stored_row_elements() * dtype_size(dtype); }
+  std::uint64_t row_pitch_bytes() const noexcept {
+    return stored_row_elements() * dtype_size(dtype);
+  }
   bool padded() const noexcept { return padded_dim != dim(); }
 
   bool operator==(const Column&) const = default;

@@ -43,8 +43,8 @@ void parallel_for(std::uint64_t count, unsigned threads, std::uint64_t grain, Fn
   std::mutex failure_mutex;
   auto work = [&] {
     try {
-      for (std::uint64_t block; !failed.load(std::memory_order_relaxed) &&
-                                (block = next.fetch_add(1)) < blocks;) {
+      for (std::uint64_t block;
+           !failed.load(std::memory_order_relaxed) && (block = next.fetch_add(1)) < blocks;) {
         const std::uint64_t begin = block * grain;
         fn(begin, std::min(count, begin + grain));
       }

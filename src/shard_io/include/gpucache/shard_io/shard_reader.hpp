@@ -11,9 +11,9 @@
 #include <string_view>
 #include <vector>
 
+#include "gpucache/common/mapped_file.hpp"
 #include "gpucache/shard/chunks.hpp"
 #include "gpucache/shard/shard_layout.hpp"
-#include "gpucache/common/mapped_file.hpp"
 
 namespace gpucache::shard {
 
