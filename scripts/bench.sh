@@ -25,10 +25,12 @@ if [ "$help" = 0 ]; then
   echo "bench: building gpucache_cli" >&2
   cmake --build "$build_dir" --target gpucache_cli --parallel "$(nproc)" >&2
   # The validation microbenchmark exists once the validation engine is in the tree.
-  if cmake --build "$build_dir" --target help 2>/dev/null | grep gpucache_bench_validate >/dev/null; then
-    echo "bench: building gpucache_bench_validate" >&2
-    cmake --build "$build_dir" --target gpucache_bench_validate --parallel "$(nproc)" >&2
-  fi
+  for tool in gpucache_bench_validate gpucache_bench_open_slice; do
+    if cmake --build "$build_dir" --target help 2>/dev/null | grep "$tool" >/dev/null; then
+      echo "bench: building $tool" >&2
+      cmake --build "$build_dir" --target "$tool" --parallel "$(nproc)" >&2
+    fi
+  done
 fi
 
 venv=$("$root/scripts/bench/setup-venv.sh")

@@ -273,6 +273,34 @@ def validation_cpu(ctx: Context) -> list:
     return results
 
 
+def open_slice(ctx: Context) -> list:
+    """A rank's slice of a dataset of many shards: open it and map one row (Dataset::open,
+    select_rows(0, 1), to_host: the work under gpucache.load(path, rows=(0, 1), device="cpu")),
+    for 10,000 and 100,000 one-row shards against 10. The datasets are kept under the bench's
+    output folder (or GPUCACHE_BENCH_DIR, as scripts/bench/open_slice.sh uses) for reruns (about
+    0.9 GB for 100,000 shards)."""
+    binary = ctx.native("gpucache_bench_open_slice")
+    work = Path(os.environ.get("GPUCACHE_BENCH_DIR") or ctx.out / "open-slice")
+    work.mkdir(parents=True, exist_ok=True)
+    seconds = {}
+    for shards in (10, 10_000, 100_000):
+        run = benchlib.run_command([binary, work / f"shards-{shards}", shards, ctx.reps],
+                                   capture=True)
+        data = json.loads(run.stdout.strip().splitlines()[-1])
+        seconds[shards] = (data["open_one_row_s"], data["manifest_bytes"])
+    peer = Measure("10 shards", Stats([seconds[10][0]]), "gpucache_bench_open_slice DIR 10")
+    return [Comparison(id=f"open_slice_{shards}_vs_10", group="cpu", section="load",
+                       title=f"open one row of {shards:,} shards vs of 10 shards",
+                       subject=Measure(f"{shards:,} shards", Stats([seconds[shards][0]]),
+                                       f"gpucache_bench_open_slice DIR {shards}"),
+                       peer=peer,
+                       notes=f"median of {ctx.reps} runs after one warm-up, warm page cache; "
+                             f"manifest {benchlib.human_bytes(seconds[shards][1])}; the shard "
+                             "holding the row is mapped and its header checked against the "
+                             "manifest before its row is used")
+            for shards in (10_000, 100_000)]
+
+
 # --- loaders -------------------------------------------------------------------------------
 
 LOADERS = {

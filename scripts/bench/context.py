@@ -64,8 +64,8 @@ class Context:
     def native(self, name: str) -> Path:
         path = self.build_dir / "scripts" / "bench" / "native" / name
         if not path.exists():
-            raise NotAvailable(f"{name} is not built (needs src/validate/include/gpucache/validate.hpp: the "
-                               "validation engine)")
+            raise NotAvailable(f"{name} is not built (scripts/bench.sh builds it: "
+                               "scripts/bench/native)")
         return path
 
 

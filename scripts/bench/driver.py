@@ -28,7 +28,7 @@ import targets  # noqa: E402
 from benchlib import CommandFailed, Comparison, NotAvailable, NotMeasured, human_bytes, log  # noqa
 from context import Context, probe_features, python_version_info  # noqa: E402
 
-SECTIONS = ["tools", "validation", "loads", "pipeline", "gpu"]
+SECTIONS = ["tools", "validation", "loads", "scale", "pipeline", "gpu"]
 
 # (default, --quick) per size option.
 DEFAULTS = {
@@ -259,6 +259,10 @@ def main(argv=None) -> int:
         runner.run("load + pass vs cat", lambda: cases_cpu.load_pass_vs_cat(ctx, load_table), [
             ph(f"load_pass_verify{v}_vs_cat", f"load (verify={bool(v)}) + full pass vs cat",
                "load") for v in (0, 1)])
+    if "scale" in sections:
+        runner.run("open a slice of many shards", lambda: cases_cpu.open_slice(ctx), [
+            ph(f"open_slice_{n}_vs_10", f"open one row of {n} shards", "load")
+            for n in (10000, 100000)])
     if "pipeline" in sections:
         runner.run("users' loader vs pack + load", lambda: cases_cpu.unified(ctx), [
             ph("unified_first_run", "training start, first run", "pipeline"),

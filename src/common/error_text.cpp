@@ -3,38 +3,10 @@
 #include <algorithm>
 #include <utility>
 
+#include "gpucache/common/utf8.hpp"
+
 namespace gpucache::detail {
 namespace {
-
-// The length of the well-formed UTF-8 sequence of two or more bytes at text[pos], or 0 (an
-// ASCII byte, or bytes that are not UTF-8: overlong, surrogates, beyond U+10FFFF, cut short).
-std::size_t utf8_sequence(std::string_view text, std::size_t pos) noexcept {
-  const auto lead = static_cast<unsigned char>(text[pos]);
-  std::size_t length;
-  char32_t value;
-  if (lead >= 0xc2 && lead <= 0xdf) {
-    length = 2;
-    value = lead & 0x1f;
-  } else if (lead >= 0xe0 && lead <= 0xef) {
-    length = 3;
-    value = lead & 0x0f;
-  } else if (lead >= 0xf0 && lead <= 0xf4) {
-    length = 4;
-    value = lead & 0x07;
-  } else {
-    return 0;
-  }
-  if (text.size() - pos < length) return 0;
-  for (std::size_t i = 1; i < length; ++i) {
-    const auto next = static_cast<unsigned char>(text[pos + i]);
-    if ((next & 0xc0) != 0x80) return 0;
-    value = (value << 6) | (next & 0x3f);
-  }
-  static constexpr char32_t kMinimum[] = {0, 0, 0x80, 0x800, 0x10000};
-  if (value < kMinimum[length] || value > 0x10ffff || (value >= 0xd800 && value <= 0xdfff))
-    return 0;
-  return length;
-}
 
 void append_hex(std::string& out, unsigned char byte) {
   static constexpr char kDigits[] = "0123456789abcdef";
@@ -49,7 +21,7 @@ void append_hex(std::string& out, unsigned char byte) {
 std::size_t append_escaped(std::string& out, std::string_view text, std::size_t pos, char quote,
                            bool escape_backslash = true) {
   const auto byte = static_cast<unsigned char>(text[pos]);
-  if (const std::size_t length = utf8_sequence(text, pos)) {
+  if (const std::size_t length = byte < 0x80 ? 0 : utf8_sequence_length(text, pos)) {
     out.append(text.substr(pos, length));
     return length;
   }

@@ -4,6 +4,7 @@
 #include <string_view>
 
 #include "gpucache/common/checked_math.hpp"
+#include "gpucache/common/utf8.hpp"
 #include "gpucache/common/xxh3.hpp"
 #include "gpucache/error.hpp"
 
@@ -12,42 +13,6 @@ namespace {
 
 std::string origin(const MemoryColumn& column) {
   return "memory:" + column.name;
-}
-
-// The byte offset of the first invalid UTF-8 sequence in text, or text.size() when it is valid
-// (no overlong forms, no surrogates, nothing above U+10FFFF).
-std::size_t invalid_utf8(std::string_view text) {
-  std::size_t i = 0;
-  while (i < text.size()) {
-    const auto byte = static_cast<unsigned char>(text[i]);
-    if (byte < 0x80) {
-      ++i;
-      continue;
-    }
-    std::size_t length = 0;
-    unsigned char low = 0x80, high = 0xBF;  // allowed range of the second byte
-    if (byte >= 0xC2 && byte <= 0xDF) {
-      length = 2;
-    } else if (byte >= 0xE0 && byte <= 0xEF) {
-      length = 3;
-      if (byte == 0xE0) low = 0xA0;
-      if (byte == 0xED) high = 0x9F;
-    } else if (byte >= 0xF0 && byte <= 0xF4) {
-      length = 4;
-      if (byte == 0xF0) low = 0x90;
-      if (byte == 0xF4) high = 0x8F;
-    } else {
-      return i;
-    }
-    if (i + length > text.size()) return i;
-    for (std::size_t k = 1; k < length; ++k) {
-      const auto next = static_cast<unsigned char>(text[i + k]);
-      const unsigned char lo = k == 1 ? low : 0x80, hi = k == 1 ? high : 0xBF;
-      if (next < lo || next > hi) return i;
-    }
-    i += length;
-  }
-  return text.size();
 }
 
 void check_offsets(const MemoryColumn& column, std::uint64_t values) {
@@ -126,7 +91,7 @@ InputColumn variable_column(const MemoryColumn& memory) {
   const std::int64_t* offsets = memory.offsets.data();
   if (memory.kind == ColumnKind::text) {
     const std::string_view all(reinterpret_cast<const char*>(values), memory.values.size());
-    const std::size_t bad = invalid_utf8(all);
+    const std::size_t bad = detail::first_invalid_utf8(all);
     if (bad != all.size()) {
       std::uint64_t row = 0;
       while (static_cast<std::uint64_t>(offsets[row + 1]) <= bad) ++row;

@@ -7,6 +7,7 @@
 #include "gpucache/common/byte_reader.hpp"
 #include "gpucache/common/checked_math.hpp"
 #include "gpucache/common/error_text.hpp"
+#include "gpucache/common/utf8.hpp"
 #include "gpucache/error.hpp"
 
 namespace gpucache::detail {
@@ -237,41 +238,6 @@ void append_utf8(std::string& out, char32_t code) {
     out += static_cast<char>(0x80 | ((code >> 6) & 0x3f));
     out += static_cast<char>(0x80 | (code & 0x3f));
   }
-}
-
-bool valid_utf8(std::string_view text) noexcept {
-  std::size_t pos = 0;
-  while (pos < text.size()) {
-    const auto lead = static_cast<unsigned char>(text[pos]);
-    std::size_t length;
-    char32_t value;
-    if (lead < 0x80) {
-      ++pos;
-      continue;
-    } else if (lead >= 0xc2 && lead <= 0xdf) {
-      length = 2;
-      value = lead & 0x1f;
-    } else if (lead >= 0xe0 && lead <= 0xef) {
-      length = 3;
-      value = lead & 0x0f;
-    } else if (lead >= 0xf0 && lead <= 0xf4) {
-      length = 4;
-      value = lead & 0x07;
-    } else {
-      return false;
-    }
-    if (text.size() - pos < length) return false;
-    for (std::size_t i = 1; i < length; ++i) {
-      const auto next = static_cast<unsigned char>(text[pos + i]);
-      if ((next & 0xc0) != 0x80) return false;
-      value = (value << 6) | (next & 0x3f);
-    }
-    static constexpr char32_t kMinimum[] = {0, 0, 0x80, 0x800, 0x10000};
-    if (value < kMinimum[length] || value > 0x10ffff || (value >= 0xd800 && value <= 0xdfff))
-      return false;
-    pos += length;
-  }
-  return true;
 }
 
 // "[3]" or "[1, 2]": an element's index, for messages.

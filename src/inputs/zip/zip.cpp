@@ -10,6 +10,7 @@
 #include "gpucache/common/checked_math.hpp"
 #include "gpucache/common/error_text.hpp"
 #include "gpucache/common/parallel.hpp"
+#include "gpucache/common/utf8.hpp"
 #include "gpucache/error.hpp"
 
 namespace gpucache::detail {
@@ -52,42 +53,6 @@ constexpr char16_t kCp437High[128] = {
     0x03b1, 0x00df, 0x0393, 0x03c0, 0x03a3, 0x03c3, 0x00b5, 0x03c4, 0x03a6, 0x0398, 0x03a9, 0x03b4,
     0x221e, 0x03c6, 0x03b5, 0x2229, 0x2261, 0x00b1, 0x2265, 0x2264, 0x2320, 0x2321, 0x00f7, 0x2248,
     0x00b0, 0x2219, 0x00b7, 0x221a, 0x00b2, 0x25a0};
-
-bool valid_utf8(std::string_view text) noexcept {
-  std::size_t pos = 0;
-  while (pos < text.size()) {
-    const auto lead = static_cast<unsigned char>(text[pos]);
-    if (lead < 0x80) {
-      ++pos;
-      continue;
-    }
-    std::size_t length;
-    char32_t value;
-    if (lead >= 0xc2 && lead <= 0xdf) {
-      length = 2;
-      value = lead & 0x1f;
-    } else if (lead >= 0xe0 && lead <= 0xef) {
-      length = 3;
-      value = lead & 0x0f;
-    } else if (lead >= 0xf0 && lead <= 0xf4) {
-      length = 4;
-      value = lead & 0x07;
-    } else {
-      return false;
-    }
-    if (text.size() - pos < length) return false;
-    for (std::size_t i = 1; i < length; ++i) {
-      const auto next = static_cast<unsigned char>(text[pos + i]);
-      if ((next & 0xc0) != 0x80) return false;
-      value = (value << 6) | (next & 0x3f);
-    }
-    static constexpr char32_t kMinimum[] = {0, 0, 0x80, 0x800, 0x10000};
-    if (value < kMinimum[length] || value > 0x10ffff || (value >= 0xd800 && value <= 0xdfff))
-      return false;
-    pos += length;
-  }
-  return true;
-}
 
 // A stored name as text: UTF-8 as it is when flag bit 11 says so (refused when it is not valid,
 // as Python refuses it), otherwise CP437.
