@@ -301,6 +301,60 @@ def open_slice(ctx: Context) -> list:
             for shards in (10_000, 100_000)]
 
 
+def stream_cpu(ctx: Context) -> list:
+    """Shuffled batches on the CPU: gpucache.stream against torch's DataLoader over a
+    TensorDataset (the best of 0 and 2 workers) and GPUBatches over the resident dataset, in rows
+    per second; and block mode's read rate against reading the shard files sequentially (cat)."""
+    dataset = ctx.dataset("embeddings")
+    size = benchlib.tree_bytes(dataset)
+    data = ctx.child("stream_child.py", ["--dataset", dataset, "--npy", ctx.files["emb.npy"],
+                                         "--reps", max(1, min(ctx.reps, 3))])
+    if "not_available" in data:
+        raise NotAvailable(data["not_available"])
+    # Rows per second -> seconds per row, so that Stats' median and the ratio read as times.
+    def per_row(name):
+        return Stats([1.0 / r for r in data[name]["rows_per_s"]])
+    loaders = [f"dataloader_{w}_workers" for w in (0, 2)]
+    best = max(loaders, key=lambda name: max(data[name]["rows_per_s"]))
+    row_bytes = size / ctx.params.embed_rows
+    stream = Measure("gpucache.stream(device='cpu', shuffle=True)", per_row("stream_full"),
+                     "gpucache.stream(path, device='cpu', batch_size=1024)", None, rate=False)
+    results = [
+        Comparison(id="stream_full_vs_dataloader", group="cpu", section="load",
+                   title="shuffled batches on the CPU: gpucache.stream vs torch DataLoader "
+                         "(TensorDataset, shuffle, best of 0 and 2 workers)",
+                   subject=stream,
+                   peer=Measure(f"DataLoader(TensorDataset, shuffle=True, "
+                                f"num_workers={best.split('_')[1]})", per_row(best), None, None,
+                                rate=False),
+                   notes="times are seconds per row (ratio = rows per second against the peer's); "
+                         "the DataLoader holds the whole tensor in memory, the stream reads the "
+                         "shards and hashes every chunk once per epoch",
+                   extra={name: data[name] for name in data}),
+        Comparison(id="stream_full_vs_gpubatches_cpu", group="cpu", section="load",
+                   title="shuffled batches on the CPU: gpucache.stream vs GPUBatches over the "
+                         "loaded dataset", subject=stream,
+                   peer=Measure("GPUBatches(gpucache.load(device='cpu'))",
+                                per_row("gpubatches_cpu"), None, None, rate=False)),
+    ]
+    # Block mode against reading the same bytes in order: seconds per byte on both sides.
+    shard_files = sorted(str(p) for p in Path(dataset).glob("shard-*.gcs"))
+    warm_read(dataset)
+    cat = interleaved({"cat": lambda: time_command(["sh", "-c", 'cat "$@" > /dev/null', "sh",
+                                                    *shard_files])}, ctx.reps)["cat"]
+    block = Stats([row_bytes and 1.0 / (r * row_bytes) * size
+                   for r in data["stream_block"]["rows_per_s"]])
+    results.append(Comparison(
+        id="stream_block_vs_sequential_read", group="cpu", section="load",
+        title="gpucache.stream block mode vs cat of the shard files (read rate, warm cache)",
+        subject=Measure("gpucache.stream(block_rows=16384, window_blocks=4)", block,
+                        "block mode, time scaled to the dataset's bytes", size),
+        peer=Measure("cat shard-*.gcs > /dev/null", cat, "cat shard-*.gcs > /dev/null", size),
+        notes="block mode shuffles blocks of 16 batches and rows within windows of 4 blocks; "
+              "its time per row is scaled to the whole dataset's bytes"))
+    return results
+
+
 # --- loaders -------------------------------------------------------------------------------
 
 LOADERS = {

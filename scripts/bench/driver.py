@@ -259,6 +259,10 @@ def main(argv=None) -> int:
         runner.run("load + pass vs cat", lambda: cases_cpu.load_pass_vs_cat(ctx, load_table), [
             ph(f"load_pass_verify{v}_vs_cat", f"load (verify={bool(v)}) + full pass vs cat",
                "load") for v in (0, 1)])
+    if "loads" in sections:
+        runner.run("stream vs DataLoader", lambda: cases_cpu.stream_cpu(ctx), [
+            ph("stream_full_vs_dataloader", "gpucache.stream vs DataLoader", "load"),
+            ph("stream_block_vs_sequential_read", "stream block mode vs cat", "load")])
     if "scale" in sections:
         runner.run("open a slice of many shards", lambda: cases_cpu.open_slice(ctx), [
             ph(f"open_slice_{n}_vs_10", f"open one row of {n} shards", "load")
