@@ -313,7 +313,8 @@ TEST_CASE("--column chooses columns in the dataset's order; unknown names are re
   const auto st = export_dataset(
       scratch / "ds",
       options_for(ExportFormat::safetensors, scratch / "some.safetensors", {"label", "image"}));
-  const Dict& dict = *read_safetensors(st.output).as_dict();
+  const Value root = read_safetensors(st.output);  // owns the dict
+  const Dict& dict = *root.as_dict();
   REQUIRE(dict.items.size() == 3);
   CHECK(dict.items[1].first == "image");
   CHECK(dict.items[2].first == "label");

@@ -236,6 +236,7 @@ void read_hyperslab(const Hdf5Dataset& dataset, std::uint64_t first, std::uint64
 
 void wire_tensor(InputColumn& column, const std::shared_ptr<Hdf5Dataset>& dataset) {
   column.read_rows = [dataset](std::uint64_t first, std::uint64_t count, std::span<std::byte> out) {
+    if (count == 0) return;
     const Hdf5Guard guard;
     if (dataset->mapped) {
       std::memcpy(out.data(),
@@ -355,6 +356,7 @@ void wire_sequence(InputColumn& column, const std::shared_ptr<Hdf5Dataset>& data
   };
   column.read_sequence = [dataset, load, itemsize](std::uint64_t row, std::span<std::byte> out) {
     load();
+    if (out.empty()) return;  // an empty row: memcpy may not be given the null pointer it has
     std::memcpy(out.data(),
                 dataset->sequence_values.data() + dataset->sequence_offsets[row] * itemsize,
                 out.size());
