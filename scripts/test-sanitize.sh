@@ -12,6 +12,8 @@ build_dir=${GPUCACHE_ASAN_BUILD_DIR:-$root/build-asan}
 GPUCACHE_BUILD_DIR=$build_dir GPUCACHE_BUILD_TYPE=RelWithDebInfo "$root/scripts/build.sh" \
   -DGPUCACHE_SANITIZE=ON -DGPUCACHE_CUDA=OFF "$@"
 # abort_on_error: a report kills the test with a signal CTest cannot mistake for a pass.
-export ASAN_OPTIONS=${ASAN_OPTIONS:-abort_on_error=1:detect_leaks=1:check_initialization_order=1:strict_init_order=1}
+# Suppressions cover third-party libraries only (scripts/sanitizer/*.supp say which and why).
+export ASAN_OPTIONS=${ASAN_OPTIONS:-abort_on_error=1:detect_leaks=1:check_initialization_order=1:strict_init_order=1:suppressions=$root/scripts/sanitizer/asan.supp}
+export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$root/scripts/sanitizer/lsan.supp}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 ctest --test-dir "$build_dir" --output-on-failure --parallel "$(nproc)"
