@@ -28,7 +28,37 @@ def check_state(state: dict, current: dict, what: str) -> None:
                         f"but this one has {key}={current[key]!r}: the order would differ")
 
 
-class GPUBatches:
+class Resumable:
+    """state_dict/load_state_dict for GPUBatches and Stream, which keep the same position
+    attributes (_position, _next_epoch, _resume_at) and order options, so either may resume from
+    the other's state."""
+
+    _what = "GPUBatches"
+
+    def state_dict(self) -> dict:
+        """Where iteration stands: resuming from it (load_state_dict) yields exactly the batches
+        an uninterrupted run would have yielded next. Plain ints and bools."""
+        if self._position is None:
+            epoch, batch = self._next_epoch, self._resume_at
+        else:
+            epoch, batch = self._position
+        return {"epoch": epoch, "batch": batch, "rows": self._rows, "shuffle": self.shuffle,
+                "seed": self.seed, "drop_last": self.drop_last, "block_rows": self.block_rows,
+                "window_blocks": self.window_blocks, "batch_size": self.batch_size,
+                "world_size": self.world_size, "rank": self.rank}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Resumes at the saved epoch and batch. Another world size or batch size resumes at the
+        same place of the epoch's global order, rounded down to a whole batch (resume_batch)."""
+        check_state(state, {"rows": self._rows, "shuffle": self.shuffle, "seed": self.seed,
+                            "drop_last": self.drop_last, "block_rows": self.block_rows,
+                            "window_blocks": self.window_blocks}, self._what)
+        self._next_epoch = int(state["epoch"])
+        self._resume_at = resume_batch(state, self.batch_size, self.world_size)
+        self._position = None
+
+
+class GPUBatches(Resumable):
     """Iterates over batches of a loaded Dataset: dicts name → batch of batch_size rows.
 
     The order is gpucache's stateless batch order (docs/python.md "Batch order"): a keyed
@@ -137,28 +167,6 @@ class GPUBatches:
     def batch_indices(self, epoch: int, batch: int):
         """The row indices of batch `batch` of an epoch, from its index alone."""
         return self._batch_order(epoch).batch(batch)
-
-    def state_dict(self) -> dict:
-        """Where iteration stands: resuming from it (load_state_dict) yields exactly the batches
-        an uninterrupted run would have yielded next. Plain ints and bools."""
-        if self._position is None:
-            epoch, batch = self._next_epoch, self._resume_at
-        else:
-            epoch, batch = self._position
-        return {"epoch": epoch, "batch": batch, "rows": self._rows, "shuffle": self.shuffle,
-                "seed": self.seed, "drop_last": self.drop_last, "block_rows": self.block_rows,
-                "window_blocks": self.window_blocks, "batch_size": self.batch_size,
-                "world_size": self.world_size, "rank": self.rank}
-
-    def load_state_dict(self, state: dict) -> None:
-        """Resumes at the saved epoch and batch. Another world size or batch size resumes at the
-        same place of the epoch's global order, rounded down to a whole batch (resume_batch)."""
-        check_state(state, {"rows": self._rows, "shuffle": self.shuffle, "seed": self.seed,
-                            "drop_last": self.drop_last, "block_rows": self.block_rows,
-                            "window_blocks": self.window_blocks}, "GPUBatches")
-        self._next_epoch = int(state["epoch"])
-        self._resume_at = resume_batch(state, self.batch_size, self.world_size)
-        self._position = None
 
     def _gather(self, index) -> Dict[str, object]:
         batch = {}

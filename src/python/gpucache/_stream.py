@@ -7,7 +7,7 @@ import os
 from typing import Iterator, Optional, Sequence
 
 from . import _arrays
-from ._batches import check_state, resume_batch
+from ._batches import Resumable
 from ._dataset import _distributed_defaults, _resolve_device
 from ._gpucache import Error, NativeDataset, NativeStream
 from ._sequences import pad_sequences
@@ -18,7 +18,7 @@ except ImportError:
     _Iterable = object
 
 
-class Stream(_Iterable):
+class Stream(Resumable, _Iterable):
     """An iterable of batches (dicts name → batch) read from the shards; see gpucache.stream.
 
     Each iteration is one epoch; set_epoch(e) chooses the next one, state_dict() and
@@ -29,6 +29,8 @@ class Stream(_Iterable):
     A torch IterableDataset: DataLoader(stream, batch_size=None) passes its batches through
     (keep num_workers=0: the stream has its own reader threads, and each worker would read
     every batch)."""
+
+    _what = "stream"
 
     def __init__(self, native_dataset, *, device_name, device_index, batch_size, shuffle, seed,
                  rank, world_size, drop_last, block_rows, window_blocks, prefetch, threads,
@@ -74,26 +76,6 @@ class Stream(_Iterable):
         if epoch != self._next_epoch:
             self._resume_at = 0
         self._next_epoch = epoch
-        self._position = None
-
-    def state_dict(self) -> dict:
-        """Where iteration stands (plain ints and bools); the same keys as GPUBatches', so either
-        may resume from the other's state."""
-        if self._position is None:
-            epoch, batch = self._next_epoch, self._resume_at
-        else:
-            epoch, batch = self._position
-        return {"epoch": epoch, "batch": batch, "rows": self._rows, "shuffle": self.shuffle,
-                "seed": self.seed, "drop_last": self.drop_last, "block_rows": self.block_rows,
-                "window_blocks": self.window_blocks, "batch_size": self.batch_size,
-                "world_size": self.world_size, "rank": self.rank}
-
-    def load_state_dict(self, state: dict) -> None:
-        check_state(state, {"rows": self._rows, "shuffle": self.shuffle, "seed": self.seed,
-                            "drop_last": self.drop_last, "block_rows": self.block_rows,
-                            "window_blocks": self.window_blocks}, "stream")
-        self._next_epoch = int(state["epoch"])
-        self._resume_at = resume_batch(state, self.batch_size, self.world_size)
         self._position = None
 
     def stats(self) -> dict:
