@@ -9,11 +9,17 @@ if(NOT GPUCACHE_CUDA STREQUAL "OFF")
   include(CheckLanguage)
   check_language(CUDA)
   if(CMAKE_CUDA_COMPILER)
-    # (CUDAARCHS in the environment, which enable_language reads, chooses too: scripts/test.sh
-    # sets it for `pip install .` as scripts/build.sh chooses.)
-    if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES AND NOT DEFINED ENV{CUDAARCHS})
-      # Ampere, Ampere consumer, Ada, Hopper, Blackwell consumer, plus PTX for newer parts.
-      set(CMAKE_CUDA_ARCHITECTURES "80-real;86-real;89-real;90-real;120-real;120-virtual")
+    # CUDAARCHS in the environment chooses too (scripts/test.sh sets it for `pip install .` as
+    # scripts/build.sh chooses). It is read here rather than left to enable_language, which reads
+    # it only on a build directory's first configure: a later `pip install .` with CUDAARCHS
+    # would otherwise find the language enabled and no architectures at all.
+    if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+      if(DEFINED ENV{CUDAARCHS})
+        set(CMAKE_CUDA_ARCHITECTURES "$ENV{CUDAARCHS}")
+      else()
+        # Ampere, Ampere consumer, Ada, Hopper, Blackwell consumer, plus PTX for newer parts.
+        set(CMAKE_CUDA_ARCHITECTURES "80-real;86-real;89-real;90-real;120-real;120-virtual")
+      endif()
     endif()
     enable_language(CUDA)
     find_package(CUDAToolkit REQUIRED)
