@@ -12,6 +12,7 @@
 
 #include "gpucache/npy.hpp"
 #include "gpucache/runtime.hpp"
+#include "pack_test_support.hpp"
 #include "test_support.hpp"
 
 using namespace gpucache;
@@ -60,11 +61,6 @@ void verify_ok(const std::string& dataset) {
   CHECK(result.exit_code == 0);
 }
 
-nlohmann::json manifest_of(const std::string& dataset) {
-  std::ifstream in(dataset + "/manifest.json");
-  return nlohmann::json::parse(in);
-}
-
 // Every column of the dataset exported as .npy, read back as bytes.
 std::map<std::string, std::vector<char>> exported(const std::string& dataset,
                                                   const ScratchDir& scratch) {
@@ -109,7 +105,7 @@ void check_same_as_single_pack(const ScratchDir& scratch, const std::string& mer
   const std::string single = scratch / "single";
   pack_ok(with(with(inputs, {"-o", single}), options));
   CHECK(exported(merged, scratch) == exported(single, scratch));
-  const auto a = manifest_of(merged), b = manifest_of(single);
+  const auto a = test_support::manifest_json(merged), b = test_support::manifest_json(single);
   CHECK(a["rows"] == b["rows"]);
   CHECK(a["dropped"] == b["dropped"]);
   CHECK(a["rows_checked"] == b["rows_checked"]);
@@ -135,16 +131,16 @@ TEST_CASE("four parts of whole files, merged, equal one pack of the sorted input
   std::sort(inputs.begin(), inputs.end());
   check_same_as_single_pack(scratch, merged, inputs, options);
   // The parts follow the documented rule: part K gets files [K*7/4, (K+1)*7/4).
-  CHECK(manifest_of(scratch / "part-0")["inputs"].size() == 1);
-  CHECK(manifest_of(scratch / "part-3")["inputs"].size() == 2);
-  CHECK(manifest_of(scratch / "part-3")["part"]["first_input"] == 5);
-  const auto merge = manifest_of(merged)["merge"];
+  CHECK(test_support::manifest_json(scratch / "part-0")["inputs"].size() == 1);
+  CHECK(test_support::manifest_json(scratch / "part-3")["inputs"].size() == 2);
+  CHECK(test_support::manifest_json(scratch / "part-3")["part"]["first_input"] == 5);
+  const auto merge = test_support::manifest_json(merged)["merge"];
   CHECK(merge["parts"].size() == 4);
   CHECK(merge["parts"][2]["part"]["index"] == 2);
-  CHECK(manifest_of(merged)["segments"].size() == 4);
+  CHECK(test_support::manifest_json(merged)["segments"].size() == 4);
   // The runtime reads the merged dataset, every shard checked against its segment.
   const auto host = runtime::Dataset::open(merged).to_host();
-  CHECK(host.rows() == manifest_of(merged)["rows"].get<std::uint64_t>());
+  CHECK(host.rows() == test_support::manifest_json(merged)["rows"].get<std::uint64_t>());
   const auto inspect = run_cli({"inspect", merged});
   CHECK(inspect.out.find("merged from 4 parts") != std::string::npos);
 }
@@ -155,9 +151,10 @@ TEST_CASE("parts of one file are row ranges; merged they equal one pack") {
   const std::vector<std::string> options{"--shard-rows", "64", "--dedup"};
   const auto merged = pack_and_merge(scratch, inputs, 3, options);
   check_same_as_single_pack(scratch, merged, inputs, options);
-  CHECK(manifest_of(scratch / "part-1")["part"]["rule"] == "rows");
-  CHECK(manifest_of(scratch / "part-1")["part"]["row_ranges"][0]["first_row"] == 333);
-  CHECK(manifest_of(merged)["merge"]["dedup"] == "per part");
+  CHECK(test_support::manifest_json(scratch / "part-1")["part"]["rule"] == "rows");
+  CHECK(test_support::manifest_json(scratch / "part-1")["part"]["row_ranges"][0]["first_row"] ==
+        333);
+  CHECK(test_support::manifest_json(merged)["merge"]["dedup"] == "per part");
 }
 
 TEST_CASE("a part is deterministic: the same K/N gives the same bytes") {
@@ -181,7 +178,8 @@ TEST_CASE("merge hard-links shards, copies none, and leaves the parts valid") {
   struct stat part_shard {
   }, merged_shard{};
   REQUIRE(::stat((scratch / "part-1/shard-00000.gcs").c_str(), &part_shard) == 0);
-  const auto first_of_part_1 = manifest_of(merged)["merge"]["parts"][1]["first_shard"].get<int>();
+  const auto first_of_part_1 =
+      test_support::manifest_json(merged)["merge"]["parts"][1]["first_shard"].get<int>();
   char name[32];
   std::snprintf(name, sizeof name, "/shard-%05d.gcs", first_of_part_1);
   REQUIRE(::stat((merged + name).c_str(), &merged_shard) == 0);
@@ -265,7 +263,7 @@ TEST_CASE("append adds shards, rewrites none, and an open reader keeps the old r
   const auto inputs = write_inputs(scratch, 2, 300);
   const std::string dataset = scratch / "ds";
   pack_ok({inputs[0], "-o", dataset, "--shard-rows", "100"});
-  const auto before = manifest_of(dataset);
+  const auto before = test_support::manifest_json(dataset);
   std::map<std::string, std::pair<std::vector<char>, fs::file_time_type>> old_shards;
   for (const auto& shard : before["shards"]) {
     const std::string path = dataset + "/" + shard["file"].get<std::string>();
@@ -278,7 +276,7 @@ TEST_CASE("append adds shards, rewrites none, and an open reader keeps the old r
     CHECK(test_support::read_bytes(path) == state.first);
     CHECK(fs::last_write_time(path) == state.second);
   }
-  const auto after = manifest_of(dataset);
+  const auto after = test_support::manifest_json(dataset);
   CHECK(after["shards"].size() > before["shards"].size());
   CHECK(after["rows"].get<std::uint64_t>() > before["rows"].get<std::uint64_t>());
   CHECK_FALSE(fs::exists(dataset + "/.append"));
@@ -341,12 +339,13 @@ TEST_CASE("an interrupted append is finished by --append --resume") {
   pack_ok({inputs[1], "-o", dataset + "/.append"});  // what the killed append had packed
   // A shard a killed append had linked in under the next number, not yet listed.
   fs::copy_file(dataset + "/.append/shard-00000.gcs", dataset + "/shard-00001.gcs");
-  CHECK(runtime::Dataset::open(dataset).to_host().rows() == manifest_of(dataset)["rows"]);
+  CHECK(runtime::Dataset::open(dataset).to_host().rows() ==
+        test_support::manifest_json(dataset)["rows"]);
   const auto result = run_cli({"pack", inputs[1], "--append", dataset, "--resume", "--quiet"});
   INFO(result.err);
   REQUIRE(result.exit_code == 0);
   CHECK(result.out.find("resumed: 1 shards") != std::string::npos);
   verify_ok(dataset);
-  CHECK(manifest_of(dataset)["shards"].size() == 2);
+  CHECK(test_support::manifest_json(dataset)["shards"].size() == 2);
   CHECK_FALSE(fs::exists(dataset + "/.append"));
 }

@@ -13,6 +13,7 @@
 
 #include "gpucache/npy.hpp"
 #include "gpucache/shard/manifest.hpp"
+#include "pack_test_support.hpp"
 #include "test_support.hpp"
 
 using namespace gpucache;
@@ -22,16 +23,6 @@ using Json = nlohmann::json;
 namespace {
 
 constexpr std::uint64_t kRows = 30;
-
-template <typename T>
-void save(const std::string& path, DType dtype, const std::vector<std::uint64_t>& shape,
-          const std::vector<T>& values) {
-  std::uint64_t per_row = 1;
-  for (std::size_t d = 1; d < shape.size(); ++d) per_row *= shape[d];
-  write_npy(path, dtype, shape, [&](std::span<std::byte> out, std::uint64_t first, std::uint64_t) {
-    std::memcpy(out.data(), values.data() + first * per_row, out.size());
-  });
-}
 
 // An image-like dataset, one file per column: labels [N] i64; keypoints [N, 21, 3] f32, all zero
 // in every third row (missing) and with a NaN in row 20; weights [N] f32 in [0, 0.145].
@@ -50,9 +41,9 @@ Files write_files(const test_support::ScratchDir& scratch) {
       keypoints.push_back(r % 3 == 0 ? 0.0f : static_cast<float>(r) + k * 0.25f);
   }
   keypoints[20 * 63 + 10] = std::nanf("");
-  save(files.labels, DType::i64, {kRows}, labels);
-  save(files.keypoints, DType::f32, {kRows, 21, 3}, keypoints);
-  save(files.weights, DType::f32, {kRows}, weights);
+  test_support::save_npy(files.labels, DType::i64, {kRows}, labels);
+  test_support::save_npy(files.keypoints, DType::f32, {kRows, 21, 3}, keypoints);
+  test_support::save_npy(files.weights, DType::f32, {kRows}, weights);
   return files;
 }
 
@@ -243,7 +234,7 @@ TEST_CASE("--norm-min 0 is no lower bound and --norm-max inf no upper bound") {
   std::vector<float> rows(kRows * 8, 0.0f);
   for (std::uint64_t r = 1; r < kRows; ++r)
     rows[r * 8 + r % 8] = static_cast<float>(std::pow(10.0, -4.0 + 8.0 * double(r) / kRows));
-  save(scratch / "emb.npy", DType::f32, {kRows, 8}, rows);
+  test_support::save_npy(scratch / "emb.npy", DType::f32, {kRows, 8}, rows);
   const auto run = test_support::run_cli({"pack", scratch / "emb.npy", "-o", scratch / "ds",
                                           "--quiet", "--norm-min", "0", "--norm-max", "inf"});
   REQUIRE_MESSAGE(run.exit_code == 0, run.err);
@@ -288,7 +279,7 @@ TEST_CASE("any number of embedding columns are checked, each with its own checks
     if (c == 2) std::fill_n(bad, 16, 1e-4f);
     if (c == 3) std::fill_n(bad, 16, 1e4f);
     const std::string file = scratch / (std::string(names[c]) + ".npy");
-    save(file, DType::f32, {kRows, 16}, rows);
+    test_support::save_npy(file, DType::f32, {kRows, 16}, rows);
     for (const std::string argument : {std::string("--field"), std::string(names[c]) + "=" + file,
                                        std::string("--role"), std::string(names[c]) + "=embedding"})
       arguments.push_back(argument);
@@ -333,7 +324,7 @@ TEST_CASE("a manifest without per-column checks (packed before them) has the leg
   test_support::ScratchDir scratch;
   std::vector<float> rows(kRows * 8);
   for (std::uint64_t i = 0; i < rows.size(); ++i) rows[i] = 0.1f + static_cast<float>(i % 9);
-  save(scratch / "emb.npy", DType::f32, {kRows, 8}, rows);
+  test_support::save_npy(scratch / "emb.npy", DType::f32, {kRows, 8}, rows);
   const std::string out = scratch / "ds";
   REQUIRE(test_support::run_cli({"pack", scratch / "emb.npy", "-o", out, "--quiet"}).exit_code ==
           0);

@@ -14,6 +14,7 @@
 #include "gpucache/pack.hpp"
 #include "gpucache/shard/dataset_files.hpp"
 #include "gpucache/shard_io/shard_reader.hpp"
+#include "pack_test_support.hpp"
 #include "test_support.hpp"
 
 using namespace gpucache;
@@ -49,11 +50,6 @@ struct Table {
   }
 };
 
-nlohmann::json manifest_json(const std::string& dir) {
-  std::ifstream stream(dir + "/manifest.json");
-  return nlohmann::json::parse(stream);
-}
-
 }  // namespace
 
 TEST_CASE("columns in memory pack with the checks, provenance and progress of files") {
@@ -82,7 +78,7 @@ TEST_CASE("columns in memory pack with the checks, provenance and progress of fi
   CHECK(last_total == input_bytes);  // once, not twice
   CHECK(last_done == input_bytes);
 
-  const auto manifest = manifest_json(options.output_dir);
+  const auto manifest = test_support::manifest_json(options.output_dir);
   REQUIRE(manifest["inputs"].size() == 3);
   CHECK(manifest["inputs"][0]["path"] == "memory:embedding");
   CHECK(manifest["inputs"][0]["bytes"] == table.embedding.size() * 4);

@@ -16,6 +16,7 @@
 #include "gpucache/shard/manifest.hpp"
 #include "gpucache/shard_io/shard_reader.hpp"
 #include "gpucache/verify.hpp"
+#include "pack_test_support.hpp"
 #include "test_support.hpp"
 
 using namespace gpucache;
@@ -24,16 +25,6 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr std::uint64_t kRows = 40;
-
-template <typename T>
-void save(const std::string& path, DType dtype, const std::vector<std::uint64_t>& shape,
-          const std::vector<T>& values) {
-  std::uint64_t per_row = 1;
-  for (std::size_t d = 1; d < shape.size(); ++d) per_row *= shape[d];
-  write_npy(path, dtype, shape, [&](std::span<std::byte> out, std::uint64_t first, std::uint64_t) {
-    std::memcpy(out.data(), values.data() + first * per_row, out.size());
-  });
-}
 
 // The images of an image dataset: [kRows, 3, 4, 5] u8 (small, for speed), labels [kRows] i64,
 // keypoints [kRows, 21, 3] f32 with every third row all zero (missing), weights [kRows] f32 in
@@ -62,16 +53,11 @@ ImageFiles write_image_files(const test_support::ScratchDir& scratch) {
     for (int k = 0; k < 63; ++k)
       files.keypoint_values.push_back(r % 3 == 0 ? 0.0f : static_cast<float>(r) + k * 0.25f);
   }
-  save(files.images, DType::u8, {kRows, 3, 4, 5}, files.image_values);
-  save(files.labels, DType::i64, {kRows}, files.label_values);
-  save(files.keypoints, DType::f32, {kRows, 21, 3}, files.keypoint_values);
-  save(files.weights, DType::f32, {kRows}, files.weight_values);
+  test_support::save_npy(files.images, DType::u8, {kRows, 3, 4, 5}, files.image_values);
+  test_support::save_npy(files.labels, DType::i64, {kRows}, files.label_values);
+  test_support::save_npy(files.keypoints, DType::f32, {kRows, 21, 3}, files.keypoint_values);
+  test_support::save_npy(files.weights, DType::f32, {kRows}, files.weight_values);
   return files;
-}
-
-nlohmann::json manifest_json(const std::string& dir) {
-  std::ifstream stream(dir + "/manifest.json");
-  return nlohmann::json::parse(stream);
 }
 
 // Every row of a tensor column across the dataset's shards, as stored (row_pitch_bytes each).
@@ -113,7 +99,7 @@ TEST_CASE("an image dataset packs from one file per column, each column in its o
   CHECK(result.rows == kRows);
   CHECK(verify(options.output_dir).ok());
 
-  const auto manifest = manifest_json(options.output_dir);
+  const auto manifest = test_support::manifest_json(options.output_dir);
   std::map<std::string, nlohmann::json> columns;
   for (const auto& column : manifest["columns"]) columns[column["name"]] = column;
   CHECK(columns["images"]["shape"] == nlohmann::json::array({kRows, 3, 4, 5}));
@@ -145,13 +131,13 @@ TEST_CASE("--dtype COLUMN=TYPE converts one float column as torch rounds it") {
   test_support::ScratchDir scratch;
   std::vector<float> images(kRows * 12);
   for (std::size_t i = 0; i < images.size(); ++i) images[i] = 1.0f / static_cast<float>(i + 3);
-  save(scratch / "images.npy", DType::f32, {kRows, 3, 2, 2}, images);
+  test_support::save_npy(scratch / "images.npy", DType::f32, {kRows, 3, 2, 2}, images);
   PackOptions options;
   options.inputs = {scratch / "images.npy"};
   options.output_dir = scratch / "ds";
   options.column_dtypes = {{"images", DType::bf16}};
   pack(options);
-  const auto manifest = manifest_json(options.output_dir);
+  const auto manifest = test_support::manifest_json(options.output_dir);
   CHECK(manifest["columns"][0]["name"] == "images");
   CHECK(manifest["columns"][0]["dtype"] == "bf16");
   CHECK(manifest["options"]["column_dtypes"]["images"] == "bf16");
@@ -203,7 +189,7 @@ TEST_CASE("token ids of varying length pack as a sequence column, empty rows inc
       CHECK(value == expected[r][i]);
     }
   }
-  CHECK(manifest_json(options.output_dir)["columns"][1]["shape"] ==
+  CHECK(test_support::manifest_json(options.output_dir)["columns"][1]["shape"] ==
         nlohmann::json::array({4, nullptr}));
 }
 
@@ -240,7 +226,7 @@ TEST_CASE("--split writes disjoint, complete, deterministic splits, one dataset 
   test_support::ScratchDir scratch;
   std::vector<float> rows(1000 * 8);
   for (std::size_t i = 0; i < rows.size(); ++i) rows[i] = std::sin(static_cast<float>(i)) + 2.0f;
-  save(scratch / "emb.npy", DType::f32, {1000, 8}, rows);
+  test_support::save_npy(scratch / "emb.npy", DType::f32, {1000, 8}, rows);
   auto run = [&](const std::string& out, std::uint64_t seed) {
     PackOptions options;
     options.inputs = {scratch / "emb.npy"};
@@ -260,7 +246,7 @@ TEST_CASE("--split writes disjoint, complete, deterministic splits, one dataset 
   for (const char* split : {"train", "val"}) {
     const std::string dir = scratch / (std::string("a/") + split);
     CHECK(verify(dir).ok());
-    const auto manifest = manifest_json(dir);
+    const auto manifest = test_support::manifest_json(dir);
     CHECK(manifest["split"]["name"] == split);
     CHECK(manifest["split"]["rows"]["train"] == result.splits[0].rows);
     CHECK(manifest["split"]["seed"] == 5);
@@ -293,7 +279,7 @@ TEST_CASE("a pack that keeps no row fails with the drop counts and leaves nothin
   std::vector<float> rows(20 * 4, std::nanf(""));
   for (std::size_t r = 10; r < 20; ++r)
     for (std::size_t k = 0; k < 4; ++k) rows[r * 4 + k] = 0.0f;
-  save(scratch / "bad.npy", DType::f32, {20, 4}, rows);
+  test_support::save_npy(scratch / "bad.npy", DType::f32, {20, 4}, rows);
   PackOptions options;
   options.inputs = {scratch / "bad.npy"};
   options.output_dir = scratch / "ds";
@@ -316,8 +302,10 @@ TEST_CASE("a pack that keeps no row fails with the drop counts and leaves nothin
 
 TEST_CASE("a column from a file of its own must have the input's rows and one array") {
   test_support::ScratchDir scratch;
-  save(scratch / "a.npy", DType::i64, {5}, std::vector<std::int64_t>{1, 2, 3, 4, 5});
-  save(scratch / "b.npy", DType::i64, {6}, std::vector<std::int64_t>{1, 2, 3, 4, 5, 6});
+  test_support::save_npy(scratch / "a.npy", DType::i64, {5},
+                         std::vector<std::int64_t>{1, 2, 3, 4, 5});
+  test_support::save_npy(scratch / "b.npy", DType::i64, {6},
+                         std::vector<std::int64_t>{1, 2, 3, 4, 5, 6});
   PackOptions options;
   options.output_dir = scratch / "ds";
   options.fields = {parse_field_spec("a=" + scratch / "a.npy"),

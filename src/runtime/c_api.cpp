@@ -93,6 +93,15 @@ int make_dataset(gpucache_dataset** out, Make&& make) noexcept {
   });
 }
 
+// Column `index` of the dataset's selection; an index past it is an error naming both.
+const Column& selected_column(const gpucache_dataset& dataset, size_t index) {
+  const auto& columns = dataset.value.columns();
+  if (index >= columns.size())
+    throw gpucache::Error("", "column " + std::to_string(index),
+                          "out of range: " + std::to_string(columns.size()) + " selected");
+  return columns[index];
+}
+
 }  // namespace
 
 extern "C" {
@@ -136,11 +145,7 @@ int gpucache_dataset_column(const gpucache_dataset* dataset, size_t index, gpuca
   return guarded([&] {
     require(dataset, "dataset");
     require(out, "out");
-    const auto& columns = dataset->value.columns();
-    if (index >= columns.size())
-      throw gpucache::Error("", "column " + std::to_string(index),
-                            "out of range: " + std::to_string(columns.size()) + " selected");
-    fill_column(columns[index], out);
+    fill_column(selected_column(*dataset, index), out);
   });
 }
 
@@ -149,11 +154,7 @@ int gpucache_dataset_column_shape(const gpucache_dataset* dataset, size_t index,
   return guarded([&] {
     require(dataset, "dataset");
     require(out, "out");
-    const auto& columns = dataset->value.columns();
-    if (index >= columns.size())
-      throw gpucache::Error("", "column " + std::to_string(index),
-                            "out of range: " + std::to_string(columns.size()) + " selected");
-    fill_shape(columns[index], out);
+    fill_shape(selected_column(*dataset, index), out);
   });
 }
 

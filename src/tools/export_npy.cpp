@@ -20,23 +20,6 @@ namespace fs = std::filesystem;
 // Bytes buffered before a write: converted floats, JSON lines.
 constexpr std::size_t kBufferBytes = 8u << 20;
 
-// The .npy prefix (format version 1.0): magic, header length, and the header dict padded with
-// spaces so the data starts on a 64-byte boundary, as numpy writes it.
-std::string npy_prefix(DType dtype, const std::vector<std::uint64_t>& shape) {
-  std::string header = "{'descr': '" + npy_descr(dtype) + "', 'fortran_order': False, 'shape': (";
-  for (std::size_t i = 0; i < shape.size(); ++i)
-    header += (i ? ", " : "") + std::to_string(shape[i]);
-  if (shape.size() == 1) header += ",";  // a 1-tuple is "(3,)" in Python
-  header += "), }";
-  const std::size_t unpadded = 10 + header.size() + 1;
-  header.append((64 - unpadded % 64) % 64, ' ');
-  header += '\n';
-  std::string prefix("\x93NUMPY\x01\x00", 8);
-  prefix += static_cast<char>(header.size() & 0xff);
-  prefix += static_cast<char>(header.size() >> 8);
-  return prefix + header;
-}
-
 // numpy has no bf16: it is widened to f32, which holds every bf16 value exactly.
 DType npy_dtype(const ExportColumn& chosen, const std::string& dataset) {
   const DType dtype = chosen.column.dtype;

@@ -51,28 +51,34 @@ std::string npy_descr(DType dtype) {
       throw Error("", "", std::string("numpy has no dtype for ") + std::string(dtype_name(dtype)));
   }
   const std::size_t size = dtype_size(dtype);
-  return (size == 1 ? "|" : "<") + std::string(1, kind) + std::to_string(size);
+  // Built in place: g++ 12 warns (-Wrestrict, a false positive) on `"<" + std::string(...)` here.
+  std::string descr(1, size == 1 ? '|' : '<');
+  descr += kind;
+  descr += std::to_string(size);
+  return descr;
 }
 
-void write_npy(
-    const std::string& path, DType dtype, const std::vector<std::uint64_t>& shape,
-    const std::function<void(std::span<std::byte>, std::uint64_t, std::uint64_t)>& fill) {
+std::string npy_prefix(DType dtype, const std::vector<std::uint64_t>& shape) {
   std::string header = "{'descr': '" + npy_descr(dtype) + "', 'fortran_order': False, 'shape': (";
   for (std::size_t i = 0; i < shape.size(); ++i)
     header += (i ? ", " : "") + std::to_string(shape[i]);
   if (shape.size() == 1) header += ",";  // a 1-tuple is "(3,)" in Python
   header += "), }";
-  // Pad so the data starts on a 64-byte boundary, as numpy does.
   const std::size_t unpadded = 10 + header.size() + 1;
   header.append((64 - unpadded % 64) % 64, ' ');
   header += '\n';
-
-  detail::AtomicFile file(path);
   std::string prefix("\x93NUMPY\x01\x00", 8);
   prefix += static_cast<char>(header.size() & 0xff);
   prefix += static_cast<char>(header.size() >> 8);
+  return prefix + header;
+}
+
+void write_npy(
+    const std::string& path, DType dtype, const std::vector<std::uint64_t>& shape,
+    const std::function<void(std::span<std::byte>, std::uint64_t, std::uint64_t)>& fill) {
+  detail::AtomicFile file(path);
+  const std::string prefix = npy_prefix(dtype, shape);
   file.write(std::as_bytes(std::span(prefix.data(), prefix.size())));
-  file.write(std::as_bytes(std::span(header.data(), header.size())));
 
   const std::uint64_t rows = shape.empty() ? 1 : shape[0];
   std::uint64_t row_bytes = dtype_size(dtype);

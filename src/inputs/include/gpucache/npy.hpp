@@ -32,5 +32,8 @@ void write_npy(const std::string& path, DType dtype, const std::vector<std::uint
                                         std::uint64_t rows)>& fill);
 // The numpy descr of a dtype ("<f4", "|b1", ...); throws for types numpy does not have.
 std::string npy_descr(DType dtype);
+// The bytes before a .npy's data (format version 1.0): magic, header length and the header dict,
+// padded with spaces so the data starts on a 64-byte boundary, as numpy writes it.
+std::string npy_prefix(DType dtype, const std::vector<std::uint64_t>& shape);
 
 }  // namespace gpucache
