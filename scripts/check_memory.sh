@@ -1,21 +1,35 @@
 #!/usr/bin/env bash
-# Resource bound of `gpucache pack`: packing an input far larger than memory keeps peak RSS under
-# one shard plus 512 MiB. Streams a .npy of INPUT_GIB GiB (default 8) of f32 rows to disk (a 1 MiB
-# block of pseudo-random rows repeated: rows must be non-zero or validation drops them, so a
-# sparse file will not do), packs it with GNU time -v while sampling /proc/PID/status (RssAnon:
-# heap and shard buffers; RssFile: pages of mapped files) every 0.2 s, prints the peaks and a
-# trace, measures `gpucache verify` of the result the same way (reported, not bounded), and exits
-# 1 when pack breaks the bound.
+# Resource bound of `gpucache pack`: peak RSS stays under one shard plus 512 MiB, whatever the
+# input's size and row count. Streams a .npy of f32 rows to disk (a block of pseudo-random rows
+# repeated: rows must be non-zero or validation drops them, so a sparse file will not do), packs
+# it to f16 with GNU time -v while sampling /proc/PID/status (RssAnon: heap and shard buffers;
+# RssFile: pages of mapped files) every 0.2 s, prints the peaks and a trace, measures `gpucache
+# verify` of the result the same way (reported, not bounded), and exits 1 when pack breaks the
+# bound.
 #
-#   scripts/check_memory.sh [INPUT_GIB]
+#   scripts/check_memory.sh [INPUT_GIB]        INPUT_GIB GiB (default 8) of [N, 1024] rows
+#   scripts/check_memory.sh --rows N [--dim D] N rows of D values (default 16): many small rows,
+#                                              where per-row bookkeeping dominates (issue #18:
+#                                              --rows 100000000 writes 3.2 GB)
 #
 # Settings: GPUCACHE_BUILD_DIR (default build/), GPUCACHE_MEMCHECK_DIR (scratch, default a fresh
-# directory under /var/tmp; needs INPUT_GIB GiB plus INPUT_GIB/2 GiB for the f16 output),
-# GPUCACHE_MEMCHECK_SHARD (shard size, default 1G), GPUCACHE_MEMCHECK_ARGS (extra pack arguments).
+# directory under /var/tmp; needs the input plus half of it for the f16 output, plus pack's
+# row bookkeeping files: about 21 bytes a row), GPUCACHE_MEMCHECK_SHARD (shard size, default 1G),
+# GPUCACHE_MEMCHECK_ARGS (extra pack arguments).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build_dir=${GPUCACHE_BUILD_DIR:-$root/build}
-gib=${1:-8}
+gib=8
+rows=
+dim=1024
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --rows) rows=$2; dim=16; shift 2 ;;
+    --dim) dim_arg=$2; shift 2 ;;
+    *) gib=$1; shift ;;
+  esac
+done
+[ -n "${dim_arg:-}" ] && dim=$dim_arg
 shard=${GPUCACHE_MEMCHECK_SHARD:-1G}
 gpucache="$build_dir/src/cli/gpucache"
 [ -x "$gpucache" ] || { echo "check_memory.sh: build first ($gpucache missing)" >&2; exit 2; }
@@ -34,8 +48,7 @@ scratch=${GPUCACHE_MEMCHECK_DIR:-$(mktemp -d /var/tmp/gpucache-memcheck.XXXXXX)}
 mkdir -p "$scratch"
 trap 'rm -rf "$scratch"' EXIT
 input="$scratch/big.npy"
-dim=1024
-rows=$(((gib << 30) / (dim * 4)))
+[ -n "$rows" ] || rows=$(((gib << 30) / (dim * 4)))
 
 # numpy's .npy v1 header, padded so the data starts at byte 128, then the rows, streamed.
 header="{'descr': '<f4', 'fortran_order': False, 'shape': ($rows, $dim), }"
@@ -45,10 +58,12 @@ pad=$((128 - 10 - ${#header} - 1))
   printf '%s%*s\n' "$header" "$pad" ''
 } >"$input"
 [ "$(stat -c %s "$input")" -eq 128 ] || { echo "check_memory.sh: bad header size" >&2; exit 2; }
-# 256 rows of uniform values in [-1, 1) (L2 norm about 18), written 1024 times per GiB.
-perl -e 'srand(7); print pack("f<*", map { rand(2) - 1 } 1 .. 262144)' >"$scratch/block"
-for ((i = 0; i < gib * 1024; ++i)); do cat "$scratch/block"; done >>"$input"
-rm -f "$scratch/block"
+# 256 rows of uniform values in [-1, 1) (L2 norm about sqrt(dim / 3)), repeated.
+perl -e 'my ($rows, $dim) = @ARGV; srand(7);
+  my $block = pack("f<*", map { rand(2) - 1 } 1 .. 256 * $dim);
+  my $chunk = $block x (65536 / 256); my $full = int($rows / 65536);
+  print $chunk for 1 .. $full;
+  print substr($chunk, 0, ($rows - $full * 65536) * $dim * 4);' "$rows" "$dim" >>"$input"
 [ "$(stat -c %s "$input")" -eq $((128 + rows * dim * 4)) ] || { echo "check_memory.sh: bad input size" >&2; exit 2; }
 echo "input: $input, $rows x $dim f32 = $(((rows * dim * 4) >> 20)) MiB"
 echo "bound: peak RSS < shard size ($shard) + 512 MiB = $((limit_kib / 1024)) MiB"

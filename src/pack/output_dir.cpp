@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -33,6 +34,21 @@ bool is_temporary_dataset_file(std::string_view name) noexcept {
 }
 
 }  // namespace
+
+SpillPolicy row_spill_policy(const std::string& output_dir) {
+  SpillPolicy policy;
+  std::error_code error;
+  fs::path dir = fs::absolute(output_dir.empty() ? "." : output_dir, error);
+  while (!dir.empty() && !fs::is_directory(dir, error) && dir != dir.parent_path())
+    dir = dir.parent_path();
+  policy.directory = dir.string();
+  if (const char* limit = std::getenv("GPUCACHE_ROW_HEAP_LIMIT")) {
+    char* end = nullptr;
+    const unsigned long long bytes = std::strtoull(limit, &end, 10);
+    if (end != limit && *end == '\0') policy.heap_limit_bytes = bytes;
+  }
+  return policy;
+}
 
 OutputDir::OutputDir(std::string dir, OutputMode mode) : dir_(std::move(dir)), mode_(mode) {
   std::error_code error;

@@ -7,7 +7,14 @@
 #include <optional>
 #include <string>
 
+#include "gpucache/common/spill_array.hpp"
+
 namespace gpucache::detail {
+
+// Where pack keeps its per-row bookkeeping once it outgrows the heap (64 MiB an array, or
+// $GPUCACHE_ROW_HEAP_LIMIT bytes): unlinked files on the output's file system, in the nearest
+// existing ancestor of output_dir, so the bound on memory holds whatever the row count.
+SpillPolicy row_spill_policy(const std::string& output_dir);
 
 enum class OutputMode { fresh, replace, resume };
 

@@ -161,7 +161,7 @@ Error no_rows_kept(const std::string& where, const ValidationResult& result) {
 struct OutputDataset {
   std::string name;  // the split's name; empty without splits
   std::unique_ptr<detail::OutputDir> output;
-  std::vector<std::uint64_t> rows;  // kept global rows in output order
+  RowList rows;  // kept global rows in output order (in a file when large)
   double fraction = 0;
 };
 
@@ -285,11 +285,11 @@ PackResult pack(const PackOptions& requested) {
   progress.begin_stage(checked_values * 4 * inputs.total_rows(), validation_share);
 
   // Pass 1: validation decides which rows are kept and in what order.
-  const auto outcome = detail::validate_inputs(inputs, specs, options, progress);
+  auto outcome = detail::validate_inputs(inputs, specs, options, progress);
   if (outcome.result.rows.empty()) throw no_rows_kept(options.output_dir, outcome.result);
   std::vector<OutputDataset> datasets;
   if (!split_rule) {
-    datasets.push_back({"", nullptr, outcome.result.rows, 1.0});
+    datasets.push_back({"", nullptr, std::move(outcome.result.rows), 1.0});
   } else {
     auto parts = split_rule->assign(outcome.result.rows);
     for (std::size_t i = 0; i < parts.size(); ++i) {
@@ -352,7 +352,10 @@ PackResult pack(const PackOptions& requested) {
     if (split_rule) manifest.sections["split"]["name"] = dataset.name;
     const std::span<const std::uint64_t> rows = dataset.rows;
     manifest.rows = rows.size();
-    const auto plans = detail::plan_shards(specs, inputs, rows, options);
+    const auto plans = detail::plan_shards(
+        specs, inputs, rows, options,
+        [&](std::uint64_t first, std::uint64_t count) { dataset.rows.release(first, count); });
+    dataset.rows.release_all();
     if (plans.size() > UINT32_MAX)
       throw UsageError("the options make " + std::to_string(plans.size()) +
                        " shards; a dataset holds at most 4294967295: raise --shard-size or " +
@@ -408,6 +411,7 @@ PackResult pack(const PackOptions& requested) {
         write_options.threads = options.threads;
         written = builder.write(output.file(file), write_options);
       }
+      dataset.rows.release(plan.first, plan.rows);
       manifest.shards.push_back(
           {file, plan.rows, plan.first, written->bytes, written->header_hash});
       packed.shards.push_back({file, plan.rows, written->bytes});

@@ -60,9 +60,10 @@ std::uint64_t aligned_rows_quantum(const std::vector<Column>& specs) {
   return quantum;
 }
 
-std::vector<ShardPlan> plan_shards(const std::vector<Column>& specs, const PackInputs& inputs,
-                                   std::span<const std::uint64_t> rows,
-                                   const PackOptions& options) {
+std::vector<ShardPlan> plan_shards(
+    const std::vector<Column>& specs, const PackInputs& inputs, std::span<const std::uint64_t> rows,
+    const PackOptions& options,
+    const std::function<void(std::uint64_t first, std::uint64_t count)>& done_with) {
   std::uint64_t fixed_row_bytes = 0;
   std::vector<std::size_t> variable_columns;  // text and sequences: offsets, then values
   for (std::size_t i = 0; i < specs.size(); ++i) {
@@ -106,6 +107,7 @@ std::vector<ShardPlan> plan_shards(const std::vector<Column>& specs, const PackI
       // Cut at the last multiple of the quantum; the rows after it open the next shard.
       const std::uint64_t kept = round_to_quantum(current.rows);
       plans.push_back({current.first, kept});
+      if (done_with) done_with(current.first, kept);
       current = {current.first + kept, 0};
       current_bytes = 0;
       for (std::uint64_t carried = current.first; carried < row; ++carried) {

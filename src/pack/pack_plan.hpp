@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <vector>
@@ -29,8 +30,12 @@ std::uint64_t aligned_rows_quantum(const std::vector<Column>& specs);
 // Splits the output rows into shards within shard_size bytes and shard_rows rows; a shard always
 // takes at least one row. Without shard_rows, a shard that is cut early holds a multiple of
 // aligned_rows_quantum rows whenever the budget fits one (SPEC.md, "Rows per shard").
-std::vector<ShardPlan> plan_shards(const std::vector<Column>& specs, const PackInputs& inputs,
-                                   std::span<const std::uint64_t> rows, const PackOptions& options);
+// done_with(first, count), when given, is told of each range of `rows` planning no longer reads
+// (the caller releases those pages: pack's row list may live in a file).
+std::vector<ShardPlan> plan_shards(
+    const std::vector<Column>& specs, const PackInputs& inputs, std::span<const std::uint64_t> rows,
+    const PackOptions& options,
+    const std::function<void(std::uint64_t first, std::uint64_t count)>& done_with = {});
 
 // What a resumed run must agree on with the interrupted one: inputs (by content hash), options
 // and where every shard starts and ends.

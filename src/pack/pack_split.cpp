@@ -51,10 +51,20 @@ std::size_t SplitRule::split_of(std::uint64_t global_row) const noexcept {
   return bounds_.size() - 1;
 }
 
-std::vector<std::vector<std::uint64_t>> SplitRule::assign(
-    std::span<const std::uint64_t> rows) const {
-  std::vector<std::vector<std::uint64_t>> parts(splits_.size());
-  for (std::uint64_t row : rows) parts[split_of(row)].push_back(row);
+std::vector<RowList> SplitRule::assign(RowList& rows) const {
+  std::vector<RowList> parts;
+  for (std::size_t i = 0; i < splits_.size(); ++i) parts.emplace_back(rows.policy());
+  std::vector<std::size_t> released(parts.size(), 0);
+  constexpr std::size_t kWindow = std::size_t(1) << 20;
+  for (std::size_t first = 0; first < rows.size(); first += kWindow) {
+    const std::size_t end = std::min(rows.size(), first + kWindow);
+    for (std::size_t i = first; i < end; ++i) parts[split_of(rows[i])].push_back(rows[i]);
+    rows.release(first, end - first);
+    for (std::size_t p = 0; p < parts.size(); ++p) {
+      parts[p].release(released[p], parts[p].size() - released[p]);
+      released[p] = parts[p].size();
+    }
+  }
   return parts;
 }
 

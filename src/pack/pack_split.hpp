@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "gpucache/pack.hpp"
+#include "gpucache/validate.hpp"
 
 namespace gpucache::detail {
 
@@ -25,7 +26,9 @@ class SplitRule {
   // of the row read as a fraction of 2^64, compared with the running sum of the fractions.
   std::size_t split_of(std::uint64_t global_row) const noexcept;
   // The kept rows of each split, each in the order of `rows`.
-  std::vector<std::vector<std::uint64_t>> assign(std::span<const std::uint64_t> rows) const;
+  // Reads `rows` window by window, releasing what it has read and written (both may live in
+  // files: gpucache/common/spill_array.hpp); the parts share rows' spill policy.
+  std::vector<RowList> assign(RowList& rows) const;
 
  private:
   std::vector<SplitSpec> splits_;

@@ -13,6 +13,7 @@
 #include "gpucache/common/parallel.hpp"
 #include "gpucache/error.hpp"
 #include "gpucache/validation_json.hpp"
+#include "output_dir.hpp"
 
 namespace gpucache::detail {
 namespace {
@@ -32,9 +33,15 @@ Json number_or_text(double value) {
   return std::isnan(value) ? "nan" : (value > 0 ? "inf" : "-inf");
 }
 
-std::vector<std::uint64_t> identity(std::uint64_t count) {
-  std::vector<std::uint64_t> rows(count);
-  std::iota(rows.begin(), rows.end(), 0);
+RowList identity(std::uint64_t count, const SpillPolicy& spill) {
+  RowList rows(spill);
+  rows.resize(count);
+  constexpr std::uint64_t kWindow = std::uint64_t(1) << 20;
+  for (std::uint64_t first = 0; first < count; first += kWindow) {
+    const std::uint64_t end = std::min(count, first + kWindow);
+    std::iota(rows.begin() + first, rows.begin() + end, first);
+    rows.release(first, end - first);
+  }
   return rows;
 }
 
@@ -197,13 +204,15 @@ ValidationOutcome validate_inputs(const PackInputs& inputs, const std::vector<Co
   outcome.columns = embedding_columns(inputs.first());
   outcome.plan = plan_validation(inputs, specs, options);
   const ValidationPlan& plan = outcome.plan;
+  const SpillPolicy spill = row_spill_policy(options.output_dir);
   if (!plan.runs) {
     // Nothing to check, sample or shuffle: every row is kept, in input order.
-    outcome.result.rows = identity(inputs.total_rows());
+    outcome.result.rows = identity(inputs.total_rows(), spill);
     outcome.result.rows_checked = inputs.total_rows();
     return outcome;
   }
   Validator validator(plan.rules, plan.layouts);
+  validator.spill_to(spill.directory, spill.heap_limit_bytes);
   outcome.device_description = validator.device_description();
 
   const std::size_t count_columns = plan.columns.size();

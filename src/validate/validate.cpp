@@ -139,12 +139,10 @@ std::vector<ColumnLayout> legacy_layouts(const ValidationOptions& options,
 }
 
 // Grows geometrically: batches arrive one by one and the total is not known up front.
+// (SpillArray grows its capacity geometrically itself.)
 template <class T>
-void grow(std::vector<T>& values, std::uint64_t size) {
-  if (values.size() >= size) return;
-  if (size > values.capacity())
-    values.reserve(std::max<std::uint64_t>(size, values.capacity() * 2));
-  values.resize(size);
+void grow(detail::SpillArray<T>& values, std::uint64_t size) {
+  if (values.size() < size) values.resize(size);
 }
 
 detail::InputType input_type(DType dtype, std::size_t column) {
@@ -228,6 +226,17 @@ Validator::Validator(ValidationOptions options, std::span<const ColumnLayout> co
   set_pair(*state_);
   state_->norms.resize(state_->columns.size());
   state_->hashes.resize(state_->columns.size());
+}
+
+void Validator::spill_to(std::string directory, std::uint64_t heap_limit_bytes) {
+  detail::ValidatorState& state = *state_;
+  if (!state.status.empty() || state.finished)
+    throw Error("", "Validator::spill_to", "called after the first batch");
+  state.spill = detail::SpillPolicy{std::move(directory), heap_limit_bytes};
+  state.status = detail::SpillArray<detail::RowStatus>(state.spill);
+  for (auto& column : state.norms) column = detail::SpillArray<double>(state.spill);
+  for (auto& column : state.hashes) column = detail::SpillArray<std::uint64_t>(state.spill);
+  state.cosines = detail::SpillArray<double>(state.spill);
 }
 
 Validator::Validator(ValidationOptions options, std::vector<std::uint64_t> column_dims)
@@ -333,6 +342,7 @@ void run_batch(detail::ValidatorState& state, std::uint64_t first_row, std::uint
     if (overflows && first_overflow == detail::kNoRow) first_overflow = i;
   }
   state.batches.push_back({first_row, rows, source});
+  state.release_rows(first_row, rows);
 
   // A later duplicate verdict can save a row that overflows only through a dedup column other
   // than the one that overflows (in that column its duplicates overflow too): otherwise fail now

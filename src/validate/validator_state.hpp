@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "compute_backend.hpp"
+#include "gpucache/common/spill_array.hpp"
 #include "gpucache/validate.hpp"
 #include "kernels/row_checks.cuh"
 #include "row_status.hpp"
@@ -53,13 +54,24 @@ struct ValidatorState {
   double cos_min = -INFINITY, cos_max = INFINITY;
   ComputeBackend backend;
 
-  std::vector<RowStatus> status;                   // indexed by global row
-  std::vector<std::vector<double>> norms;          // per column; empty unless keeps_norms
-  std::vector<double> cosines;                     // only with a pair
-  std::vector<std::vector<std::uint64_t>> hashes;  // per column; empty unless dedup
-  std::vector<DropNorm> drop_norms;                // in batch order until finish() sorts them
+  // Per-row arrays, indexed by global row: on the heap while small, then in unlinked files
+  // (SpillPolicy, set by spill_to), released window by window as loops finish with them.
+  SpillPolicy spill;
+  SpillArray<RowStatus> status;
+  std::vector<SpillArray<double>> norms;          // per column; empty unless keeps_norms
+  SpillArray<double> cosines;                     // only with a pair
+  std::vector<SpillArray<std::uint64_t>> hashes;  // per column; empty unless dedup
+  std::vector<DropNorm> drop_norms;               // in batch order until finish() sorts them
   std::vector<Batch> batches;
   bool finished = false;
+
+  // Drops the resident pages of rows [first, first + count) of every per-row array.
+  void release_rows(std::uint64_t first, std::uint64_t count) noexcept {
+    status.release(first, count);
+    for (auto& column : norms) column.release(first, count);
+    for (auto& column : hashes) column.release(first, count);
+    cosines.release(first, count);
+  }
 
   bool any_dedup() const noexcept {
     for (const auto& column : columns)

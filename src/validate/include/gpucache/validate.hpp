@@ -20,6 +20,8 @@
 #include <string_view>
 #include <vector>
 
+#include "gpucache/common/spill_array.hpp"
+
 #include "gpucache/checks.hpp"
 #include "gpucache/device.hpp"
 #include "gpucache/drop_reason.hpp"
@@ -119,9 +121,13 @@ struct NormStats {
   std::vector<std::uint64_t> bin_counts;    // kNormBins values
 };
 
+// Row indices, 8 bytes each, on the heap or in an unlinked file (common/spill_array.hpp).
+using RowList = detail::SpillArray<std::uint64_t>;
+
 struct ValidationResult {
-  // Global row indices of the kept rows, in output order (shuffled when options.shuffle).
-  std::vector<std::uint64_t> rows;
+  // Global row indices of the kept rows, in output order (shuffled when options.shuffle). In a
+  // file once large when the Validator spills (release() what has been read to stay bounded).
+  RowList rows;
   std::uint64_t rows_checked = 0;
   ReasonCounts reasons{};  // over all sources
   std::uint64_t sampled_out = 0;
@@ -176,6 +182,13 @@ class Validator {
   ~Validator();
   Validator(Validator&&) noexcept;
   Validator& operator=(Validator&&) noexcept;
+
+  // Keeps the per-row bookkeeping (4 bytes a row for the verdict, 8 for each norm, hash or cosine
+  // kept, 8 per kept row of the result) in unlinked files in `directory` once an array outgrows
+  // heap_limit_bytes, so that memory stays bounded whatever the row count; the files cost that
+  // much disk until finish() returns (the result's rows until it is dropped). Call before the
+  // first batch. Without it everything stays on the heap.
+  void spill_to(std::string directory, std::uint64_t heap_limit_bytes = std::uint64_t(64) << 20);
 
   // Checks rows [first_row, first_row + rows) of source `source`: columns[c] holds them for column
   // c. Batches may come in any order but must not overlap, and by finish() they must cover
