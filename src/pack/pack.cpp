@@ -312,7 +312,9 @@ PackResult pack(const PackOptions& requested) {
   shard::Manifest base;
   base.tool_version = GPUCACHE_VERSION;
   base.options = options_json(options, detail::recorded_rules(outcome.plan));
-  base.inputs = input_hashes.get();
+  // base.inputs (the inputs' content hashes) is filled by the first dataset's plan below: hashing
+  // the inputs runs on its own thread beside the first shard's fill.
+  bool inputs_hashed = false;
   base.columns = specs;
   for (const auto& column : inputs.first().columns) base.roles.push_back(column.role);
   base.roles.resize(specs.size(), ColumnRole::tensor);  // the provenance columns
@@ -360,14 +362,26 @@ PackResult pack(const PackOptions& requested) {
       throw UsageError("the options make " + std::to_string(plans.size()) +
                        " shards; a dataset holds at most 4294967295: raise --shard-size or " +
                        "--shard-rows");
-    const std::string plan_text = detail::plan_text(manifest, plans);
-    output.record_plan(plan_text);
-    // Every shard carries the plan's hash, so readers without the manifest can tell whether
-    // shards belong together (SPEC.md, header dataset fields).
+    // The plan names the inputs by content hash. It is recorded before any shard is complete
+    // (a shard's header carries the plan's hash, and a shard becomes a dataset file only by its
+    // final rename), so a resumed run finds it; a fresh run fills its first shard meanwhile.
     DatasetIdentity identity;
-    identity.shard_count = static_cast<std::uint32_t>(plans.size());
-    identity.rows = rows.size();
-    identity.id = detail::xxh3_64(std::as_bytes(std::span(plan_text)));
+    bool planned = false;
+    auto record_plan = [&] {
+      if (planned) return;
+      planned = true;
+      if (!inputs_hashed) base.inputs = input_hashes.get();
+      inputs_hashed = true;
+      manifest.inputs = base.inputs;
+      const std::string plan_text = detail::plan_text(manifest, plans);
+      output.record_plan(plan_text);
+      // Every shard carries the plan's hash, so readers without the manifest can tell whether
+      // shards belong together (SPEC.md, header dataset fields).
+      identity.shard_count = static_cast<std::uint32_t>(plans.size());
+      identity.rows = rows.size();
+      identity.id = detail::xxh3_64(std::as_bytes(std::span(plan_text)));
+    };
+    if (options.resume) record_plan();
     PackedSplit packed{dataset.name, output.path(), dataset.fraction, rows.size(), 0, {}};
     for (std::size_t s = 0; s < plans.size(); ++s) {
       const ShardPlan& plan = plans[s];
@@ -401,6 +415,7 @@ PackResult pack(const PackOptions& requested) {
           freeing_inputs =
               std::async(std::launch::async,
                          [released = inputs.release_rows()]() mutable { released.clear(); });
+        record_plan();
         shard::WriteOptions write_options;
         write_options.first_row = plan.first;
         write_options.shard_index = static_cast<std::uint32_t>(s);

@@ -78,6 +78,16 @@ void store_unchanged_rows(shard::ShardBuilder& builder, std::size_t column, std:
                           const PackInputs& inputs, std::span<const std::uint64_t> rows,
                           unsigned threads) {
   ReopenedInputs reopened;
+  // Runs are cut into pieces of about 32 MiB so that the copying thread reports progress as it
+  // goes: the other thread starts the writeback of copied pieces while later ones are copied
+  // (one run covering a whole input would otherwise leave all of the writeback to the end).
+  const std::uint64_t piece_rows = std::max<std::uint64_t>(1, (std::uint64_t(32) << 20) / pitch);
+  auto for_each_piece = [&](auto&& visit) {
+    inputs.for_each_run(rows, [&](std::uint64_t offset, std::uint64_t first, std::uint64_t n) {
+      for (std::uint64_t done = 0; done < n; done += piece_rows)
+        visit(offset + done, first + done, std::min(piece_rows, n - done));
+    });
+  };
   auto copy = [&](std::uint64_t offset, std::uint64_t first, std::uint64_t n) {
     const std::span in{inputs.direct_rows(column, first, n), n * pitch};
     const auto mapped = find_mapped_file_range(in.data(), in.size());
@@ -90,7 +100,7 @@ void store_unchanged_rows(shard::ShardBuilder& builder, std::size_t column, std:
     inputs.release(column, first, n);
   };
   if (threads == 1) {
-    inputs.for_each_run(rows, [&](std::uint64_t offset, std::uint64_t first, std::uint64_t n) {
+    for_each_piece([&](std::uint64_t offset, std::uint64_t first, std::uint64_t n) {
       copy(offset, first, n);
       hash(offset, first, n);
       builder.start_writeback(column, offset * pitch, n * pitch);
@@ -103,7 +113,7 @@ void store_unchanged_rows(shard::ShardBuilder& builder, std::size_t column, std:
       CopyProgress& progress;
       ~Finish() { progress.finish(); }
     } finish{progress};
-    inputs.for_each_run(rows, [&](std::uint64_t offset, std::uint64_t first, std::uint64_t n) {
+    for_each_piece([&](std::uint64_t offset, std::uint64_t first, std::uint64_t n) {
       copy(offset, first, n);
       progress.advance(offset + n);
     });
@@ -115,7 +125,7 @@ void store_unchanged_rows(shard::ShardBuilder& builder, std::size_t column, std:
     written_back = std::max(written_back, copied);
   };
   try {
-    inputs.for_each_run(rows, [&](std::uint64_t offset, std::uint64_t first, std::uint64_t n) {
+    for_each_piece([&](std::uint64_t offset, std::uint64_t first, std::uint64_t n) {
       hash(offset, first, n);
       write_back(progress.rows());
     });
