@@ -1,0 +1,96 @@
+// Strictness equal to the reference implementations (issue #18 item 4): for each format, a set
+// of near-miss files (tests/data/near_miss/FORMAT/) and the verdict the reference library itself
+// gave on each (verdicts.json, written by scripts/fixtures/near_miss_fixtures.py: numpy's np.load
+// with allow_pickle=False, Python's zipfile + np.load for .npz, torch.load with
+// weights_only=True). gpucache must accept exactly what the reference accepts, read the values
+// it read, and refuse the rest with one gpucache::Error line. The few deliberate differences are
+// listed below with their reason, and in the format's FORMAT.md ("Strictness").
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "expected_tree.hpp"
+#include "gpucache/error.hpp"
+#include "gpucache/npy.hpp"
+#include "gpucache/npz.hpp"
+#include "gpucache/pt.hpp"
+#include "test_support.hpp"
+
+using namespace gpucache;
+using test_support::data_path;
+
+namespace {
+
+// Files where gpucache deliberately decides otherwise than the reference, and why. The test
+// checks that the difference is still exactly the documented one.
+const std::map<std::string, std::string> kDeliberate = {
+    {"npy/structured.npy",
+     "numpy reads structured dtypes; gpucache has no record type (npy/FORMAT.md: refused dtypes)"},
+    {"npy/complex.npy", "numpy reads complex64; gpucache has no complex element type"},
+    {"npy/shape_negative.npy",
+     "numpy's fromfile reads every element for a count of -1 and reshapes to (-1,); a negative "
+     "dimension is not a shape, gpucache refuses it"},
+    {"npy/descr_escape.npy",
+     "Python decodes '<f\\x34' to '<f4'; no writer escapes, gpucache refuses escapes rather than "
+     "decode them"},
+};
+
+nlohmann::json load_verdicts(const std::string& format) {
+  std::ifstream in(data_path("near_miss/" + format + "/verdicts.json"));
+  REQUIRE_MESSAGE(in.good(), "missing verdicts.json for " << format);
+  return nlohmann::json::parse(in);
+}
+
+void check_set(const std::string& format, const std::function<Value(const std::string&)>& read) {
+  const auto verdicts = load_verdicts(format);
+  REQUIRE(verdicts.size() >= 15);
+  std::size_t differences = 0;
+  for (const auto& [name, verdict] : verdicts.items()) {
+    const std::string key = format + "/" + name;
+    const bool reference_accepts = verdict["accepted"].get<bool>();
+    const std::string reference_error = verdict.value("reference_error", std::string());
+    CAPTURE(key);
+    CAPTURE(reference_error);
+    const auto deliberate = kDeliberate.find(key);
+    const bool want_accepted =
+        deliberate == kDeliberate.end() ? reference_accepts : !reference_accepts;
+    if (deliberate != kDeliberate.end()) ++differences;
+
+    std::string error;
+    bool accepted = false;
+    Value value;
+    try {
+      value = read(data_path("near_miss/" + key));
+      accepted = true;
+    } catch (const Error& e) {
+      error = e.what();
+    } catch (const std::exception& e) {
+      FAIL_CHECK("not a gpucache::Error: " << e.what());
+      continue;
+    }
+    CAPTURE(error);
+    CHECK(accepted == want_accepted);
+    if (!accepted) {
+      CHECK(!error.empty());
+      CHECK(error.find('\n') == std::string::npos);
+    } else if (reference_accepts && verdict.contains("value")) {
+      expected_tree::check_value(value, verdict["value"]);
+    }
+  }
+  // Every listed difference of this format names a file of its set.
+  std::size_t listed = 0;
+  for (const auto& [key, reason] : kDeliberate)
+    if (key.starts_with(format + "/")) ++listed;
+  CHECK(differences == listed);
+}
+
+}  // namespace
+
+TEST_CASE("npy near misses: gpucache accepts what np.load(allow_pickle=False) accepts") {
+  check_set("npy", [](const std::string& path) { return read_npy(path); });
+}
