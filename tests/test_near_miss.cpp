@@ -38,6 +38,23 @@ const std::map<std::string, std::string> kDeliberate = {
     {"npy/descr_escape.npy",
      "Python decodes '<f\\x34' to '<f4'; no writer escapes, gpucache refuses escapes rather than "
      "decode them"},
+    {"zip/bzip2.npz",
+     "zipfile inflates bzip2 (method 12); numpy and torch write only stored and deflated members, "
+     "gpucache reads only those two"},
+    {"zip/lzma.npz", "as bzip2: LZMA (method 14) is not read"},
+    {"zip/duplicate_names.npz",
+     "zipfile takes the last of two members of one name, torch's reader another: gpucache refuses "
+     "the ambiguous archive"},
+    {"zip/entry_count_high.npz",
+     "zipfile reads entries until the directory size is used up and ignores the count, torch's "
+     "reader counts them: gpucache refuses a count and size that disagree"},
+    {"zip/entry_count_low.npz", "as entry_count_high"},
+    {"zip/multi_disk.npz",
+     "zipfile ignores the disk numbers of a plain end record; gpucache refuses a split archive "
+     "rather than read its offsets as if they were all in this file"},
+    {"zip/prepended_zip_local.npz",
+     "zipfile shifts every offset by the bytes prepended before the archive; gpucache (like "
+     "torch's reader) reads offsets as written and refuses the gap"},
 };
 
 nlohmann::json load_verdicts(const std::string& format) {
@@ -93,4 +110,8 @@ void check_set(const std::string& format, const std::function<Value(const std::s
 
 TEST_CASE("npy near misses: gpucache accepts what np.load(allow_pickle=False) accepts") {
   check_set("npy", [](const std::string& path) { return read_npy(path); });
+}
+
+TEST_CASE("zip near misses: gpucache accepts what zipfile and np.load accept in an .npz") {
+  check_set("zip", [](const std::string& path) { return read_npz(path); });
 }
