@@ -311,10 +311,18 @@ TEST_CASE("structural errors name the file and what is wrong") {
   huge.entries[0].csize = ~std::uint64_t{0};
   huge.entries[0].usize = ~std::uint64_t{0};
   CHECK(contains(error_of(build(huge)), "runs into the central directory or past the end"));
+  // A stored member is its first uncompressed_size bytes (as zipfile reads it); fewer bytes
+  // stored than that is truncated data.
+  Archive shorter = sample();
+  shorter.entries[0].usize = 3;
+  {
+    const ZipArchive zip = open_bytes(build(shorter));
+    CHECK(text(zip.read(*zip.find("archive/a"))) == "sto");
+  }
   Archive mismatch = sample();
-  mismatch.entries[0].usize = 3;
+  mismatch.entries[0].usize = 20;
   CHECK(contains(error_of(build(mismatch)),
-                 "stored member has compressed size 12 but uncompressed size 3"));
+                 "stored member has compressed size 12 but uncompressed size 20"));
   Archive twice = sample();
   twice.entries[2].name = "archive/a";
   twice.entries[2].local_name = "archive/a";

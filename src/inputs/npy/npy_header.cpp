@@ -13,10 +13,11 @@
 namespace gpucache::detail {
 namespace {
 
-// Reads the one dict literal numpy writes. Only the forms numpy produces (and Python 2 numpy
-// produced) are accepted: string keys, string values, True/False, and tuples of non-negative
-// decimal integers. Python's literal_eval, which numpy uses, reads more spellings (escapes,
-// comments, hexadecimal, booleans as dimensions); no writer produces them, and they are refused.
+// Reads the one dict literal numpy writes: string keys, string values, True/False, and tuples of
+// non-negative decimal integers, with the layout Python's literal_eval (which numpy uses) allows
+// around them: whitespace including \r and \f, `#` comments, parentheses around the dict.
+// literal_eval reads more spellings still (string escapes, hexadecimal, negative dimensions);
+// no writer produces them, and they are refused (src/inputs/npy/FORMAT.md, "Strictness").
 // Everything numpy itself refuses is refused too.
 class LiteralParser {
  public:
@@ -26,6 +27,8 @@ class LiteralParser {
   NpyHeader parse() {
     NpyHeader header;
     bool have_descr = false, have_order = false, have_shape = false;
+    std::size_t parens = 0;  // "({...})" is the same dict to Python
+    while (consume('(')) ++parens;
     expect('{');
     while (!consume('}')) {
       const std::string key = parse_string();
@@ -49,6 +52,7 @@ class LiteralParser {
         break;
       }
     }
+    for (; parens > 0; --parens) expect(')');
     skip_space();
     if (pos_ != text_.size()) fail("unexpected text after the header dict");
     if (!have_descr || !have_order || !have_shape)
@@ -59,10 +63,18 @@ class LiteralParser {
  private:
   [[noreturn]] void fail(const std::string& cause) const { throw Error(file_, where_, cause); }
 
+  // Python's whitespace between tokens, and comments, which run to the end of their line.
   void skip_space() {
-    while (pos_ < text_.size() &&
-           (text_[pos_] == ' ' || text_[pos_] == '\n' || text_[pos_] == '\t'))
-      ++pos_;
+    while (pos_ < text_.size()) {
+      const char c = text_[pos_];
+      if (c == '#') {
+        while (pos_ < text_.size() && text_[pos_] != '\n' && text_[pos_] != '\r') ++pos_;
+      } else if (c == ' ' || c == '\n' || c == '\t' || c == '\r' || c == '\f') {
+        ++pos_;
+      } else {
+        return;
+      }
+    }
   }
   char peek() {
     skip_space();
@@ -189,7 +201,8 @@ class LiteralParser {
 };
 
 // The strides (row-major, or column-major for Fortran order), the element count and the data
-// size, checked against 64 bits, and the data length that follows the header.
+// size, checked against 64 bits, and the data length that follows the header. Bytes after the
+// data are ignored, as numpy ignores them (np.load reads shape x item size bytes and stops).
 void check_data_size(NpyHeader& header, std::uint64_t available, const std::string& file,
                      const std::string& where) {
   const std::size_t rank = header.shape.size();
@@ -205,7 +218,7 @@ void check_data_size(NpyHeader& header, std::uint64_t available, const std::stri
     numel = *next;
   }
   const auto nbytes = checked_mul(numel, header.itemsize);
-  if (!nbytes || *nbytes != available)
+  if (!nbytes || *nbytes > available)
     throw Error(file, where,
                 "shape needs " + (nbytes ? std::to_string(*nbytes) : std::string("over 2^64")) +
                     " data bytes but " + std::to_string(available) + " follow the header");
@@ -386,7 +399,7 @@ Tensor npy_tensor(std::span<const std::byte> bytes, std::shared_ptr<const void> 
     throw Error(file, where, "holds strings, not numbers");
   check_data_size(header, bytes.size() - header.data_offset, file, where);
   auto storage = std::make_shared<Storage>();
-  storage->bytes = bytes.subspan(header.data_offset);
+  storage->bytes = bytes.subspan(header.data_offset, header.data_bytes);
   storage->owner = std::move(owner);
   Tensor tensor = tensor_of(header, std::move(storage));
   tensor.check_bounds(file);

@@ -56,8 +56,8 @@ NpyHeader parse_npy_header(std::span<const std::byte> bytes, const std::string& 
 std::uint64_t npy_prefix_size(std::span<const std::byte> first_bytes) noexcept;
 
 // The array in `bytes` as a zero-copy tensor whose storage is kept alive by `owner`. Fortran-order
-// arrays get column-major strides. The data must be exactly shape × itemsize bytes. Refuses
-// string arrays (npy_value reads them).
+// arrays get column-major strides. The data must hold shape × itemsize bytes; any after them are
+// ignored, as numpy ignores them. Refuses string arrays (npy_value reads them).
 Tensor npy_tensor(std::span<const std::byte> bytes, std::shared_ptr<const void> owner,
                   const std::string& file, const std::string& where = "npy header");
 

@@ -1,12 +1,15 @@
 #include "gpucache/npz.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <exception>
+#include <string_view>
 #include <vector>
 
 #include "gpucache/common/error_text.hpp"
 #include "gpucache/common/mapped_file.hpp"
 #include "gpucache/common/parallel.hpp"
+#include "gpucache/error.hpp"
 #include "npy/npy_header.hpp"
 #include "zip/zip.hpp"
 
@@ -38,7 +41,16 @@ Value member_value(const detail::ZipArchive& archive, const detail::ZipMember& m
 // member is an independent deflate stream, so members are inflated on several threads. The result
 // and the error (that of the first bad member in archive order) do not depend on the thread count.
 Value read_npz(const std::string& path, const ReadOptions& options) {
-  const detail::ZipArchive archive(detail::MappedFile::open(path));
+  auto file = detail::MappedFile::open(path);
+  // np.load takes a file for an archive only when it starts with a local header or an end
+  // record; a zip behind prepended bytes (which zipfile itself would open) is refused.
+  const std::string_view start(reinterpret_cast<const char*>(file->data()),
+                               std::min<std::size_t>(file->bytes().size(), 4));
+  if (start != std::string_view("PK\x03\x04", 4) && start != std::string_view("PK\x05\x06", 4))
+    throw Error(path, "byte 0",
+                "not an .npz archive: it does not start with a zip local header or end record "
+                "(as np.load requires)");
+  const detail::ZipArchive archive(std::move(file));
   constexpr std::string_view suffix = ".npy";
   std::vector<const detail::ZipMember*> arrays;
   for (const auto& member : archive.members())

@@ -18,6 +18,7 @@ using K = GlobalKind;
 // Modelled on torch/_weights_only_unpickler.py: only these names resolve, by table lookup.
 constexpr std::array kAllowed = {
     AllowedGlobal{"collections", "OrderedDict", K::ordered_dict, DType::u8},
+    AllowedGlobal{"collections", "Counter", K::counter, DType::u8},
     AllowedGlobal{"torch", "Size", K::torch_size, DType::u8},
     AllowedGlobal{"torch._utils", "_rebuild_tensor", K::rebuild_tensor, DType::u8},
     AllowedGlobal{"torch._utils", "_rebuild_tensor_v2", K::rebuild_tensor_v2, DType::u8},
@@ -333,6 +334,16 @@ PyValue call_global(const AllowedGlobal& callable, std::span<const PyValue> args
       auto* dict = make_object<PyDict>(context.arena);
       dict->ordered = true;
       return dict;
+    }
+    case K::counter: {
+      // A dict subclass; pickled as Counter({key: count, ...}) (its __reduce__), or Counter().
+      // The argument dict is the result: it is already frozen, so a pickle that goes on to
+      // change the Counter (which Python would allow) is refused.
+      expect_arity(args, 0, 1, callable, context);
+      if (args.empty()) return make_object<PyDict>(context.arena);
+      if (!std::holds_alternative<PyDict*>(args[0]))
+        context.fail("collections.Counter takes a dict, not " + std::string(kind_name(args[0])));
+      return args[0];
     }
     case K::torch_size: {
       expect_arity(args, 1, 1, callable, context);

@@ -39,6 +39,7 @@ struct BigInt {
 
 enum class GlobalKind {
   ordered_dict,
+  counter,
   torch_size,
   rebuild_tensor,
   rebuild_tensor_v2,

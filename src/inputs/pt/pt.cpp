@@ -138,7 +138,7 @@ Value read_pt_zip(const std::shared_ptr<const MappedFile>& file, const ReadOptio
     parsing = std::async(std::launch::async, [file] { return ZipArchive(file); });
     try {
       early_result =
-          unpickle(file->bytes().subspan(first->data_offset, first->compressed_size), options);
+          unpickle(file->bytes().subspan(first->data_offset, first->uncompressed_size), options);
     } catch (...) {
       early_error = std::current_exception();
     }

@@ -98,9 +98,9 @@ std::uint32_t load_u32(std::span<const std::byte> bytes, std::uint64_t at) {
 
 // The end record's position, found as Python's zipfile finds it: the last 22 bytes when they are
 // a record without a comment, otherwise the last signature in the final 64 KiB + 22 bytes. That
-// record must then be whole and its comment must end inside the file (zipfile would cut the
-// comment short instead; torch and numpy never write one). The search is bounded, so a file
-// full of signatures costs at most 64 KiB.
+// record must then be whole; a comment length running past the end is cut short, as zipfile
+// cuts it (the comment is never read). The search is bounded, so a file full of signatures costs
+// at most 64 KiB.
 std::optional<std::uint64_t> find_end_record(std::span<const std::byte> bytes) noexcept {
   if (bytes.size() < kEndSize) return std::nullopt;
   const std::uint64_t last = bytes.size() - kEndSize;
@@ -113,9 +113,6 @@ std::optional<std::uint64_t> find_end_record(std::span<const std::byte> bytes) n
   for (std::uint64_t pos = bytes.size() - 4 + 1; pos-- > first;) {
     if (load_u32(bytes, pos) != kEndSignature) continue;
     if (pos > last) return std::nullopt;  // the last signature has no room for its record
-    const std::uint64_t comment = std::to_integer<std::uint64_t>(bytes[pos + 20]) |
-                                  std::to_integer<std::uint64_t>(bytes[pos + 21]) << 8;
-    if (pos + kEndSize + comment > bytes.size()) return std::nullopt;
     return pos;
   }
   return std::nullopt;
@@ -290,7 +287,9 @@ void locate_data(ByteReader& reader, ZipMember& member, std::uint64_t directory_
                 "data at byte " + std::to_string(member.data_offset) + " with " +
                     std::to_string(member.compressed_size) +
                     " bytes runs into the central directory or past the end");
-  if (member.method == 0 && member.compressed_size != member.uncompressed_size)
+  // A stored member is its first `uncompressed_size` bytes, as zipfile and torch's reader read
+  // it: a larger compressed size only leaves bytes unread, a smaller one is truncated data.
+  if (member.method == 0 && member.compressed_size < member.uncompressed_size)
     throw Error(reader.file(), where(),
                 "stored member has compressed size " + std::to_string(member.compressed_size) +
                     " but uncompressed size " + std::to_string(member.uncompressed_size));
@@ -418,7 +417,7 @@ bool ZipArchive::readable_in_place(const ZipMember& member) noexcept {
 Storage ZipArchive::read(const ZipMember& member) const {
   check_readable(member);
   if (member.method == 0)
-    return Storage{file_->bytes().subspan(member.data_offset, member.compressed_size), file_,
+    return Storage{file_->bytes().subspan(member.data_offset, member.uncompressed_size), file_,
                    std::nullopt};
   return inflate(member, member.uncompressed_size);
 }
@@ -448,9 +447,9 @@ void ZipArchive::check_stored_crcs(const std::vector<const ZipMember*>& members,
   for (std::size_t m = 0; m < members.size(); ++m) {
     const ZipMember& member = *members[m];
     if (member.method != 0) continue;
-    for (std::uint64_t offset = 0; offset < member.compressed_size; offset += kCrcWindow)
-      windows.push_back({m, offset, std::min(kCrcWindow, member.compressed_size - offset), 0});
-    if (member.compressed_size == 0) windows.push_back({m, 0, 0, 0});
+    for (std::uint64_t offset = 0; offset < member.uncompressed_size; offset += kCrcWindow)
+      windows.push_back({m, offset, std::min(kCrcWindow, member.uncompressed_size - offset), 0});
+    if (member.uncompressed_size == 0) windows.push_back({m, 0, 0, 0});
   }
   const std::byte* base = file_->data();
   parallel_for(windows.size(), threads, 1, [&](std::uint64_t begin, std::uint64_t end) {
