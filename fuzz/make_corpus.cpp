@@ -1,6 +1,7 @@
 // Writes the seed corpora under fuzz/corpus/<target>/: small valid inputs that reach deep into
 // each parser (the fuzzer mutates from there), plus copies of the test fixtures. Deterministic:
 // running it again gives the same files. Usage: fuzz_make_corpus SOURCE_ROOT
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -200,6 +201,18 @@ int main(int argc, char** argv) {
                "{\"ids\": [101, 7, 102], \"e\": [0.5, 1]}\n{\"ids\": [], \"e\": [1, 2]}\n");
     write_text(corpus / "jsonl" / "near_miss_nul.jsonl",
                std::string("{\"e\": [0.5, 1]}") + '\0' + "garbage\n");
+    // The near-miss sets (tests/test_near_miss.cpp): each file sits on a border the reference
+    // libraries draw, which is where the readers' new code paths are.
+    auto copy_near_misses = [&](const char* format, const char* extension, const fs::path& to) {
+      for (const auto& entry : fs::directory_iterator(data / "near_miss" / format))
+        if (entry.path().extension() == extension)
+          fs::copy_file(entry.path(), to / ("near_miss_" + entry.path().filename().string()),
+                        fs::copy_options::overwrite_existing);
+    };
+    copy_near_misses("npy", ".npy", corpus / "npy");
+    copy_near_misses("zip", ".npz", corpus / "npz");
+    copy_near_misses("zip", ".npz", corpus / "zip");
+    copy_near_misses("pt", ".pt", corpus / "pt");
     const fs::path paths = corpus / "field_path";
     fs::create_directories(paths);
     const char* flags[] = {"embedding=data.vectors",
@@ -217,14 +230,19 @@ int main(int argc, char** argv) {
     // The pickles inside the zip-based .pt fixtures, and the legacy ones (a pickle comes first).
     const fs::path pickles = corpus / "pickle";
     fs::create_directories(pickles);
-    for (const auto& entry : fs::directory_iterator(data / "pt")) {
-      if (entry.path().extension() != ".pt") continue;
-      const auto file = detail::MappedFile::open(entry.path().string());
-      const std::string stem = entry.path().stem().string();
+    std::vector<fs::path> pt_files;
+    for (const fs::path dir : {data / "pt", data / "near_miss" / "pt"})
+      for (const auto& entry : fs::directory_iterator(dir))
+        if (entry.path().extension() == ".pt") pt_files.push_back(entry.path());
+    std::sort(pt_files.begin(), pt_files.end());
+    for (const fs::path& path : pt_files) {
+      const bool near_miss = path.parent_path().filename() == "pt" &&
+                             path.parent_path().parent_path().filename() == "near_miss";
+      const auto file = detail::MappedFile::open(path.string());
+      const std::string stem = (near_miss ? "near_miss_" : "") + path.stem().string();
       try {
         const detail::ZipArchive archive(file);
-        fs::copy_file(entry.path(), corpus / "zip" / entry.path().filename(),
-                      fs::copy_options::overwrite_existing);
+        fs::copy_file(path, corpus / "zip" / (stem + ".pt"), fs::copy_options::overwrite_existing);
         for (const auto& member : archive.members())
           if (member.name.ends_with("data.pkl")) {
             const auto bytes = archive.read(member).bytes;
@@ -232,9 +250,9 @@ int main(int argc, char** argv) {
                        std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
           }
       } catch (const Error&) {
-        if (stem.starts_with("legacy") || stem.starts_with("malicious_legacy"))
-          fs::copy_file(entry.path(), pickles / (stem + ".pkl"),
-                        fs::copy_options::overwrite_existing);
+        if (path.stem().string().starts_with("legacy") ||
+            path.stem().string().starts_with("malicious_legacy"))
+          fs::copy_file(path, pickles / (stem + ".pkl"), fs::copy_options::overwrite_existing);
       }
     }
   } catch (const Error& error) {
