@@ -116,8 +116,13 @@ TEST_CASE("the planned output is exactly the bytes pack writes, for every layout
     const auto first = run("first", {});
     CAPTURE(first.err);
     REQUIRE(first.exit_code == 0);
-    const std::uint64_t written = nlohmann::json::parse(first.out)["bytes"].get<std::uint64_t>();
+    const auto result = nlohmann::json::parse(first.out);
+    const std::uint64_t written = result["bytes"].get<std::uint64_t>();
     CHECK(written == bytes_under(scratch / ("first" + std::to_string(l))));
+    std::uint64_t shards = result.contains("shards") ? result["shards"].size() : 0;
+    if (result.contains("splits"))
+      for (const auto& split : result["splits"]) shards += split["shards"].size();
+    CHECK(shards > 0);
 
     // A cap of exactly the bytes written lets the run through; one byte less refuses it, naming
     // the exact figure.
@@ -130,8 +135,8 @@ TEST_CASE("the planned output is exactly the bytes pack writes, for every layout
     CHECK(contains(below.err, "--max-output"));
     CHECK(!fs::exists(scratch / ("below" + std::to_string(l))));
 
-    // The same with the free space: the margin of 64 MiB on top of the shards.
-    const std::uint64_t margin = 64ull << 20;
+    // The same with the free space, less its margin of 1 MiB + 1 KiB per shard.
+    const std::uint64_t margin = (1 << 20) + 1024 * shards;
     {
       FakeFreeSpace free(written + margin);
       CHECK(run("fits", {}).exit_code == 0);
@@ -173,7 +178,7 @@ TEST_CASE("a run refused for space leaves an existing dataset as it was, and --f
   const auto manifest_before = test_support::read_bytes(out + "/manifest.json");
   {
     // Too little free space even counting the dataset --force would remove: refused, untouched.
-    FakeFreeSpace free(64ull << 20);
+    FakeFreeSpace free((1 << 20) + 1024);
     const auto refused =
         run_cli({"pack", npy, "-o", out, "-q", "--force", "--dtype", "f32", "--pad-to", "64"});
     check_one_line(refused);
@@ -181,7 +186,7 @@ TEST_CASE("a run refused for space leaves an existing dataset as it was, and --f
   }
   {
     // The replaced dataset's bytes are free for the new one: the same output fits again.
-    FakeFreeSpace free((64ull << 20) + 1);
+    FakeFreeSpace free((1 << 20) + 1024);
     const auto replaced = run_cli({"pack", npy, "-o", out, "-q", "--force", "--json"});
     CAPTURE(replaced.err);
     CHECK(replaced.exit_code == 0);
@@ -190,7 +195,7 @@ TEST_CASE("a run refused for space leaves an existing dataset as it was, and --f
 }
 
 TEST_CASE("a repeated view too large for the cap or the disk is refused before validation") {
-  // expand_large.pt: arange(8).expand(2^27 - 1, 8), a 581-byte file whose view stays within the
+  // expand_large.pt: arange(8).expand(2^27 - 1, 8), a 762-byte file whose view stays within the
   // reader's 4 GiB limit for repeating views but makes 9.2 GiB of shards.
   ScratchDir scratch;
   const std::string view = test_support::data_path("hostile/expand_large.pt");
@@ -201,7 +206,7 @@ TEST_CASE("a repeated view too large for the cap or the disk is refused before v
     const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
     check_one_line(capped);
     CHECK(seconds < 1.0);
-    CHECK(contains(capped.err, "134217727 input rows make at least 9.2 GiB"));
+    CHECK(contains(capped.err, "the inputs' 134217727 rows make at least 9.2 GiB"));
     CHECK(contains(capped.err, "more than the cap of 1.0 GiB"));
     CHECK(!fs::exists(scratch / "capped"));
   }
@@ -221,7 +226,7 @@ TEST_CASE("a repeated view too large for the cap or the disk is refused before v
 TEST_CASE("--max-output none still checks the exact output against the free space") {
   ScratchDir scratch;
   const std::string npy = embeddings_npy(scratch, 100, 8);
-  FakeFreeSpace free(1 << 20);  // under the 64 MiB margin: nothing fits
+  FakeFreeSpace free(1 << 20);  // the margin alone is 1 MiB + 1 KiB: nothing fits
   const auto refused = run_cli({"pack", npy, "-o", scratch / "ds", "-q", "--max-output", "none"});
   check_one_line(refused);
   CHECK(contains(refused.err, "100 rows make"));  // the exact check, after validation
@@ -248,7 +253,7 @@ TEST_CASE("merge --copy checks the copied bytes against the free space") {
     REQUIRE(run_cli({"pack", npy, "-o", scratch / ("part" + std::string(1, part[0])), "-q",
                      "--part", part})
                 .exit_code == 0);
-  FakeFreeSpace free(1 << 20);
+  FakeFreeSpace free(0);
   // Hard links take no space: a merge on one file system is never refused for it.
   CHECK(run_cli({"merge", scratch / "part0", scratch / "part1", "-o", scratch / "linked"})
             .exit_code == 0);

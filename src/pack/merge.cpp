@@ -92,14 +92,15 @@ std::uint64_t place_shard(const fs::path& from, const fs::path& to, bool copy,
 void check_copied_bytes(const std::vector<detail::DatasetPart>& parts, const fs::path& dir) {
   struct stat target {};
   if (::stat(dir.c_str(), &target) != 0) return;
-  std::uint64_t copied = 0;
+  std::uint64_t copied = 0, copied_shards = 0;
   for (const auto& part : parts) {
     struct stat source {};
     if (::stat(part.dir.c_str(), &source) != 0 || source.st_dev == target.st_dev) continue;
     for (const auto& shard : part.manifest.shards) copied += shard.bytes;
+    copied_shards += part.manifest.shards.size();
   }
   if (copied)
-    detail::check_free_space(copied, dir.string(),
+    detail::check_free_space(copied, detail::free_space_margin(copied_shards), dir.string(),
                              "the shards to copy take " + format_bytes(double(copied)) + " (" +
                                  std::to_string(copied) + " bytes)");
 }

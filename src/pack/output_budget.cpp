@@ -22,8 +22,9 @@ namespace {
 namespace fs = std::filesystem;
 
 // Room left beside the shards for the manifest, the pack plan and the file system's own
-// bookkeeping: a run that would leave less than this free is refused.
-constexpr std::uint64_t kFreeSpaceMargin = 64ull << 20;
+// bookkeeping: 1 MiB, and 1 KiB for each shard's entries in the manifest and the plan.
+constexpr std::uint64_t kMarginBytes = 1ull << 20;
+constexpr std::uint64_t kMarginBytesPerShard = 1024;
 
 std::uint64_t saturating_add(std::uint64_t a, std::uint64_t b) {
   return checked_add(a, b).value_or(UINT64_MAX);
@@ -94,15 +95,17 @@ std::uint64_t planned_shard_bytes(const std::vector<Column>& specs, const PackIn
   return bytes;
 }
 
-std::uint64_t output_bytes_bound(const std::vector<Column>& specs, const PackInputs& inputs,
-                                 const PackOptions& options) {
+OutputSize output_size_bound(const std::vector<Column>& specs, const PackInputs& inputs,
+                             const PackOptions& options) {
   std::uint64_t row_bytes = 0;
   for (const auto& spec : specs)
     row_bytes = saturating_add(row_bytes, spec.variable_length() ? 8 : spec.row_pitch_bytes());
-  std::uint64_t rows = 0;
+  OutputSize size;
   for (const auto& source : inputs.sources())
-    rows = saturating_add(rows, rows_kept_at_most(source.rows, options.validation));
-  return saturating_mul(rows, row_bytes);
+    size.rows = saturating_add(size.rows, rows_kept_at_most(source.rows, options.validation));
+  size.bytes = saturating_mul(size.rows, row_bytes);
+  size.before_validation = true;
+  return size;
 }
 
 std::uint64_t free_output_bytes(const std::string& dir) {
@@ -120,35 +123,41 @@ std::uint64_t free_output_bytes(const std::string& dir) {
 void check_output_size(const OutputSize& size, const std::vector<std::string>& dataset_dirs,
                        const PackOptions& options) {
   const std::string where = dataset_dirs.empty() ? options.output_dir : dataset_dirs.front();
-  const std::string rows = std::to_string(size.rows) + (size.upper_bound ? " input rows" : " rows");
-  const std::string output = size.upper_bound ? "at least " + bytes_text(size.bytes) + " of shards"
-                                              : bytes_text(size.bytes) + " of shards";
-  const std::string counting =
-      size.upper_bound ? " (if every input row is kept; --max-output none checks only the exact "
-                         "output, after validation)"
-                       : "";
+  const bool early = size.before_validation;
+  const std::string rows = early ? "inputs' " + std::to_string(size.rows) + " rows"
+                                 : std::to_string(size.rows) + " rows";
+  const std::string output = (early ? "at least " : "") + bytes_text(size.bytes) + " of shards";
+  const std::string counting = early ? " (if every row is kept; --max-output none checks only the "
+                                       "exact output, after validation)"
+                                     : "";
   if (size.bytes > options.max_output)
     throw Error(where, "--max-output",
                 "the " + rows + " make " + output + ", more than the cap of " +
                     bytes_text(options.max_output) + counting +
                     "; nothing was written: raise it with --max-output SIZE (or none) if this is "
                     "meant, or check the inputs for a repeated (stride-0) view");
-  if (size.upper_bound && options.max_output == UINT64_MAX) return;
+  if (early && options.max_output == UINT64_MAX) return;
   // Free space is per file system: the splits of one output usually share one, and then their
   // bytes add up, so the check compares the whole output with the space of each directory.
   for (const auto& dir : dataset_dirs)
-    check_free_space(size.bytes, dir, "the " + rows + " make " + output, counting,
+    check_free_space(size.bytes, free_space_margin(size.shards), dir,
+                     "the " + rows + " make " + output, counting,
                      options.force || options.resume ? replaced_dataset_bytes(dir) : 0);
 }
 
-void check_free_space(std::uint64_t bytes, const std::string& dir, const std::string& what,
-                      const std::string& note, std::uint64_t replaced_bytes) {
+std::uint64_t free_space_margin(std::uint64_t shards) {
+  return saturating_add(kMarginBytes, saturating_mul(shards, kMarginBytesPerShard));
+}
+
+void check_free_space(std::uint64_t bytes, std::uint64_t margin, const std::string& dir,
+                      const std::string& what, const std::string& note,
+                      std::uint64_t replaced_bytes) {
   const std::uint64_t free = saturating_add(free_output_bytes(dir), replaced_bytes);
-  const std::uint64_t usable = free > kFreeSpaceMargin ? free - kFreeSpaceMargin : 0;
+  const std::uint64_t usable = free > margin ? free - margin : 0;
   if (bytes > usable)
     throw Error(dir, "free space",
                 what + " but the file system holding it has " + bytes_text(free) + " free (" +
-                    format_bytes(double(kFreeSpaceMargin)) + " of it kept as margin)" + note +
+                    format_bytes(double(margin)) + " of it kept as margin)" + note +
                     "; nothing was written: free space there or choose another output directory");
 }
 
@@ -162,11 +171,8 @@ std::vector<std::string> output_dataset_dirs(const PackOptions& options) {
 
 void check_output_bound(const std::vector<Column>& specs, const PackInputs& inputs,
                         const PackOptions& options) {
-  OutputSize size;
-  size.bytes = output_bytes_bound(specs, inputs, options);
-  size.rows = inputs.total_rows();
-  size.upper_bound = true;
-  check_output_size(size, output_dataset_dirs(options), options);
+  check_output_size(output_size_bound(specs, inputs, options), output_dataset_dirs(options),
+                    options);
 }
 
 void check_planned_output(const std::vector<Column>& specs, const PackInputs& inputs,
@@ -174,6 +180,7 @@ void check_planned_output(const std::vector<Column>& specs, const PackInputs& in
   OutputSize size;
   for (const auto& dataset : datasets) {
     size.rows += dataset.rows.size();
+    size.shards += dataset.plans->size();
     size.bytes = saturating_add(size.bytes,
                                 planned_shard_bytes(specs, inputs, dataset.rows, *dataset.plans));
   }
