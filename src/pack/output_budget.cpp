@@ -122,7 +122,6 @@ std::uint64_t free_output_bytes(const std::string& dir) {
 
 void check_output_size(const OutputSize& size, const std::vector<std::string>& dataset_dirs,
                        const PackOptions& options) {
-  const std::string where = dataset_dirs.empty() ? options.output_dir : dataset_dirs.front();
   const bool early = size.before_validation;
   const std::string rows = early ? "inputs' " + std::to_string(size.rows) + " rows"
                                  : std::to_string(size.rows) + " rows";
@@ -131,18 +130,21 @@ void check_output_size(const OutputSize& size, const std::vector<std::string>& d
                                        "exact output, after validation)"
                                      : "";
   if (size.bytes > options.max_output)
-    throw Error(where, "--max-output",
+    throw Error(options.output_dir, "--max-output",
                 "the " + rows + " make " + output + ", more than the cap of " +
                     bytes_text(options.max_output) + counting +
                     "; nothing was written: raise it with --max-output SIZE (or none) if this is "
                     "meant, or check the inputs for a repeated (stride-0) view");
   if (early && options.max_output == UINT64_MAX) return;
-  // Free space is per file system: the splits of one output usually share one, and then their
-  // bytes add up, so the check compares the whole output with the space of each directory.
+  // Free space is per file system: the splits of one output share one unless a split's folder is
+  // a mount point, so the check compares the whole output with the space of each directory.
+  std::uint64_t replaced = 0;
+  if (options.force || options.resume)
+    for (const auto& dir : dataset_dirs)
+      replaced = saturating_add(replaced, replaced_dataset_bytes(dir));
   for (const auto& dir : dataset_dirs)
     check_free_space(size.bytes, free_space_margin(size.shards), dir,
-                     "the " + rows + " make " + output, counting,
-                     options.force || options.resume ? replaced_dataset_bytes(dir) : 0);
+                     "the " + rows + " make " + output, counting, replaced);
 }
 
 std::uint64_t free_space_margin(std::uint64_t shards) {
@@ -157,6 +159,9 @@ void check_free_space(std::uint64_t bytes, std::uint64_t margin, const std::stri
   if (bytes > usable)
     throw Error(dir, "free space",
                 what + " but the file system holding it has " + bytes_text(free) + " free (" +
+                    (replaced_bytes ? "counting the " + format_bytes(double(replaced_bytes)) +
+                                          " of dataset files the run replaces, "
+                                    : "") +
                     format_bytes(double(margin)) + " of it kept as margin)" + note +
                     "; nothing was written: free space there or choose another output directory");
 }
