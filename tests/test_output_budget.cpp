@@ -14,6 +14,7 @@
 
 #include "gpucache/error.hpp"
 #include "gpucache/pack.hpp"
+#include "gpucache/shard_io/shard_writer.hpp"
 #include "pack_test_support.hpp"
 #include "test_support.hpp"
 
@@ -84,6 +85,35 @@ TEST_CASE("--max-output parses sizes and none") {
   CHECK(parse_max_output("4096") == 4096);
   CHECK_THROWS_AS(parse_max_output("lots"), UsageError);
   CHECK(PackOptions{}.max_output == kDefaultMaxOutput);
+}
+
+TEST_CASE("estimate_shard_bytes is the size write() gives a shard, at most a compressed one's") {
+  const std::vector<Column> columns = {
+      {"embedding", ColumnKind::tensor, DType::f16, {10}, 16},
+      {"text", ColumnKind::text, DType::u8, {}, 1},
+      {"tokens", ColumnKind::sequence, DType::i64, {}, 0},
+      {"image", ColumnKind::tensor, DType::u8, {3, 5}, 5},
+      {"source_row", ColumnKind::tensor, DType::u64, {}, 1},
+  };
+  ScratchDir scratch;
+  for (const std::uint64_t rows : {1ull, 7ull, 4096ull, 70000ull}) {
+    const std::vector<std::uint64_t> value_bytes = {0, rows * 13 + 5, rows * 3 * 8, 0, 0};
+    const std::uint64_t estimate = shard::estimate_shard_bytes(columns, rows, value_bytes);
+    for (int zstd_level : {0, 3}) {
+      CAPTURE(rows);
+      CAPTURE(zstd_level);
+      const std::string path = scratch / ("shard-" + std::to_string(zstd_level) + ".gcs");
+      shard::ShardBuilder builder(columns, rows, value_bytes);
+      shard::WriteOptions options;
+      options.zstd_level = zstd_level;
+      const auto written = builder.write(path, options);
+      CHECK(written.bytes == fs::file_size(path));
+      if (zstd_level == 0)
+        CHECK(written.bytes == estimate);
+      else
+        CHECK(written.bytes <= estimate);
+    }
+  }
 }
 
 TEST_CASE("the planned output is exactly the bytes pack writes, for every layout") {
