@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <random>
@@ -146,7 +147,12 @@ TEST_CASE("a disk that fills up at any point of a pack gives a clear error and l
 
   // Every amount of free room from none to enough (a disk of the final size, partly taken by a
   // filler file): the pack runs out of room writing the plan, each shard or the manifest, or
-  // finishes.
+  // finishes. Pack refuses a run that does not fit before writing (the next case); told here that
+  // the disk is large, it writes until the disk is full, as when another writer fills it first.
+  ::setenv("GPUCACHE_TEST_FREE_BYTES", "1099511627776", 1);
+  struct Unset {
+    ~Unset() { ::unsetenv("GPUCACHE_TEST_FREE_BYTES"); }
+  } unset;
   std::set<std::string> failed_in;
   bool finished = false;
   const std::uint64_t disk_pages = pages + 1;
@@ -180,6 +186,23 @@ TEST_CASE("a disk that fills up at any point of a pack gives a clear error and l
   CHECK(failed_in.count("shard-00000") == 1);
   CHECK(failed_in.count("shard-00004") == 1);
   CHECK(failed_in.count("manifest") == 1);
+}
+
+TEST_CASE("a disk too small for the output is refused before anything is written") {
+  if (!can_mount()) return;
+  test_support::ScratchDir scratch;
+  const std::string input = make_input(scratch);
+  // 74 KiB of shards and a margin of 1 MiB + 1 KiB per shard: a 1 MiB disk is too small (as
+  // statvfs says), a 2 MiB one is not.
+  const std::string small = scratch / "small";
+  Tmpfs small_disk(small, 1 << 20);
+  const auto refused = run_cli(pack_arguments(input, small + "/ds"));
+  check_one_line_error(refused, small + "/ds", "1.0 MiB (1048576 bytes) free");
+  CHECK(refused.err.find("free space") != std::string::npos);
+  CHECK_FALSE(fs::exists(small + "/ds"));
+  const std::string large = scratch / "large";
+  Tmpfs large_disk(large, 2 << 20);
+  CHECK(run_cli(pack_arguments(input, large + "/ds")).exit_code == 0);
 }
 
 TEST_CASE("a read-only output file system gives a clear error") {

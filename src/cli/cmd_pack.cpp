@@ -51,7 +51,8 @@ Runner add_pack(CLI::App& app) {
   struct Arguments {
     PackOptions options;
     std::vector<std::string> dtypes;
-    std::string split, part, shard_size = "1G", compress, device = "auto", on_overflow = "error";
+    std::string split, part, shard_size = "1G", max_output = "16T", compress, device = "auto",
+                             on_overflow = "error";
     MappingArguments mapping;
     std::vector<std::string> checks;
     bool json = false, quiet = false;
@@ -78,6 +79,12 @@ Runner add_pack(CLI::App& app) {
   command->add_option("--shard-size", args->shard_size, "Largest shard in bytes (K, M, G suffixes)")
       ->capture_default_str();
   command->add_option("--shard-rows", args->options.shard_rows, "Most rows per shard");
+  command
+      ->add_option("--max-output", args->max_output,
+                   "Refuse a run whose shards would exceed this many bytes (K, M, G, T "
+                   "suffixes; none: no cap); every run is also refused when its output would not "
+                   "fit in the free space of the output file system")
+      ->capture_default_str();
   command
       ->add_option("--pad-to", args->options.pad_to, "Pad rows to a multiple of this many elements")
       ->capture_default_str();
@@ -157,6 +164,7 @@ Examples:
     if (!args->split.empty()) options.splits = parse_split_spec(args->split);
     if (!args->part.empty()) options.part = parse_part_spec(args->part);
     options.shard_size = parse_byte_size(args->shard_size, "--shard-size");
+    options.max_output = parse_max_output(args->max_output);
     apply_mapping_options(args->mapping, options.kind, options.fields, options.roles);
     for (const auto& spec : args->checks) options.checks.push_back(parse_checks_spec(spec));
     options.validation.device = parse_device_option(args->device);

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -13,7 +14,9 @@
 
 #include "gpucache/common/atomic_file.hpp"
 #include "gpucache/error.hpp"
+#include "gpucache/progress.hpp"
 #include "merge_parts.hpp"
+#include "output_budget.hpp"
 
 namespace gpucache {
 namespace {
@@ -84,6 +87,24 @@ std::uint64_t place_shard(const fs::path& from, const fs::path& to, bool copy,
                   (copy ? "" : " (pass --copy to copy the shards instead)"));
 }
 
+// The shards of parts on another file system than `dir` are copied, not linked: refused before
+// the first copy when they do not fit in its free space.
+void check_copied_bytes(const std::vector<detail::DatasetPart>& parts, const fs::path& dir) {
+  struct stat target {};
+  if (::stat(dir.c_str(), &target) != 0) return;
+  std::uint64_t copied = 0, copied_shards = 0;
+  for (const auto& part : parts) {
+    struct stat source {};
+    if (::stat(part.dir.c_str(), &source) != 0 || source.st_dev == target.st_dev) continue;
+    for (const auto& shard : part.manifest.shards) copied += shard.bytes;
+    copied_shards += part.manifest.shards.size();
+  }
+  if (copied)
+    detail::check_free_space(copied, detail::free_space_margin(copied_shards), dir.string(),
+                             "the shards to copy take " + format_bytes(double(copied)) + " (" +
+                                 std::to_string(copied) + " bytes)");
+}
+
 }  // namespace
 
 MergeResult merge(const MergeOptions& options) {
@@ -103,6 +124,7 @@ MergeResult merge(const MergeOptions& options) {
   // killed at any point leaves the parts as they were and either no output or the whole of it.
   // A leftover staging directory (a killed merge) holds only links and is removed.
   fs::create_directories(output.parent_path(), error);
+  if (options.copy) check_copied_bytes(parts, output.parent_path());
   const fs::path staging = staging_dir(output);
   const int lock = ::open(output.parent_path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (lock < 0 || ::flock(lock, LOCK_EX | LOCK_NB) != 0) {

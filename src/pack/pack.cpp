@@ -17,6 +17,7 @@
 #include "gpucache/shard_io/shard_writer.hpp"
 #include "gpucache/validation_json.hpp"
 #include "input_hashes.hpp"
+#include "output_budget.hpp"
 #include "output_dir.hpp"
 #include "pack_append.hpp"
 #include "pack_fill.hpp"
@@ -163,6 +164,7 @@ struct OutputDataset {
   std::unique_ptr<detail::OutputDir> output;
   RowList rows;  // kept global rows in output order (in a file when large)
   double fraction = 0;
+  std::vector<ShardPlan> plans;
 };
 
 struct DatasetIdentity {
@@ -271,6 +273,8 @@ PackResult pack(const PackOptions& requested) {
   }
   PackInputs inputs(std::move(sources));
   const auto specs = detail::output_columns(inputs.first(), options);
+  // An output that cannot fit even before validation drops a row is refused before it runs.
+  detail::check_output_bound(specs, inputs, options);
   const auto mode = options.resume  ? detail::OutputMode::resume
                     : options.force ? detail::OutputMode::replace
                                     : detail::OutputMode::fresh;
@@ -289,7 +293,7 @@ PackResult pack(const PackOptions& requested) {
   if (outcome.result.rows.empty()) throw no_rows_kept(options.output_dir, outcome.result);
   std::vector<OutputDataset> datasets;
   if (!split_rule) {
-    datasets.push_back({"", nullptr, std::move(outcome.result.rows), 1.0});
+    datasets.push_back({"", nullptr, std::move(outcome.result.rows), 1.0, {}});
   } else {
     auto parts = split_rule->assign(outcome.result.rows);
     for (std::size_t i = 0; i < parts.size(); ++i) {
@@ -298,9 +302,20 @@ PackResult pack(const PackOptions& requested) {
         throw Error(options.output_dir, "--split " + split.name,
                     "no row falls into this split (" + std::to_string(outcome.result.rows.size()) +
                         " rows kept); give it a larger fraction or pack more rows");
-      datasets.push_back({split.name, nullptr, std::move(parts[i]), split.fraction});
+      datasets.push_back({split.name, nullptr, std::move(parts[i]), split.fraction, {}});
     }
   }
+  // Every dataset's shards are planned, and their bytes checked, before any directory is claimed.
+  std::vector<detail::PlannedDataset> planned;
+  for (auto& dataset : datasets) {
+    dataset.plans = detail::plan_shards(
+        specs, inputs, dataset.rows, options,
+        [&](std::uint64_t first, std::uint64_t count) { dataset.rows.release(first, count); });
+    planned.push_back({dataset.rows, &dataset.plans});
+  }
+  detail::check_planned_output(specs, inputs, planned, options);
+  // Planning and the check read every row's index: let those pages go again.
+  for (auto& dataset : datasets) dataset.rows.release_all();
   // Every output directory is claimed before any is written, so a run that fails leaves none.
   for (auto& dataset : datasets) {
     const std::string dir = dataset.name.empty()
@@ -354,10 +369,7 @@ PackResult pack(const PackOptions& requested) {
     if (split_rule) manifest.sections["split"]["name"] = dataset.name;
     const std::span<const std::uint64_t> rows = dataset.rows;
     manifest.rows = rows.size();
-    const auto plans = detail::plan_shards(
-        specs, inputs, rows, options,
-        [&](std::uint64_t first, std::uint64_t count) { dataset.rows.release(first, count); });
-    dataset.rows.release_all();
+    const auto& plans = dataset.plans;
     if (plans.size() > UINT32_MAX)
       throw UsageError("the options make " + std::to_string(plans.size()) +
                        " shards; a dataset holds at most 4294967295: raise --shard-size or " +
@@ -396,10 +408,7 @@ PackResult pack(const PackOptions& requested) {
       }
       if (!written) {
         const auto shard_rows = rows.subspan(plan.first, plan.rows);
-        std::vector<std::uint64_t> value_bytes(specs.size(), 0);
-        for (std::size_t c = 0; c < specs.size(); ++c)
-          if (specs[c].variable_length())
-            for (std::uint64_t row : shard_rows) value_bytes[c] += inputs.value_bytes(c, row);
+        const auto value_bytes = detail::shard_value_bytes(specs, inputs, shard_rows);
         // Uncompressed shards are filled straight into their (temporary) file's page cache.
         shard::ShardBuilder builder =
             options.zstd_level == 0

@@ -39,6 +39,11 @@ std::uint64_t parse_byte_size(std::string_view text, std::string_view option) {
   return static_cast<std::uint64_t>(value * scale);
 }
 
+std::uint64_t parse_max_output(std::string_view text) {
+  if (text == "none") return UINT64_MAX;
+  return parse_byte_size(text, "--max-output");
+}
+
 int parse_compression(std::string_view text) {
   if (text.empty() || text == "none") return 0;
   int level = 0;

@@ -184,6 +184,8 @@ void apply_pack_option(gpucache::PackOptions& options, const std::string& key,
     options.splits = gpucache::parse_split_spec(nb::cast<std::string>(value));
   } else if (key == "shard_size") {
     options.shard_size = gpucache::parse_byte_size(nb::cast<std::string>(value), "shard_size");
+  } else if (key == "max_output") {
+    options.max_output = gpucache::parse_max_output(nb::cast<std::string>(value));
   } else if (key == "shard_rows") {
     options.shard_rows = nb::cast<std::uint64_t>(value);
   } else if (key == "pad_to") {

@@ -75,6 +75,12 @@ std::uint64_t data_offset_for(const std::vector<ColumnEntry>& columns) {
   return align_up(kHeaderSize + columns.size() * per_column, kAlignment);
 }
 
+// The file's size once the data region ends at `stored_end`: the chunk table starts at the next
+// multiple of 64 and the footer follows it (SPEC.md "File layout").
+std::uint64_t file_size_for(std::uint64_t stored_end, std::uint64_t chunk_count) noexcept {
+  return align_up(stored_end, 64) + chunk_count * kChunkEntrySize + kFooterSize;
+}
+
 }  // namespace
 
 std::uint64_t estimate_shard_bytes(const std::vector<Column>& specs, std::uint64_t rows,
@@ -83,7 +89,7 @@ std::uint64_t estimate_shard_bytes(const std::vector<Column>& specs, std::uint64
   const std::uint64_t data_offset = data_offset_for(columns);
   const std::uint64_t data_size = place_columns(columns, rows, data_offset, value_bytes);
   const std::uint64_t chunks = (data_size + kDefaultChunkSize - 1) / kDefaultChunkSize;
-  return data_offset + data_size + chunks * kChunkEntrySize + kFooterSize;
+  return file_size_for(data_offset + data_size, chunks);
 }
 
 ShardBuilder::ShardBuilder(const std::vector<Column>& specs, std::uint64_t rows,
@@ -307,7 +313,7 @@ WrittenShard ShardBuilder::write(const std::string& path, const WriteOptions& op
   }
   header.stored_data_size = stored - data_offset_;
   header.chunk_table_offset = align_up(stored, 64);
-  header.file_size = header.chunk_table_offset + header.chunk_count * kChunkEntrySize + kFooterSize;
+  header.file_size = file_size_for(stored, header.chunk_count);
   const auto column_table = encode_column_tables(columns_);
   const auto chunk_table = encode_chunk_table(chunks);
   header.columns_hash = detail::xxh3_64(column_table);

@@ -145,7 +145,7 @@ def _part_text(value) -> Optional[str]:
 
 
 def pack(inputs, out=None, *, progress: ProgressArg = False, fields=None, roles=None, dtype=None,
-         split=None, shard_size=None, compress=None, rejects=None, checks=None, part=None,
+         split=None, shard_size=None, max_output=None, compress=None, rejects=None, checks=None, part=None,
          append=None, **options) -> dict:
     """Packs inputs into the dataset folder `out`, like `gpucache pack`, and returns the result
     `gpucache pack --json` prints.
@@ -156,8 +156,9 @@ def pack(inputs, out=None, *, progress: ProgressArg = False, fields=None, roles=
         Dataset, a Parquet file (these need pyarrow).
     The CLI's options as keyword arguments, '-' written '_': kind, fields ({column: path} or
     ["column=path"]), roles ({column: role}), dtype ("f16" or {column: "bf16"}), split
-    ({"train": 0.9, "val": 0.1}), shard_size (bytes or "512M"), shard_rows, pad_to, compress
-    ("zstd", "zstd:9", 9 or True), threads, force, resume, device ("auto", "cpu", "cuda"),
+    ({"train": 0.9, "val": 0.1}), shard_size (bytes or "512M"), max_output (bytes or "2T", "none"
+    for no cap; default 16 TiB: refuse a run whose shards would be larger), shard_rows, pad_to,
+    compress ("zstd", "zstd:9", 9 or True), threads, force, resume, device ("auto", "cpu", "cuda"),
     norm_min, norm_max, dedup, pair_cos_min, pair_cos_max, on_overflow, normalize, max_rows,
     sample, shuffle, seed, rejects (a path), checks ({column: "finite,norm"} or
     {column: ["norm:0:1"]}; [] or "none" for no check), no_checks, part ("K/N" or (K, N): pack
@@ -186,6 +187,8 @@ def pack(inputs, out=None, *, progress: ProgressArg = False, fields=None, roles=
     keywords["split"] = _split_text(split)
     if shard_size is not None:
         keywords["shard_size"] = str(shard_size)
+    if max_output is not None:
+        keywords["max_output"] = str(max_output)
     keywords["compress"] = _compress_text(compress)
     if rejects is not None:
         keywords["rejects"] = os.fspath(rejects)

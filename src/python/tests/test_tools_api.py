@@ -118,3 +118,21 @@ def test_progress_true_draws_a_tqdm_bar(tmp_path, npy_input, capsys):
     assert tqdm
     gpucache.pack(npy_input, tmp_path / "ds", progress=True)
     assert "pack" in capsys.readouterr().err
+
+
+def test_max_output_caps_the_shards_pack_writes(tmp_path, npy_input):
+    packed = gpucache.pack(npy_input, tmp_path / "fits", device="cpu")
+    # A cap of exactly the bytes written passes; one byte less refuses the run before a shard is
+    # written, naming the exact figure (docs/cli.md, "The output is checked before it is made").
+    assert gpucache.pack(npy_input, tmp_path / "exact", device="cpu",
+                         max_output=packed["bytes"])["bytes"] == packed["bytes"]
+    with pytest.raises(gpucache.Error, match=f"\\({packed['bytes']} bytes\\) of shards"):
+        gpucache.pack(npy_input, tmp_path / "below", device="cpu", max_output=packed["bytes"] - 1)
+    assert not (tmp_path / "below").exists()
+    with pytest.raises(gpucache.Error, match="more than the cap of 1.0 KiB"):
+        gpucache.pack({"x": numpy.ones((100, 4), numpy.float32)}, tmp_path / "mem",
+                      max_output="1K")
+    assert gpucache.pack({"x": numpy.ones((100, 4), numpy.float32)}, tmp_path / "none",
+                         max_output="none")["rows"] == 100
+    with pytest.raises(gpucache.Error, match="--max-output 'lots' is not a size"):
+        gpucache.pack(npy_input, tmp_path / "bad", max_output="lots")

@@ -35,6 +35,11 @@ struct PartSpec {
 // Parses "K/N" with 0 <= K < N. Throws UsageError otherwise.
 PartSpec parse_part_spec(std::string_view text);
 
+// The default --max-output: 16 TiB. No single pack run of real data comes near it (larger datasets
+// are packed as --part runs and merged), while a repeated (stride-0) view of 2^34 or more 1 KiB
+// rows, an easy accident, exceeds it and is refused at once.
+inline constexpr std::uint64_t kDefaultMaxOutput = 16ull << 40;
+
 struct PackOptions {
   std::vector<std::string> inputs;  // .pt/.pth, .safetensors, .npy, .npz, .jsonl, mixed freely
   // Instead of input files: columns in the caller's memory (gpucache.pack from Python), packed as
@@ -83,6 +88,10 @@ struct PackOptions {
   // Add the rows as new shards of the dataset in this directory (docs/scale.md, "Append"):
   // output_dir is then ignored, and the options must equal the dataset's.
   std::string append_to;
+  // --max-output: the most bytes of shards one run may write (UINT64_MAX: no cap). Checked with
+  // the free space of the output file system before validation (every input row counted as kept)
+  // and again before the first shard is written (docs/cli.md, "Resource bounds").
+  std::uint64_t max_output = kDefaultMaxOutput;
 };
 
 struct PackedShard {
@@ -127,6 +136,8 @@ PackResult pack(const PackOptions& options);
 // naming the option.
 // "4096", "512M", "1G", "1GiB" → bytes.
 std::uint64_t parse_byte_size(std::string_view text, std::string_view option);
+// --max-output: a size as parse_byte_size, or "none" (no cap) → UINT64_MAX.
+std::uint64_t parse_max_output(std::string_view text);
 // --compress: "none" or "" → 0 (uncompressed), "zstd" → 3, "zstd:LEVEL" → LEVEL (1-22).
 int parse_compression(std::string_view text);
 // --dtype: "f16" sets options.dtype, "images=bf16" adds a column's type.

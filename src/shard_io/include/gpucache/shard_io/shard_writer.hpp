@@ -116,7 +116,9 @@ class ShardBuilder {
   void put(std::uint64_t absolute_offset, std::span<const std::byte> bytes);
 };
 
-// Bytes a shard of `rows` rows with these columns and text sizes takes on disk, uncompressed.
+// Bytes a shard of `rows` rows with these columns and value sizes takes on disk: exactly the
+// file_size write() gives it uncompressed (the same layout code), and at least a compressed one's
+// (a chunk zstd does not shrink is stored raw). pack checks its output with it before writing.
 std::uint64_t estimate_shard_bytes(const std::vector<Column>& columns, std::uint64_t rows,
                                    const std::vector<std::uint64_t>& value_bytes);
 
