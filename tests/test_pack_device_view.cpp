@@ -5,6 +5,9 @@
 
 #include "device_view_support.hpp"
 #include "gpucache/error.hpp"
+#include "pack_inputs.hpp"
+#include "pack_part.hpp"
+#include "source.hpp"
 
 using namespace gpucache;
 
@@ -40,4 +43,30 @@ TEST_CASE("a device view is taken for tensor columns only") {
                        doctest::Contains("memory:tokens: device values: are taken for tensor "
                                          "columns only, not sequence columns"),
                        Error);
+}
+
+TEST_CASE("a device view reaches pack's inputs row for row, --part windows included") {
+  const test_support::DevicePairTable table(3000);
+  // Stand-ins for device memory: only their addresses are compared, nothing is read.
+  const std::vector<std::byte> question(1), answer(1);
+  PackOptions options;
+  options.memory_columns = table.columns(question.data(), answer.data(), 2);
+  auto sources = detail::open_sources(options);
+  const std::uint64_t pitch = test_support::DevicePairTable::kDim * 2;  // an answer row (bf16)
+  int ordinal = -1;
+  {
+    const detail::PackInputs whole(sources);
+    CHECK(whole.device_rows(1, 10, 5, &ordinal) == answer.data() + 10 * pitch);
+    CHECK(ordinal == 2);
+  }
+  // Part 1 of 3 holds rows [1000, 2000): its row 0 is row 1000 of the view.
+  const detail::PackInputs part(detail::part_row_ranges(std::move(sources), PartSpec{1, 3}));
+  REQUIRE(part.total_rows() == 1000);
+  ordinal = -1;
+  CHECK(part.device_rows(1, 7, 1, &ordinal) == answer.data() + 1007 * pitch);
+  CHECK(ordinal == 2);
+  // Columns without a view have none.
+  options.memory_columns = table.columns();
+  const detail::PackInputs plain(detail::open_sources(options));
+  CHECK(plain.device_rows(0, 0, 1, &ordinal) == nullptr);
 }
