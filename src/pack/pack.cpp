@@ -356,6 +356,7 @@ PackResult pack(const PackOptions& requested) {
   result.input_rows = inputs.total_rows();
   std::tie(result.device, result.device_reason) =
       device_and_reason(outcome.device_description, options.validation.device);
+  result.validation_uploaded_bytes = outcome.result.uploaded_bytes;
   std::uint64_t filled_rows = 0;
   for (const auto& dataset : datasets) filled_rows += dataset.rows.size();
   const std::uint64_t filled_columns = inputs.first().columns.size();

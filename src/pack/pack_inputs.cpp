@@ -28,6 +28,7 @@ std::vector<Source> PackInputs::release_rows() {
       column.release_rows = nullptr;
       column.direct_rows = nullptr;
       column.row_pointers = nullptr;
+      column.device_rows = nullptr;
       column.text_row = nullptr;
       column.row_length = nullptr;
       column.read_sequence = nullptr;
@@ -91,6 +92,15 @@ const std::byte* PackInputs::direct_rows(std::size_t column, std::uint64_t globa
   const InputRow at = locate(global_first);
   const InputColumn& source_column = sources_[at.source].columns[column];
   return source_column.direct_rows ? source_column.direct_rows(at.row, count) : nullptr;
+}
+
+const std::byte* PackInputs::device_rows(std::size_t column, std::uint64_t global_first,
+                                         std::uint64_t count, int* device_ordinal) const {
+  const InputRow at = locate(global_first);
+  const InputColumn& source_column = sources_[at.source].columns[column];
+  if (!source_column.device_rows) return nullptr;
+  *device_ordinal = source_column.device_ordinal;
+  return source_column.device_rows(at.row, count);
 }
 
 std::uint64_t PackInputs::value_bytes(std::size_t column, std::uint64_t global_row) const {

@@ -51,6 +51,10 @@ class PackInputs {
   // The same rows where they lie, of the column's own dtype, or nullptr (then use read_raw).
   const std::byte* direct_rows(std::size_t column, std::uint64_t global_first,
                                std::uint64_t count) const;
+  // The same rows in CUDA device memory (a CUDA tensor's) and the device holding them, or
+  // nullptr when the input has no device copy of them. For the CUDA validation backend only.
+  const std::byte* device_rows(std::size_t column, std::uint64_t global_first, std::uint64_t count,
+                               int* device_ordinal) const;
   std::string_view text(std::size_t column, std::uint64_t global_row) const;
   // Variable-length columns: the bytes a row's values take (its UTF-8 bytes for text), and a
   // sequence row's values copied into out.

@@ -23,6 +23,10 @@ InputColumn window_column(InputColumn column, std::uint64_t first, std::uint64_t
     column.direct_rows = [direct, first](std::uint64_t r, std::uint64_t n) {
       return direct(first + r, n);
     };
+  if (auto device = column.device_rows)
+    column.device_rows = [device, first](std::uint64_t r, std::uint64_t n) {
+      return device(first + r, n);
+    };
   if (auto pointers = column.row_pointers)
     column.row_pointers = [pointers, first](std::uint64_t r, std::uint64_t n,
                                             const std::byte** out) {

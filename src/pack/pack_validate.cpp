@@ -240,6 +240,11 @@ ValidationOutcome validate_inputs(const PackInputs& inputs, const std::vector<Co
       if (const std::byte* rows = inputs.direct_rows(column, first_row, count);
           rows && aligned(rows)) {
         batches[k] = {rows, dtype};
+        // A CUDA tensor's rows are also on its GPU: the CUDA backend checks them there when it
+        // runs on that GPU, and uploads the host rows otherwise.
+        if (validator.device() == Device::cuda)
+          batches[k].device_rows =
+              inputs.device_rows(column, first_row, count, &batches[k].device_ordinal);
         in_place[k] = true;
         continue;
       }

@@ -112,8 +112,11 @@ std::span<const std::byte> bytes_of(const HostArray& array) {
   return {static_cast<const std::byte*>(array.data()), array.nbytes()};
 }
 
-// One column from Python: (name, kind, values, offsets or None). Arrays are C-contiguous on the
-// CPU (the Python layer makes them so) and are read where they lie.
+// One column from Python: (name, kind, values, offsets or None[, device view]). Arrays are
+// C-contiguous on the CPU (the Python layer makes them so) and are read where they lie. A CUDA
+// tensor's column adds (data pointer, device index, tensor): the same values on its GPU, which the
+// CUDA validation backend reads instead of uploading `values` (the tensor stays alive in the list
+// the caller holds for the whole call).
 gpucache::MemoryColumn memory_column(const nb::handle& item, std::vector<HostArray>& keep) {
   const auto entry = nb::cast<nb::tuple>(item);
   gpucache::MemoryColumn column;
@@ -138,6 +141,11 @@ gpucache::MemoryColumn memory_column(const nb::handle& item, std::vector<HostArr
                             "is a scalar; a column needs one entry per row");
     column.rows = values.shape(0);
     for (std::size_t d = 1; d < values.ndim(); ++d) column.row_shape.push_back(values.shape(d));
+    if (entry.size() > 4 && !entry[4].is_none()) {
+      const auto view = nb::cast<nb::tuple>(entry[4]);
+      column.device_values = reinterpret_cast<const void*>(nb::cast<std::uintptr_t>(view[0]));
+      column.device_ordinal = nb::cast<int>(view[1]);
+    }
     return column;
   }
   if (column.kind == gpucache::ColumnKind::text && column.dtype != DType::u8 &&

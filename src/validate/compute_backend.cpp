@@ -16,6 +16,19 @@ namespace gpucache::detail {
 struct ComputeBackend::Cuda {
   CudaStagingPtr staging;
 };
+
+namespace {
+
+// Device rows the staging's device can read as they are: on that device and aligned for the
+// kernels' loads. Anything else (another GPU, a misaligned view) is uploaded from the host copy.
+const std::byte* usable_device_rows(const CudaStaging& staging, DeviceRows device,
+                                    std::size_t value_size) {
+  if (!device.rows || device.ordinal != cuda_staging_device(staging)) return nullptr;
+  if (reinterpret_cast<std::uintptr_t>(device.rows) % value_size != 0) return nullptr;
+  return device.rows;
+}
+
+}  // namespace
 #else
 struct ComputeBackend::Cuda {};
 #endif
@@ -30,13 +43,17 @@ ComputeBackend::ComputeBackend(ComputeBackend&&) noexcept = default;
 ComputeBackend& ComputeBackend::operator=(ComputeBackend&&) noexcept = default;
 
 void ComputeBackend::summarize_rows(const SummaryParams& params, const std::byte* rows,
-                                    std::uint64_t count, ColumnSummary* out) {
+                                    std::uint64_t count, ColumnSummary* out, DeviceRows device) {
 #ifdef GPUCACHE_HAVE_CUDA
   if (device_ == Device::cuda) {
     if (!cuda_) cuda_ = std::make_unique<Cuda>(Cuda{cuda_staging_create(threads_)});
-    cuda_summarize_rows(*cuda_->staging, params, rows, count, out);
+    cuda_summarize_rows(*cuda_->staging, params, rows,
+                        usable_device_rows(*cuda_->staging, device, input_size(params.input)),
+                        count, out);
     return;
   }
+#else
+  (void)device;
 #endif
   cpu_summarize_rows(params, rows, count, out, threads_);
 }
@@ -48,13 +65,19 @@ void ComputeBackend::summarize_row_pointers(const SummaryParams& params,
 }
 
 void ComputeBackend::dot_rows(const DotParams& params, const std::byte* a, const std::byte* b,
-                              std::uint64_t count, double* out) {
+                              std::uint64_t count, double* out, DeviceRows device_a,
+                              DeviceRows device_b) {
 #ifdef GPUCACHE_HAVE_CUDA
   if (device_ == Device::cuda) {
     if (!cuda_) cuda_ = std::make_unique<Cuda>(Cuda{cuda_staging_create(threads_)});
-    cuda_dot_rows(*cuda_->staging, params, a, b, count, out);
+    CudaStaging& staging = *cuda_->staging;
+    cuda_dot_rows(staging, params, a, usable_device_rows(staging, device_a, input_size(params.a)),
+                  b, usable_device_rows(staging, device_b, input_size(params.b)), count, out);
     return;
   }
+#else
+  (void)device_a;
+  (void)device_b;
 #endif
   cpu_dot_rows(params, a, b, count, out, threads_);
 }
@@ -73,6 +96,13 @@ ConvertCounts ComputeBackend::convert_rows(const ConvertParams& params, const fl
   }
 #endif
   return cpu_convert_rows(params, in, rows, out, threads_);
+}
+
+std::uint64_t ComputeBackend::uploaded_bytes() const noexcept {
+#ifdef GPUCACHE_HAVE_CUDA
+  if (cuda_) return cuda_staging_uploaded_bytes(*cuda_->staging);
+#endif
+  return 0;
 }
 
 void ComputeBackend::sort_by_key(std::uint64_t* keys, std::uint64_t* values, std::uint64_t count) {

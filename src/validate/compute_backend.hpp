@@ -13,6 +13,13 @@
 
 namespace gpucache::detail {
 
+// The same rows as a host pointer, in CUDA device memory on device `ordinal` (ColumnBatch's
+// device_rows); rows == nullptr when there is no such copy.
+struct DeviceRows {
+  const std::byte* rows = nullptr;
+  int ordinal = -1;
+};
+
 class ComputeBackend {
  public:
   // Resolves `requested` with resolve_device(); throws gpucache::Error when cuda is requested
@@ -27,14 +34,17 @@ class ComputeBackend {
   unsigned threads() const noexcept { return threads_; }
 
   // Pass 1, one column at a time: the summary of each of `count` rows lying one after the other.
+  // With `device`, the CUDA backend reads the rows there when they are on its own device and
+  // aligned for their type (no upload); otherwise it uploads `rows`. The CPU ignores `device`.
   void summarize_rows(const SummaryParams& params, const std::byte* rows, std::uint64_t count,
-                      ColumnSummary* out);
+                      ColumnSummary* out, DeviceRows device = {});
   // The same for rows lying apart (rows[r]); the CPU reference only.
   void summarize_row_pointers(const SummaryParams& params, const std::byte* const* rows,
                               std::uint64_t count, ColumnSummary* out);
   // The pair's dot products, row by row.
   void dot_rows(const DotParams& params, const std::byte* a, const std::byte* b,
-                std::uint64_t count, double* out);
+                std::uint64_t count, double* out, DeviceRows device_a = {},
+                DeviceRows device_b = {});
   // The same for rows lying apart; the CPU reference only.
   void dot_row_pointers(const DotParams& params, const std::byte* const* a,
                         const std::byte* const* b, std::uint64_t count, double* out);
@@ -44,6 +54,8 @@ class ComputeBackend {
   // order is total, so the result is the same.
   // Sorts pairs by (key, value); values ascending on entry.
   void sort_by_key(std::uint64_t* keys, std::uint64_t* values, std::uint64_t count);
+  // Bytes of rows the CUDA check pass copied from host to device so far; 0 on the CPU.
+  std::uint64_t uploaded_bytes() const noexcept;
   std::uint64_t order_selected_rows(const std::uint8_t* selected, std::uint64_t count, bool by_key,
                                     std::uint64_t seed, std::uint64_t purpose, std::uint64_t* out);
 

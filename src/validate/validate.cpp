@@ -388,16 +388,20 @@ void Validator::check_batch(std::span<const ColumnBatch> columns, std::uint64_t 
     inputs.push_back(input_type(columns[c].dtype, c));
   }
   auto bytes = [&](unsigned c) { return static_cast<const std::byte*>(columns[c].rows); };
+  auto on_device = [&](unsigned c) {
+    return detail::DeviceRows{static_cast<const std::byte*>(columns[c].device_rows),
+                              columns[c].device_ordinal};
+  };
   run_batch(
       state, first_row, rows, source,
       [&](unsigned c, detail::ColumnSummary* out) {
         const detail::SummaryParams params{state.columns[c].layout.values, inputs[c],
                                            state.columns[c].dedup};
-        state.backend.summarize_rows(params, bytes(c), rows, out);
+        state.backend.summarize_rows(params, bytes(c), rows, out, on_device(c));
       },
       [&](unsigned a, unsigned b, double* out) {
         const detail::DotParams params{state.columns[a].layout.values, inputs[a], inputs[b]};
-        state.backend.dot_rows(params, bytes(a), bytes(b), rows, out);
+        state.backend.dot_rows(params, bytes(a), bytes(b), rows, out, on_device(a), on_device(b));
       });
 }
 

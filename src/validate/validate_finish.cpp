@@ -312,6 +312,7 @@ ValidationResult Validator::finish(const RowFetcher& fetch_row) {
 
   ValidationResult result;
   result.device = state.backend.device();
+  result.uploaded_bytes = state.backend.uploaded_bytes();
   const std::uint64_t total = state.status.size();
   result.rows_checked = total;
   std::map<std::uint32_t, SourceReport> reports;

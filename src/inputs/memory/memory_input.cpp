@@ -68,6 +68,13 @@ InputColumn tensor_column(const MemoryColumn& memory) {
   column.direct_rows = [data, pitch](std::uint64_t first, std::uint64_t) {
     return data + first * pitch;
   };
+  if (memory.device_values && memory.device_ordinal >= 0) {
+    const auto* device = static_cast<const std::byte*>(memory.device_values);
+    column.device_rows = [device, pitch](std::uint64_t first, std::uint64_t) {
+      return device + first * pitch;
+    };
+    column.device_ordinal = memory.device_ordinal;
+  }
   return column;
 }
 
@@ -125,6 +132,10 @@ InputData memory_input(const std::vector<MemoryColumn>& columns) {
         break;
       case ColumnKind::text:
       case ColumnKind::sequence:
+        if (memory.device_values)
+          throw Error(origin(memory), "device values",
+                      "are taken for tensor columns only, not " +
+                          std::string(column_kind_name(memory.kind)) + " columns");
         data.columns.push_back(variable_column(memory));
         break;
     }

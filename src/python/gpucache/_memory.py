@@ -1,8 +1,9 @@
 """Columns in memory for gpucache.pack: each becomes (name, kind, values, offsets) over the
 caller's own memory wherever it already has the layout the C++ reader takes (C-contiguous, on the
 CPU), so nothing is copied before validation. Copies are made only where the data does not lie
-so: a strided array or tensor (made contiguous), a CUDA tensor (copied to the host), lists
-(encoded once)."""
+so: a strided array or tensor (made contiguous), a CUDA tensor (copied to the host once, for
+writing; its rows are validated in its own GPU memory when the CUDA backend runs on that GPU),
+lists (encoded once)."""
 from __future__ import annotations
 
 from itertools import chain
@@ -38,6 +39,24 @@ def _host_tensor(tensor):
     # A numpy view of the same memory (no copy) for every dtype numpy has: older PyTorch cannot
     # export bool through DLPack. bfloat16, which numpy lacks, goes through DLPack.
     return tensor if str(tensor.dtype) == "torch.bfloat16" else tensor.numpy()
+
+
+def _tensor_column(tensor):
+    """(host values, device view or None) of a tensor column. A CUDA tensor is made contiguous on
+    its GPU and copied to the host once: the host copy is what pack writes and hashes (the rows
+    must reach the disk), and the device view (data pointer, device index, the tensor itself to
+    keep it alive) lets the CUDA validation backend check the rows where they lie instead of
+    uploading the host copy again. .cpu() is synchronous, so the GPU work that produced the tensor
+    (on the current stream) is done before pack reads either copy."""
+    tensor = tensor.detach()
+    if tensor.device.type != "cuda":
+        return _host_tensor(tensor), None
+    if not tensor.is_contiguous():
+        tensor = tensor.contiguous()
+    host = _host_tensor(tensor)
+    if tensor.numel() == 0:
+        return host, None
+    return host, (tensor.data_ptr(), tensor.device.index, tensor)
 
 
 def _host_array(value, name: str):
@@ -112,7 +131,8 @@ def _var_column(column: VarColumn, name: str) -> Tuple[str, Any, Any]:
 
 
 def memory_columns(columns: dict) -> list:
-    """[(name, kind, values, offsets or None)] for the extension's pack_json."""
+    """[(name, kind, values, offsets or None[, device view])] for the extension's pack_json: a
+    CUDA tensor's entry has a fifth item, (data pointer, device index, tensor)."""
     if not columns:
         raise Error("pack() got an empty dict of columns")
     out = []
@@ -125,7 +145,8 @@ def memory_columns(columns: dict) -> list:
             kind, values, offsets = _var_column(value, name)
             out.append((name, kind, values, offsets))
         elif _is_torch_tensor(value):
-            out.append((name, "tensor", _host_tensor(value), None))
+            host, device = _tensor_column(value)
+            out.append((name, "tensor", host, None) + ((device,) if device else ()))
         else:
             array = _host_array(value, name)
             if array.ndim == 0:

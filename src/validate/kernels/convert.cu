@@ -76,7 +76,8 @@ ConvertCounts cuda_convert_rows(CudaStaging& staging, const ConvertParams& param
                              cudaMemcpyHostToDevice, staging.streams[0]),
              "cudaMemcpyAsync (counters)");
   check_cuda(cudaStreamSynchronize(staging.streams[0]), "cudaStreamSynchronize");
-  const ChunkInput input{reinterpret_cast<const std::byte*>(in), params.dim * sizeof(float)};
+  const ChunkInput input{reinterpret_cast<const std::byte*>(in), nullptr,
+                         params.dim * sizeof(float)};
   stream_rows(
       staging, &input, 1, rows, out, params.padded_dim * element_size,
       [&](cudaStream_t stream, const std::byte* const* device_inputs, std::byte* device_out,

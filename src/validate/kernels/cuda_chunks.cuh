@@ -43,7 +43,9 @@ inline constexpr std::size_t kInputAlignment = 16;
 inline constexpr std::size_t kChunkBytes = std::size_t{64} << 20;
 
 struct CudaStaging {
+  int device = 0;  // the device the streams and buffers are on
   int sm_count = 1;
+  std::uint64_t uploaded_bytes = 0;  // host-to-device bytes of row chunks, for reports and tests
   unsigned host_threads = 1;
   cudaStream_t streams[kSlots] = {};
   cudaEvent_t done[kSlots] = {};
@@ -66,8 +68,12 @@ struct CudaStaging {
   void abandon() noexcept;
 };
 
+// One input of stream_rows(): its rows in host memory, and, when not null, the same rows already
+// in the staging device's memory (aligned for their type), which are then read there instead of
+// being uploaded.
 struct ChunkInput {
   const std::byte* host;
+  const std::byte* device;
   std::size_t row_bytes;
 };
 
@@ -83,17 +89,25 @@ inline void parallel_copy(std::byte* destination, const std::byte* source, std::
 // its upload, which overlaps chunk k's kernels. Nothing waits per row: the host blocks only to
 // reuse a slot and at the end. launch(stream, device_inputs, device_output, first_row, rows)
 // enqueues one chunk's kernels; device_inputs[i] holds that chunk's rows of inputs[i].
+// An input with device rows is not staged: device_inputs[i] points into them at the chunk's first
+// row. Streams are non-blocking, so the device rows must have no GPU work pending (the caller
+// synchronises whatever wrote them).
 template <class Launch>
 void stream_rows(CudaStaging& staging, const ChunkInput* inputs, int input_count,
                  std::uint64_t rows, std::byte* output, std::size_t out_row_bytes,
                  Launch&& launch) {
   if (rows == 0) return;
-  std::size_t in_row_bytes = 0;
-  for (int i = 0; i < input_count; ++i) in_row_bytes += inputs[i].row_bytes;
+  // Chunks are sized by every input, staged or not, so rows already on the device do not make
+  // the output buffers grow; only staged inputs take room in the input buffers.
+  std::size_t in_row_bytes = 0, staged_row_bytes = 0;
+  for (int i = 0; i < input_count; ++i) {
+    in_row_bytes += inputs[i].row_bytes;
+    if (!inputs[i].device) staged_row_bytes += inputs[i].row_bytes;
+  }
   const std::uint64_t chunk_rows = std::min<std::uint64_t>(
       rows, std::max<std::uint64_t>(1, kChunkBytes / (in_row_bytes + out_row_bytes)));
   // Each input starts at a multiple of kInputAlignment, so kernels may load any element type.
-  staging.reserve(chunk_rows * in_row_bytes + input_count * kInputAlignment,
+  staging.reserve(chunk_rows * staged_row_bytes + input_count * kInputAlignment,
                   chunk_rows * out_row_bytes);
   try {
     std::uint64_t chunk = 0;
@@ -104,6 +118,10 @@ void stream_rows(CudaStaging& staging, const ChunkInput* inputs, int input_count
       const std::byte* device_inputs[kMaxChunkInputs] = {};
       std::size_t offset = 0;
       for (int i = 0; i < input_count; ++i) {
+        if (inputs[i].device) {
+          device_inputs[i] = inputs[i].device + first * inputs[i].row_bytes;
+          continue;
+        }
         const std::size_t bytes = count * inputs[i].row_bytes;
         parallel_copy(staging.host_in[slot] + offset, inputs[i].host + first * inputs[i].row_bytes,
                       bytes, staging.host_threads);
@@ -111,9 +129,12 @@ void stream_rows(CudaStaging& staging, const ChunkInput* inputs, int input_count
         offset += (bytes + kInputAlignment - 1) / kInputAlignment * kInputAlignment;
       }
       cudaStream_t stream = staging.streams[slot];
-      check_cuda(cudaMemcpyAsync(staging.device_in[slot], staging.host_in[slot], offset,
-                                 cudaMemcpyHostToDevice, stream),
-                 "upload of a chunk of rows");
+      if (offset) {
+        check_cuda(cudaMemcpyAsync(staging.device_in[slot], staging.host_in[slot], offset,
+                                   cudaMemcpyHostToDevice, stream),
+                   "upload of a chunk of rows");
+        staging.uploaded_bytes += offset;
+      }
       launch(stream, device_inputs, staging.device_out[slot], first, count);
       check_cuda(cudaGetLastError(), "kernel launch");
       const std::size_t out_bytes = count * out_row_bytes;

@@ -44,7 +44,7 @@ void CudaStagingDeleter::operator()(CudaStaging* staging) const noexcept {
 CudaStagingPtr cuda_staging_create(unsigned host_threads) {
   CudaStagingPtr staging(new CudaStaging);
   staging->host_threads = resolve_thread_count(host_threads);
-  int device = 0;
+  int& device = staging->device;
   check_cuda(cudaGetDevice(&device), "cudaGetDevice");
   check_cuda(cudaDeviceGetAttribute(&staging->sm_count, cudaDevAttrMultiProcessorCount, device),
              "cudaDeviceGetAttribute");
@@ -58,6 +58,14 @@ CudaStagingPtr cuda_staging_create(unsigned host_threads) {
                         4 * sizeof(unsigned long long)),
              "cudaMalloc (counters)");
   return staging;
+}
+
+int cuda_staging_device(const CudaStaging& staging) noexcept {
+  return staging.device;
+}
+
+std::uint64_t cuda_staging_uploaded_bytes(const CudaStaging& staging) noexcept {
+  return staging.uploaded_bytes;
 }
 
 void CudaStaging::reserve(std::size_t in_bytes, std::size_t out_bytes) {

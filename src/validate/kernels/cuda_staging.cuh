@@ -3,6 +3,7 @@
 // header; the layout lives in cuda_chunks.cuh (CUDA translation units only).
 #pragma once
 
+#include <cstdint>
 #include <memory>
 
 namespace gpucache::detail {
@@ -16,5 +17,9 @@ using CudaStagingPtr = std::unique_ptr<CudaStaging, CudaStagingDeleter>;
 // Two non-blocking streams on the current device; buffers are allocated on first use and grow.
 // host_threads: threads for copying rows into pinned memory. Throws gpucache::Error.
 CudaStagingPtr cuda_staging_create(unsigned host_threads);
+// The device the staging's streams run on (the current device when it was created).
+int cuda_staging_device(const CudaStaging& staging) noexcept;
+// Bytes of rows its chunks uploaded from host to device so far.
+std::uint64_t cuda_staging_uploaded_bytes(const CudaStaging& staging) noexcept;
 
 }  // namespace gpucache::detail

@@ -72,8 +72,8 @@ __global__ void __launch_bounds__(kBlockThreads)
 }  // namespace
 
 void cuda_summarize_rows(CudaStaging& staging, const SummaryParams& params, const std::byte* rows,
-                         std::uint64_t count, ColumnSummary* out) {
-  const ChunkInput inputs[1] = {{rows, params.values * input_size(params.input)}};
+                         const std::byte* device_rows, std::uint64_t count, ColumnSummary* out) {
+  const ChunkInput inputs[1] = {{rows, device_rows, params.values * input_size(params.input)}};
   stream_rows(staging, inputs, 1, count, reinterpret_cast<std::byte*>(out), sizeof(ColumnSummary),
               [&](cudaStream_t stream, const std::byte* const* device_inputs, std::byte* device_out,
                   std::uint64_t, std::uint64_t chunk_rows) {
@@ -91,9 +91,10 @@ void cuda_summarize_rows(CudaStaging& staging, const SummaryParams& params, cons
 }
 
 void cuda_dot_rows(CudaStaging& staging, const DotParams& params, const std::byte* a,
-                   const std::byte* b, std::uint64_t count, double* out) {
-  const ChunkInput inputs[2] = {{a, params.values * input_size(params.a)},
-                                {b, params.values * input_size(params.b)}};
+                   const std::byte* device_a, const std::byte* b, const std::byte* device_b,
+                   std::uint64_t count, double* out) {
+  const ChunkInput inputs[2] = {{a, device_a, params.values * input_size(params.a)},
+                                {b, device_b, params.values * input_size(params.b)}};
   stream_rows(staging, inputs, 2, count, reinterpret_cast<std::byte*>(out), sizeof(double),
               [&](cudaStream_t stream, const std::byte* const* device_inputs, std::byte* device_out,
                   std::uint64_t, std::uint64_t chunk_rows) {

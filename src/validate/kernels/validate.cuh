@@ -11,12 +11,15 @@
 namespace gpucache::detail {
 
 // Same contract as cpu_summarize_rows(): `rows` is host memory holding `count` rows; the summaries
-// written to `out` are byte-identical to the CPU reference's.
+// written to `out` are byte-identical to the CPU reference's. `device_rows`, when not null, holds
+// the same rows in the staging device's memory (aligned for their type): they are read there and
+// `rows` is not uploaded.
 void cuda_summarize_rows(CudaStaging& staging, const SummaryParams& params, const std::byte* rows,
-                         std::uint64_t count, ColumnSummary* out);
+                         const std::byte* device_rows, std::uint64_t count, ColumnSummary* out);
 
-// Same contract as cpu_dot_rows().
+// Same contract as cpu_dot_rows(), with device copies of a and b as for cuda_summarize_rows().
 void cuda_dot_rows(CudaStaging& staging, const DotParams& params, const std::byte* a,
-                   const std::byte* b, std::uint64_t count, double* out);
+                   const std::byte* device_a, const std::byte* b, const std::byte* device_b,
+                   std::uint64_t count, double* out);
 
 }  // namespace gpucache::detail

@@ -34,6 +34,11 @@ struct InputColumn : Column {
   // Tensor columns, optional: where each of rows [first, first + count) lies as little-endian
   // values of dtype (a tensor per row), written to out; false when one does not.
   std::function<bool(std::uint64_t first, std::uint64_t count, const std::byte** out)> row_pointers;
+  // Tensor columns, optional: the same rows as direct_rows, laid out the same, in CUDA device
+  // memory on device `device_ordinal` (a CUDA tensor handed over from Python). Read only by the
+  // CUDA validation backend on that device; never dereferenced on the host.
+  std::function<const std::byte*(std::uint64_t first, std::uint64_t count)> device_rows;
+  int device_ordinal = -1;
   // Tensor columns, optional: lets the rows' input pages leave the resident set once read.
   std::function<void(std::uint64_t first, std::uint64_t count)> release_rows;
   // Text columns: the UTF-8 text of one row, valid while the column lives.

@@ -28,6 +28,14 @@ struct MemoryColumn {
   // sequence and text: rows + 1 int64 offsets into values (in elements), starting at 0,
   // non-decreasing, the last one the number of values (Arrow's layout).
   std::span<const std::int64_t> offsets;
+  // Tensor columns, optional: the same values (same layout) in CUDA device memory on device
+  // `device_ordinal`, e.g. a CUDA tensor whose host copy is `values`. Only the CUDA validation
+  // backend reads it, and only when it runs on that device: it then checks rows there instead of
+  // uploading them from `values`. Everything else (CPU checks, conversion, writing, provenance)
+  // reads `values`, so the output is the same with or without it. Must stay valid and unchanged,
+  // with no GPU work pending on it, until pack returns.
+  const void* device_values = nullptr;
+  int device_ordinal = -1;
 };
 
 // The columns as an array reader hands them over (InputData::columns), origin "memory". Checks

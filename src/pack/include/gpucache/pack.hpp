@@ -125,6 +125,10 @@ struct PackResult {
   // validated) and why it was chosen.
   std::string device;
   std::string device_reason;
+  // Bytes of rows the CUDA validation backend uploaded from the host (ValidationResult's
+  // uploaded_bytes): 0 on the CPU and for rows it checked in a CUDA tensor's own memory
+  // (MemoryColumn::device_values). Not in to_json(): a measure for tests and benchmarks.
+  std::uint64_t validation_uploaded_bytes = 0;
 
   std::string to_json() const;
   std::string to_text() const;

@@ -136,6 +136,9 @@ struct ValidationResult {
   std::vector<RejectedRow> rejects;   // ascending row
   std::vector<NormStats> norms;       // one per column with the norm check, in column order
   Device device = Device::cpu;        // the backend that ran
+  // Bytes of rows the CUDA backend copied from host to device for the checks: 0 on the CPU and
+  // for rows it read from ColumnBatch::device_rows.
+  std::uint64_t uploaded_bytes = 0;
 };
 
 // Writes the f32 values of column `column` of global row `row` (out.size() == that column's
@@ -159,6 +162,12 @@ struct ColumnLayout {
 struct ColumnBatch {
   const void* rows = nullptr;
   DType dtype = DType::f32;
+  // Optional: the same rows, laid out the same, in CUDA device memory on device `device_ordinal`
+  // (a CUDA tensor's). The CUDA backend, when it runs on that device, checks them there instead of
+  // uploading `rows`; the CPU backend, another device, or rows not aligned to their dtype ignore
+  // it. The verdicts are the same either way.
+  const void* device_rows = nullptr;
+  int device_ordinal = -1;
 };
 // The same for rows lying apart (a tensor each): rows[i] points at row i.
 struct ColumnRowPointers {
