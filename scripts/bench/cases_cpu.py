@@ -563,7 +563,8 @@ WRITER_CALLS = {
     "safetensors_memory": "safetensors.torch.save_file({embedding, label}, OUT) (no text column)",
 }
 WRITERS_NOTE = (
-    "Every contender writes the same rows, interleaved in one process (A B C … A B C …), to the "
+    "Every contender writes the same rows, interleaved in one process (A B C … A B C …, after one "
+    "untimed warm-up round), to the "
     "same disk; before each run the previous output is removed and dirty pages are flushed "
     "(untimed). Times include fsync of every file written (gpucache.pack fsyncs itself; the others "
     "are fsynced right after they return, inside the timed region); the figures without that "
@@ -581,8 +582,11 @@ def writers(ctx: Context) -> list:
         ctx.data.mkdir(parents=True, exist_ok=True)
         ctx.child("writers_child.py", ["--make", parquet, "--rows", rows, "--dim", dim])
     warm_read(parquet)
+    # One untimed warm-up round (not in --quick): the first call of each writer pays for lazy
+    # imports and first-use set-up that a dataset build pays once, not per write.
     data = ctx.child("writers_child.py", ["--parquet", parquet, "--scratch",
-                                          ctx.scratch / "writers", "--reps", ctx.slow_reps])
+                                          ctx.scratch / "writers", "--reps", ctx.slow_reps,
+                                          "--warmup", 0 if ctx.quick else 1])
     size = sum(data["input_bytes"].values())
     versions = data["versions"]
     label_of = {

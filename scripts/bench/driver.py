@@ -217,6 +217,9 @@ def main(argv=None) -> int:
                   f"{params.dialogue_rows} rows × 2 × {params.dialogue_dim}, LLM cache "
                   f"{params.llm_rows} × {params.llm_dim}; one row in "
                   f"{datagen.BAD_EVERY} invalid (norm < 0.1, > 100, or NaN)")
+    if set(args.sections) <= SELF_CONTAINED:
+        sizes_text = (f"writers: {args.writer_rows:,} rows × ({args.writer_dim} f32 embedding + "
+                      "question text + i64 label)")
     log(f"sizes: {sizes_text}")
 
     shared_data = not set(args.sections) <= SELF_CONTAINED
