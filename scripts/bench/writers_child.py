@@ -22,7 +22,6 @@ import json
 import os
 import shutil
 import sys
-import tempfile
 import time
 import traceback
 from pathlib import Path
@@ -81,12 +80,11 @@ def gpucache_pack(source, out: Path, dtype: str = "f32"):
     import gpucache
     # Default checks (finite and norm 0.1..100 on the embedding), CPU validation pinned so a GPU
     # machine measures the same path.
-    options = {"device": "cpu"} if hasattr(gpucache, "pack") else {}
+    options = {"device": "cpu"}
     if dtype != "f32":
         options["dtype"] = dtype
     result = gpucache.pack(source if isinstance(source, dict) else str(source), out, **options)
-    rows = result.get("rows_written", result.get("rows"))
-    return rows
+    return result.get("rows_written", result.get("rows"))
 
 
 def hf_datasets(source, out: Path, cache: Path):
