@@ -538,3 +538,122 @@ def _manifest_rows(dataset: Path):
         return json.loads((dataset / "manifest.json").read_text())["rows"]
     except (OSError, KeyError, json.JSONDecodeError):
         return None
+
+
+# ---- writers (issue #16): gpucache.pack against the dataset writers users reach for ----
+
+WRITER_PEERS = {"hf": "Hugging Face datasets", "mds": "MosaicML streaming MDSWriter",
+                "litdata": "litdata.optimize"}
+WRITER_CALLS = {
+    "gpucache_memory": "gpucache.pack({embedding: f32 [N, D] array, question: list of str, "
+                       "label: i64 array}, OUT, device='cpu')",
+    "gpucache_f16_memory": "gpucache.pack(the same columns, OUT, dtype='f16', device='cpu')",
+    "gpucache_parquet": "gpucache.pack('writers.parquet', OUT, device='cpu')",
+    "hf_memory": "datasets.Dataset.from_dict(columns).save_to_disk(OUT)",
+    "hf_parquet": "datasets.load_dataset('parquet', data_files=..., split='train', "
+                  "cache_dir=EMPTY).save_to_disk(OUT)",
+    "mds_memory": "MDSWriter(columns={embedding: 'ndarray:float32', question: 'str', "
+                  "label: 'int64'}).write(row) per row",
+    "mds_parquet": "pyarrow ParquetFile.iter_batches, then MDSWriter.write(row) per row",
+    "litdata_memory": "litdata.optimize(fn=rows of a block, inputs=blocks, chunk_bytes='256MB', "
+                      "num_workers=nproc, start_method='fork')",
+    "litdata_parquet": "litdata.optimize(fn=rows of a Parquet row group, inputs=row groups, "
+                       "chunk_bytes='256MB', num_workers=nproc, start_method='fork')",
+    "torch_save_memory": "torch.save({embedding, question, label}, OUT)",
+    "safetensors_memory": "safetensors.torch.save_file({embedding, label}, OUT) (no text column)",
+}
+WRITERS_NOTE = (
+    "Every contender writes the same rows, interleaved in one process (A B C … A B C …, after one "
+    "untimed warm-up round), to the "
+    "same disk; before each run the previous output is removed and dirty pages are flushed "
+    "(untimed). Times include fsync of every file written (gpucache.pack fsyncs itself; the others "
+    "are fsynced right after they return, inside the timed region); the figures without that "
+    "fsync are in results.json (extra.no_fsync). gpucache.pack runs its default validation "
+    "(finite values and norm 0.1..100 of every embedding row, checked on the CPU) and hashes "
+    "every 4 MiB chunk; the peers check nothing.")
+
+
+def writers(ctx: Context) -> list:
+    """gpucache.pack from memory and from Parquet against HF datasets, MDSWriter, litdata,
+    torch.save and safetensors on the same rows (writers_child.py does the measuring)."""
+    rows, dim = ctx.writer_rows, ctx.writer_dim
+    parquet = ctx.data / f"writers-{rows}x{dim}.parquet"
+    if not parquet.exists():
+        ctx.data.mkdir(parents=True, exist_ok=True)
+        ctx.child("writers_child.py", ["--make", parquet, "--rows", rows, "--dim", dim])
+    warm_read(parquet)
+    # One untimed warm-up round (not in --quick): the first call of each writer pays for lazy
+    # imports and first-use set-up that a dataset build pays once, not per write.
+    data = ctx.child("writers_child.py", ["--parquet", parquet, "--scratch",
+                                          ctx.scratch / "writers", "--reps", ctx.slow_reps,
+                                          "--warmup", 0 if ctx.quick else 1])
+    size = sum(data["input_bytes"].values())
+    versions = data["versions"]
+    label_of = {
+        "gpucache_memory": "gpucache.pack, memory → f32",
+        "gpucache_f16_memory": "gpucache.pack, memory → f16",
+        "gpucache_parquet": "gpucache.pack, Parquet → f32",
+        "hf_memory": f"datasets {versions['datasets']} from_dict + save_to_disk",
+        "hf_parquet": f"datasets {versions['datasets']} load_dataset(parquet) + save_to_disk",
+        "mds_memory": f"streaming {versions['streaming']} MDSWriter",
+        "mds_parquet": f"streaming {versions['streaming']} pyarrow + MDSWriter",
+        "litdata_memory": f"litdata {versions['litdata']} optimize",
+        "litdata_parquet": f"litdata {versions['litdata']} optimize (Parquet row groups)",
+        "torch_save_memory": f"torch {versions['torch']} torch.save",
+        "safetensors_memory": f"safetensors {versions['safetensors']} save_file",
+    }
+
+    def measure(name):
+        result = data["results"][name]
+        if name in data["unavailable"]:
+            raise NotAvailable(data["unavailable"][name])
+        if name in data["failed"]:
+            raise benchlib.CommandFailed(["writers_child.py", name], 1, data["failed"][name])
+        return Measure(label_of[name], Stats(result["write_fsync"]), WRITER_CALLS[name], size)
+
+    def no_fsync(name):
+        samples = data["results"][name]["write"]
+        return Stats(samples).to_json(size) if samples else None
+
+    what = (f"{rows:,} rows × ({dim} f32 + question text + i64 label), "
+            f"{benchlib.human_bytes(size)}")
+    results = []
+
+    def compare(cid, title, subject_name, peer_name, notes=WRITERS_NOTE, extra=None):
+        comparison = Comparison(id=cid, group="cpu", section="writers", title=title, notes=notes,
+                                extra=extra or {})
+        try:
+            comparison.subject, comparison.peer = measure(subject_name), measure(peer_name)
+            comparison.extra["no_fsync"] = {subject_name: no_fsync(subject_name),
+                                            peer_name: no_fsync(peer_name)}
+            comparison.extra["output_bytes"] = {
+                n: data["results"][n].get("out_bytes") for n in (subject_name, peer_name)}
+        except NotAvailable as error:
+            comparison.status, comparison.reason = "not_available", str(error)
+        except benchlib.CommandFailed as error:
+            comparison.status, comparison.reason = "failed", str(error)
+        results.append(comparison)
+
+    for source, subjects in (("memory", ("gpucache_memory", "gpucache_f16_memory")),
+                             ("parquet", ("gpucache_parquet",))):
+        source_text = "from memory" if source == "memory" else "from Parquet"
+        peers = [f"{p}_{source}" for p in WRITER_PEERS]
+        usable = [p for p in peers if p not in data["unavailable"] and p not in data["failed"]
+                  and data["results"][p]["write_fsync"]]
+        fastest = min(usable, key=lambda p: Stats(data["results"][p]["write_fsync"]).median) \
+            if usable else peers[0]
+        for subject in subjects:
+            dtype = "f16" if "f16" in subject else "f32"
+            compare(f"writers_{source}_{dtype}_vs_fastest",
+                    f"writers {source_text} ({what}): gpucache.pack → {dtype} vs the fastest of "
+                    f"HF datasets, MDSWriter, litdata ({label_of[fastest]})", subject, fastest,
+                    extra={"fastest_peer": fastest,
+                           "peers_considered": {p: data["unavailable"].get(p) or
+                                                data["failed"].get(p) or "measured"
+                                                for p in peers}})
+        for peer in peers + (["torch_save_memory", "safetensors_memory"]
+                             if source == "memory" else []):
+            compare(f"writers_{source}_vs_{peer.removesuffix('_' + source)}",
+                    f"writers {source_text}: gpucache.pack → f32 vs {label_of[peer]}",
+                    subjects[0], peer)
+    return results

@@ -31,6 +31,8 @@ class Context:
     shards: dict = field(default_factory=dict)     # kind -> dataset dir (prepared, untimed)
     shard_sources: dict = field(default_factory=dict)  # kind -> input file it was packed from
     notes: list = field(default_factory=list)
+    writer_rows: int = 0                           # the writers section's rows and dim
+    writer_dim: int = 0
 
     @property
     def data(self) -> Path:

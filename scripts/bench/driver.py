@@ -28,7 +28,9 @@ import targets  # noqa: E402
 from benchlib import CommandFailed, Comparison, NotAvailable, NotMeasured, human_bytes, log  # noqa
 from context import Context, probe_features, python_version_info  # noqa: E402
 
-SECTIONS = ["tools", "validation", "loads", "scale", "pipeline", "gpu"]
+SECTIONS = ["tools", "validation", "loads", "scale", "pipeline", "gpu", "writers"]
+# Sections that make their own data: alone, they skip the shared data generation and packing.
+SELF_CONTAINED = {"writers"}
 
 # (default, --quick) per size option.
 DEFAULTS = {
@@ -41,6 +43,8 @@ DEFAULTS = {
     "llm_dim": (1024, 128),
     "reps": (5, 1),
     "slow_reps": (3, 1),
+    "writer_rows": (98_304, 4_096),
+    "writer_dim": (768, 768),
 }
 
 
@@ -67,6 +71,10 @@ def parse_args(argv):
                         help="repetitions per figure (default 5; quick 1)")
     parser.add_argument("--slow-reps", type=int, default=env("GPUCACHE_BENCH_SLOW_REPS"),
                         help="repetitions of the Python-heavy paths (default 3; quick 1)")
+    parser.add_argument("--writer-rows", type=int, default=env("GPUCACHE_BENCH_WRITER_ROWS"),
+                        help="rows of the writers section's embedding dataset (default 98304: "
+                             "288 MiB of f32 at dim 768; quick 4096)")
+    parser.add_argument("--writer-dim", type=int, default=env("GPUCACHE_BENCH_WRITER_DIM"))
     parser.add_argument("--only", default=env("GPUCACHE_BENCH_ONLY", ""),
                         help=f"comma-separated sections to run: {','.join(SECTIONS)}")
     parser.add_argument("--out", type=Path, default=env("GPUCACHE_BENCH_OUT"))
@@ -192,7 +200,8 @@ def main(argv=None) -> int:
         return 2
     ctx = Context(root=args.root, out=args.out, gpucache=args.gpucache.resolve(),
                   build_dir=args.build_dir.resolve(), python=sys.executable, reps=args.reps,
-                  slow_reps=args.slow_reps, quick=args.quick)
+                  slow_reps=args.slow_reps, quick=args.quick, writer_rows=args.writer_rows,
+                  writer_dim=args.writer_dim)
     params = datagen.DataParams(
         embed_bytes=benchlib.parse_size(args.size), embed_dim=args.embed_dim,
         small_bytes=benchlib.parse_size(args.small_size), dialogue_rows=args.dialogue_rows,
@@ -208,22 +217,28 @@ def main(argv=None) -> int:
                   f"{params.dialogue_rows} rows × 2 × {params.dialogue_dim}, LLM cache "
                   f"{params.llm_rows} × {params.llm_dim}; one row in "
                   f"{datagen.BAD_EVERY} invalid (norm < 0.1, > 100, or NaN)")
+    if set(args.sections) <= SELF_CONTAINED:
+        sizes_text = (f"writers: {args.writer_rows:,} rows × ({args.writer_dim} f32 embedding + "
+                      "question text + i64 label)")
     log(f"sizes: {sizes_text}")
 
-    data = ctx.child("datagen.py", [ctx.data, json.dumps(datagen.asdict(params))])
-    ctx.files = {name: Path(path) for name, path in data.items()}
+    shared_data = not set(args.sections) <= SELF_CONTAINED
+    if shared_data:
+        data = ctx.child("datagen.py", [ctx.data, json.dumps(datagen.asdict(params))])
+        ctx.files = {name: Path(path) for name, path in data.items()}
     log("probing what this build can do")
     ctx.features = probe_features(ctx)
     for name, feature in ctx.features.items():
         log(f"  {'yes' if feature['ok'] else 'no '} {name}: {feature['detail']}")
-    prepare_shards(ctx)
+    if shared_data:
+        prepare_shards(ctx)
 
     setup_seconds = time.time() - started
     log(f"data and shards ready in {setup_seconds:.0f} s")
     runner = Runner()
     load_table = {}
     sections = args.sections
-    kinds = datagen.kind_files(ctx.files)
+    kinds = datagen.kind_files(ctx.files) if shared_data else {}
 
     def ph(cid, title, section="tools", group="cpu"):
         return (cid, group, section, title)
@@ -292,6 +307,13 @@ def main(argv=None) -> int:
             runner.comparisons += [Comparison(id=cid, group=group, section=section, title=title,
                                               status="not_measured", reason=gpu_raw["reason"])
                                    for cid, group, section, title in unified_gpu]
+
+    if "writers" in sections:
+        runner.run("writers: pack from memory and Parquet vs HF datasets, MDSWriter, litdata",
+                   lambda: cases_cpu.writers(ctx), [
+                       ph(f"writers_{source}_f32_vs_fastest", f"writers from {source}: "
+                          "gpucache.pack vs the fastest of HF datasets, MDSWriter, litdata",
+                          "writers") for source in ("memory", "parquet")])
 
     machine["load_average_end"] = sysinfo.load_average()
     by_id = {c.id: c for c in runner.comparisons}

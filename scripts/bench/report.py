@@ -281,7 +281,9 @@ scripts/bench.sh --help          # sizes, repetitions, sections (also settable b
 
 It builds the CLI if needed, makes a venv (`.venv-bench`, from `/usr/bin/python3` with the
 system torch and numpy, plus safetensors and matplotlib from PyPI and this package when it has a
-`pyproject.toml`), generates the same synthetic data as `.pt`, `.safetensors`, `.npy` and gpucache
+`pyproject.toml`; for the writers section also Hugging Face `datasets`, `pyarrow`, MosaicML
+`mosaicml-streaming` and `litdata` from PyPI, pinned so that they run on Debian's torch 1.13 and
+numpy 1.24, see "Writers" below), generates the same synthetic data as `.pt`, `.safetensors`, `.npy` and gpucache
 shards, and writes `bench-out/results.{json,md}` and `bench-out/chart.png`.
 
 What is compared (every peer on the same bytes, in the same run):
@@ -294,6 +296,7 @@ What is compared (every peer on the same bytes, in the same run):
 | verify | `--threads 1`, `--threads 2` (and `--deep`) | `xxhsum -H3` |
 | inspect | 1 GiB dataset | 10 MiB dataset |
 | Validation | CPU check pass, 1 thread and all | memcpy |
+| Writers (`--only writers`) | `gpucache.pack` of an embedding dataset from memory (f32 and f16) and from a Parquet file | Hugging Face `datasets` (`Dataset.from_dict` / `load_dataset("parquet")` + `save_to_disk`), MosaicML streaming `MDSWriter`, `litdata.optimize`, `torch.save`, safetensors `save_file`, all fsynced |
 | GPU | `gpucache.load(device="cuda")`, validation on CUDA, `GPUBatches`, pack + load to the GPU | pinned H2D copy, `torch.load(map_location="cuda")`, safetensors `load_file(device="cuda")`, D2D copy, torch `DataLoader`, the users' loader with `.to("cuda")` |
 
 Figures that were not measured say so (no GPU, or the feature is not in the build that ran).

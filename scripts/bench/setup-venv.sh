@@ -21,9 +21,33 @@ fi
 constraints=$(mktemp)
 trap 'rm -f "$constraints"' EXIT
 "$py" -c "import numpy; print('numpy==' + numpy.__version__)" >"$constraints" 2>/dev/null || :
+"$py" -c "import torch; print('torch==' + torch.__version__)" >>"$constraints" 2>/dev/null || :
 if ! "$py" -c "import safetensors, matplotlib" 2>/dev/null; then
   log "installing safetensors and matplotlib into $venv"
   "$py" -m pip install -q --disable-pip-version-check -c "$constraints" safetensors matplotlib >&2
+fi
+
+# The writers section's peers. Their newest releases do not run on Debian's torch 1.13 and numpy
+# 1.24, so: pyarrow < 24 (the newest pyarrow requires NumPy 2; 23 imports with 1.24); litdata
+# 0.2.30 (later releases require torch >= 2.4 and name torch.uint16 at import); mosaicml-streaming
+# and litdata with --no-deps, because their declared dependencies pull torch 2 (litdata) or the
+# cloud SDKs and transformers >= 4.21 of every storage backend (streaming); the modules they
+# import when writing a local folder are installed by name instead. streaming's package import
+# also needs torchvision, which must match the torch build: Debian's python3-torchvision.
+writer_peers_import="import datasets, pyarrow, streaming, litdata"
+if ! "$py" -c "$writer_peers_import" 2>/dev/null; then
+  log "installing the writers' peers into $venv (datasets, pyarrow, streaming, litdata)"
+  echo "pyarrow<24" >>"$constraints"
+  echo "xxhash<4" >>"$constraints"
+  "$py" -m pip install -q --disable-pip-version-check -c "$constraints" datasets "pyarrow<24" \
+    "xxhash<4" pillow "transformers<5" brotli zstd python-snappy catalogue lightning-utilities \
+    filelock boto3 requests >&2 || log "warning: installing datasets/pyarrow failed"
+  "$py" -m pip install -q --disable-pip-version-check --no-deps mosaicml-streaming==0.13.0 \
+    litdata==0.2.30 >&2 2>/dev/null || log "warning: installing streaming/litdata failed"
+  "$py" -c "import torchvision" 2>/dev/null ||
+    log "warning: no torchvision (apt install python3-torchvision): MDSWriter is not available"
+  "$py" -c "$writer_peers_import" 2>/dev/null ||
+    log "warning: $writer_peers_import fails; the writers section reports those not available"
 fi
 
 # This repository's package (gpucache.load, GPUBatches), rebuilt when its sources change.

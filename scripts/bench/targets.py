@@ -51,6 +51,10 @@ TARGETS = [
      "<", 0.1),
     ("open one row of a 100,000-shard dataset < 1 s", "cpu", "open_slice_100000_vs_10", "seconds",
      "<", 1.0),
+    ("gpucache.pack from memory (f32, validated, fsynced) ≥ 3× the fastest of HF datasets, "
+     "MDSWriter, litdata", "cpu", "writers_memory_f32_vs_fastest", "speedup", ">=", 3.0),
+    ("gpucache.pack from Parquet (f32, validated, fsynced) ≥ 3× the fastest of HF datasets, "
+     "MDSWriter, litdata", "cpu", "writers_parquet_f32_vs_fastest", "speedup", ">=", 3.0),
     ("GPU: load (verify=False) ≥ 85% of pinned H2D bandwidth", "gpu", "gpu_load_verify0_vs_h2d",
      "speedup", ">=", 0.85),
     ("GPU: load (verify=True) ≥ 85% of pinned H2D bandwidth", "gpu", "gpu_load_verify1_vs_h2d",
