@@ -225,6 +225,17 @@ inline void map_and_probe(const Value& root, const std::vector<FieldSpec>& field
         for (std::uint64_t r = 0; r < rows; ++r) (void)read_text(column, r);
         continue;
       }
+      if (column.kind == ColumnKind::sequence) {
+        // Rows of any length, dim() 0: each read into a buffer of the length it claims.
+        GPUCACHE_FUZZ_REQUIRE(column.row_length && column.read_sequence);
+        for (std::uint64_t r = 0; r < rows; ++r) {
+          const std::uint64_t length = column.row_length(r);
+          if (length > (std::uint64_t{1} << 20)) continue;
+          std::vector<std::byte> values(length * dtype_size(column.dtype));
+          column.read_sequence(r, values);
+        }
+        continue;
+      }
       GPUCACHE_FUZZ_REQUIRE(column.dim() > 0);
       if (column.dim() > (std::uint64_t{1} << 16)) continue;
       std::vector<std::byte> out(rows * column.dim() * 4);

@@ -9,7 +9,9 @@
 
 #include "fuzz/targets.hpp"
 #include "gpucache/error.hpp"
+#include "gpucache/jsonl.hpp"
 #include "gpucache/npy.hpp"
+#include "gpucache/schema.hpp"
 #include "gpucache/shard/manifest.hpp"
 #include "gpucache/shard/shard_layout.hpp"
 #include "test_support.hpp"
@@ -141,4 +143,26 @@ TEST_CASE("fuzz finding: a later minor version's reserved header bytes are ignor
   std::memcpy(current.data() + 10, &minor, 2);
   current = fuzz::rehashed_shard_image(current);
   CHECK_THROWS_AS(shard::decode_layout(current, "current.gcs"), Error);
+}
+
+TEST_CASE("fuzz finding: a JSON-lines sequence column has no fixed dim, and reads row by row") {
+  // jsonl found that its target still required every non-text column to have a dim() above 0:
+  // since issue #14 a key whose arrays hold only integers maps to a sequence column (dim() 0,
+  // rows read through row_length and read_sequence), here under a key with a byte-order mark and
+  // brackets in it. The reader and the mapping were right; the target now reads sequences.
+  const std::string path = (kRegressions / "jsonl" / "sequence-under-odd-key.jsonl").string();
+  const SourceMapping mapping = map_source(read_jsonl(path), path, std::nullopt, {});
+  REQUIRE(mapping.columns.size() == 1);
+  const InputColumn& column = mapping.columns[0];
+  CHECK(column.kind == ColumnKind::sequence);
+  CHECK(column.dtype == DType::i64);
+  CHECK(column.dim() == 0);
+  REQUIRE(column.row_length(0) == 2);
+  std::vector<std::int64_t> values(2);
+  column.read_sequence(0, std::as_writable_bytes(std::span(values)));
+  CHECK(values == std::vector<std::int64_t>{1, 2});
+  std::vector<std::byte> input(test_support::read_bytes(path).size());
+  const auto raw = test_support::read_bytes(path);
+  std::memcpy(input.data(), raw.data(), raw.size());
+  fuzz::jsonl(input);  // no trap
 }
