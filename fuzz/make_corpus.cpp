@@ -188,6 +188,54 @@ int main(int argc, char** argv) {
               std::to_string(i + 1) + "]}";
     write_text(corpus / "safetensors" / "many_tensors.safetensors",
                safetensors(many + "}", std::string(150, '\x07')));
+    // The linear-time generators of tests/test_hostile_inputs.cpp, at sizes that fit -max_len: a
+    // JSON line of 1,000 keys, a pickle of 7,000 opcodes, a zip directory of 600 members.
+    std::string keys = "{";
+    for (int i = 0; i < 1000; ++i)
+      keys += (i ? ",\"k" : "\"k") + std::to_string(i) + "\":" + std::to_string(i);
+    write_text(corpus / "jsonl" / "many_keys.jsonl", keys + "}\n{\"k0\": 1}\n");
+    fs::create_directories(corpus / "pickle");
+    std::string opcodes = "\x80\x02](";
+    for (int i = 0; i < 7000; ++i) opcodes += std::string("K") + static_cast<char>(i % 251);
+    write_text(corpus / "pickle" / "many_opcodes.pkl", opcodes + "e.");
+    {
+      std::string zip, central;
+      auto put16 = [](std::string& out, unsigned v) {
+        out += static_cast<char>(v & 0xff);
+        out += static_cast<char>((v >> 8) & 0xff);
+      };
+      auto put32 = [&](std::string& out, std::uint32_t v) {
+        put16(out, v & 0xffff);
+        put16(out, v >> 16);
+      };
+      constexpr unsigned kMembers = 600;
+      for (unsigned i = 0; i < kMembers; ++i) {
+        const std::string name = "m" + std::to_string(i) + ".npy";
+        const auto offset = static_cast<std::uint32_t>(zip.size());
+        put32(zip, 0x04034b50);
+        for (unsigned field : {20u, 0u, 0u, 0u, 0u}) put16(zip, field);
+        for (int k = 0; k < 3; ++k) put32(zip, 0);
+        put16(zip, static_cast<unsigned>(name.size()));
+        put16(zip, 0);
+        zip += name;
+        put32(central, 0x02014b50);
+        for (unsigned field : {20u, 20u, 0u, 0u, 0u, 0u}) put16(central, field);
+        for (int k = 0; k < 3; ++k) put32(central, 0);
+        put16(central, static_cast<unsigned>(name.size()));
+        for (int k = 0; k < 4; ++k) put16(central, 0);
+        put32(central, 0);
+        put32(central, offset);
+        central += name;
+      }
+      const auto central_offset = static_cast<std::uint32_t>(zip.size());
+      zip += central;
+      put32(zip, 0x06054b50);
+      for (unsigned field : {0u, 0u, kMembers, kMembers}) put16(zip, field);
+      put32(zip, static_cast<std::uint32_t>(central.size()));
+      put32(zip, central_offset);
+      put16(zip, 0);
+      write_text(corpus / "zip" / "many_members.zip", zip);
+    }
     const std::string object = R"({"x":{"dtype":"U8","shape":[2],"data_offsets":[0,2]}})";
     write_text(corpus / "safetensors" / "near_miss_bom.safetensors",
                safetensors("\xEF\xBB\xBF" + object, "\x01\x02"));
@@ -245,7 +293,9 @@ int main(int argc, char** argv) {
         fs::copy_file(path, corpus / "zip" / (stem + ".pt"), fs::copy_options::overwrite_existing);
         for (const auto& member : archive.members())
           if (member.name.ends_with("data.pkl")) {
-            const auto bytes = archive.read(member).bytes;
+            // The Storage owns an inflated member's bytes: keep it alive while they are used.
+            const auto storage = archive.read(member);
+            const auto bytes = storage.bytes;
             write_text(pickles / (stem + ".pkl"),
                        std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
           }
