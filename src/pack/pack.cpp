@@ -1,8 +1,6 @@
 #include "gpucache/pack.hpp"
 
 #include <algorithm>
-#include <cctype>
-#include <cstdlib>
 #include <filesystem>
 #include <future>
 #include <nlohmann/json.hpp>
@@ -459,117 +457,6 @@ PackResult pack(const PackOptions& requested) {
     datasets[d].output->finish(shard::manifest_to_text(manifests[d]));
   if (freeing_inputs.valid()) freeing_inputs.get();
   return result;
-}
-
-PartSpec parse_part_spec(std::string_view text) {
-  const auto slash = text.find('/');
-  auto number = [&](std::string_view digits) -> std::optional<std::uint32_t> {
-    if (digits.empty() || digits.size() > 9 ||
-        !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }))
-      return std::nullopt;
-    return static_cast<std::uint32_t>(std::stoul(std::string(digits)));
-  };
-  const auto index = slash == std::string_view::npos ? std::nullopt : number(text.substr(0, slash));
-  const auto count =
-      slash == std::string_view::npos ? std::nullopt : number(text.substr(slash + 1));
-  if (!index || !count || *count == 0 || *index >= *count)
-    throw UsageError("--part '" + std::string(text) +
-                     "': expected K/N with 0 <= K < N, e.g. 0/4 (K is the array task index)");
-  return {*index, *count};
-}
-
-std::vector<SplitSpec> parse_split_spec(std::string_view text) {
-  std::vector<SplitSpec> splits;
-  std::size_t begin = 0;
-  while (begin <= text.size()) {
-    const std::size_t comma = std::min(text.find(',', begin), text.size());
-    const std::string_view item = text.substr(begin, comma - begin);
-    const std::size_t equals = item.find('=');
-    if (equals == std::string_view::npos || equals == 0)
-      throw UsageError("--split '" + std::string(text) + "': expected NAME=FRACTION,NAME=FRACTION");
-    SplitSpec split{std::string(item.substr(0, equals)), 0};
-    const std::string fraction(item.substr(equals + 1));
-    char* end = nullptr;
-    split.fraction = std::strtod(fraction.c_str(), &end);
-    if (fraction.empty() || end != fraction.c_str() + fraction.size())
-      throw UsageError("--split " + split.name + ": '" + fraction + "' is not a number");
-    const bool plain = std::all_of(split.name.begin(), split.name.end(), [](char c) {
-      return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-';
-    });
-    if (!plain || split.name.size() > 64)
-      throw UsageError("--split: the name '" + split.name +
-                       "' must be letters, digits, '_' and '-' (it names a folder)");
-    splits.push_back(std::move(split));
-    begin = comma + 1;
-  }
-  return splits;
-}
-
-std::string PackResult::to_json() const {
-  Json json;
-  json["ok"] = true;
-  json["output"] = output_dir;
-  json["input_rows"] = input_rows;
-  json["rows"] = rows;
-  json["bytes"] = bytes;
-  json["device"] = {{"name", device.empty() ? Json(nullptr) : Json(device)},
-                    {"reason", device_reason}};
-  json["dropped"] = reason_counts_to_json(dropped);
-  json["sampled_out"] = sampled_out;
-  json["conversion"] = {{"overflowed_values", overflowed_values},
-                        {"flushed_to_zero_values", flushed_to_zero_values}};
-  json["resumed_shards"] = resumed_shards;
-  auto shard_list = [](const std::vector<PackedShard>& list) {
-    Json out = Json::array();
-    for (const auto& shard : list)
-      out.push_back({{"file", shard.file}, {"rows", shard.rows}, {"bytes", shard.bytes}});
-    return out;
-  };
-  if (splits.empty()) {
-    json["shards"] = shard_list(shards);
-  } else {
-    json["splits"] = Json::array();
-    for (const auto& split : splits)
-      json["splits"].push_back({{"name", split.name},
-                                {"output", split.output_dir},
-                                {"fraction", split.fraction},
-                                {"rows", split.rows},
-                                {"bytes", split.bytes},
-                                {"shards", shard_list(split.shards)}});
-  }
-  return json.dump(2);
-}
-
-std::string PackResult::to_text() const {
-  std::uint64_t dropped_total = 0;
-  std::string reasons;
-  for (const auto& reason : drop_reasons()) {
-    const std::uint64_t count = dropped[static_cast<std::size_t>(reason.reason)];
-    dropped_total += count;
-    if (count)
-      reasons +=
-          (reasons.empty() ? "" : ", ") + std::to_string(count) + " " + std::string(reason.name);
-  }
-  auto shard_count = [](std::size_t count) {
-    return std::to_string(count) + " shard" + (count == 1 ? "" : "s");
-  };
-  std::string text =
-      "packed " + std::to_string(rows) + " of " + std::to_string(input_rows) + " rows into ";
-  if (splits.empty()) {
-    text += shard_count(shards.size()) + " (" + std::to_string(bytes) + " bytes) in " + output_dir;
-  } else {
-    text += std::to_string(splits.size()) + " splits (" + std::to_string(bytes) + " bytes):";
-    for (const auto& split : splits)
-      text += "\n  " + split.name + ": " + std::to_string(split.rows) + " rows in " +
-              shard_count(split.shards.size()) + " in " + split.output_dir;
-  }
-  if (dropped_total) text += "\ndropped " + std::to_string(dropped_total) + " rows: " + reasons;
-  if (sampled_out) text += "\nsampled out " + std::to_string(sampled_out) + " rows";
-  if (!device.empty()) text += "\nvalidated on " + device + " (" + device_reason + ")";
-  if (resumed_shards)
-    text +=
-        "\nresumed: " + std::to_string(resumed_shards) + " shards kept from the interrupted run";
-  return text;
 }
 
 }  // namespace gpucache

@@ -1,6 +1,10 @@
 // The text forms of pack's options, one parser each, for the CLI and the Python API alike.
+#include <algorithm>
 #include <cctype>
 #include <cstdlib>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include "gpucache/error.hpp"
 #include "gpucache/pack.hpp"
@@ -35,7 +39,10 @@ std::uint64_t parse_byte_size(std::string_view text, std::string_view option) {
     scale = 1024.0 * 1024 * 1024 * 1024;
   else
     throw UsageError(name + " '" + copy + "' has an unknown unit (use K, M, G or T)");
-  if (value <= 0) throw UsageError(name + " must be positive");
+  if (!(value > 0)) throw UsageError(name + " must be positive");
+  // 2^64 bytes is 16 EiB: anything beyond (or not finite) cannot be converted to a count.
+  if (!(value * scale < 18446744073709551616.0))
+    throw UsageError(name + " '" + copy + "' is larger than 16 EiB");
   return static_cast<std::uint64_t>(value * scale);
 }
 
@@ -79,6 +86,50 @@ OverflowPolicy parse_overflow_option(std::string_view text) {
   const auto policy = parse_overflow_policy(text);
   if (!policy) throw UsageError("--on-overflow must be drop, clamp or error");
   return *policy;
+}
+
+PartSpec parse_part_spec(std::string_view text) {
+  const auto slash = text.find('/');
+  auto number = [&](std::string_view digits) -> std::optional<std::uint32_t> {
+    if (digits.empty() || digits.size() > 9 ||
+        !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }))
+      return std::nullopt;
+    return static_cast<std::uint32_t>(std::stoul(std::string(digits)));
+  };
+  const auto index = slash == std::string_view::npos ? std::nullopt : number(text.substr(0, slash));
+  const auto count =
+      slash == std::string_view::npos ? std::nullopt : number(text.substr(slash + 1));
+  if (!index || !count || *count == 0 || *index >= *count)
+    throw UsageError("--part '" + std::string(text) +
+                     "': expected K/N with 0 <= K < N, e.g. 0/4 (K is the array task index)");
+  return {*index, *count};
+}
+
+std::vector<SplitSpec> parse_split_spec(std::string_view text) {
+  std::vector<SplitSpec> splits;
+  std::size_t begin = 0;
+  while (begin <= text.size()) {
+    const std::size_t comma = std::min(text.find(',', begin), text.size());
+    const std::string_view item = text.substr(begin, comma - begin);
+    const std::size_t equals = item.find('=');
+    if (equals == std::string_view::npos || equals == 0)
+      throw UsageError("--split '" + std::string(text) + "': expected NAME=FRACTION,NAME=FRACTION");
+    SplitSpec split{std::string(item.substr(0, equals)), 0};
+    const std::string fraction(item.substr(equals + 1));
+    char* end = nullptr;
+    split.fraction = std::strtod(fraction.c_str(), &end);
+    if (fraction.empty() || end != fraction.c_str() + fraction.size())
+      throw UsageError("--split " + split.name + ": '" + fraction + "' is not a number");
+    const bool plain = std::all_of(split.name.begin(), split.name.end(), [](char c) {
+      return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-';
+    });
+    if (!plain || split.name.size() > 64)
+      throw UsageError("--split: the name '" + split.name +
+                       "' must be letters, digits, '_' and '-' (it names a folder)");
+    splits.push_back(std::move(split));
+    begin = comma + 1;
+  }
+  return splits;
 }
 
 }  // namespace gpucache

@@ -1,0 +1,79 @@
+// What a pack run reports: PackResult as the --json object and as the text the CLI prints.
+#include <nlohmann/json.hpp>
+
+#include "gpucache/pack.hpp"
+#include "gpucache/validation_json.hpp"
+
+namespace gpucache {
+namespace {
+using Json = nlohmann::ordered_json;
+}  // namespace
+
+std::string PackResult::to_json() const {
+  Json json;
+  json["ok"] = true;
+  json["output"] = output_dir;
+  json["input_rows"] = input_rows;
+  json["rows"] = rows;
+  json["bytes"] = bytes;
+  json["device"] = {{"name", device.empty() ? Json(nullptr) : Json(device)},
+                    {"reason", device_reason}};
+  json["dropped"] = reason_counts_to_json(dropped);
+  json["sampled_out"] = sampled_out;
+  json["conversion"] = {{"overflowed_values", overflowed_values},
+                        {"flushed_to_zero_values", flushed_to_zero_values}};
+  json["resumed_shards"] = resumed_shards;
+  auto shard_list = [](const std::vector<PackedShard>& list) {
+    Json out = Json::array();
+    for (const auto& shard : list)
+      out.push_back({{"file", shard.file}, {"rows", shard.rows}, {"bytes", shard.bytes}});
+    return out;
+  };
+  if (splits.empty()) {
+    json["shards"] = shard_list(shards);
+  } else {
+    json["splits"] = Json::array();
+    for (const auto& split : splits)
+      json["splits"].push_back({{"name", split.name},
+                                {"output", split.output_dir},
+                                {"fraction", split.fraction},
+                                {"rows", split.rows},
+                                {"bytes", split.bytes},
+                                {"shards", shard_list(split.shards)}});
+  }
+  return json.dump(2);
+}
+
+std::string PackResult::to_text() const {
+  std::uint64_t dropped_total = 0;
+  std::string reasons;
+  for (const auto& reason : drop_reasons()) {
+    const std::uint64_t count = dropped[static_cast<std::size_t>(reason.reason)];
+    dropped_total += count;
+    if (count)
+      reasons +=
+          (reasons.empty() ? "" : ", ") + std::to_string(count) + " " + std::string(reason.name);
+  }
+  auto shard_count = [](std::size_t count) {
+    return std::to_string(count) + " shard" + (count == 1 ? "" : "s");
+  };
+  std::string text =
+      "packed " + std::to_string(rows) + " of " + std::to_string(input_rows) + " rows into ";
+  if (splits.empty()) {
+    text += shard_count(shards.size()) + " (" + std::to_string(bytes) + " bytes) in " + output_dir;
+  } else {
+    text += std::to_string(splits.size()) + " splits (" + std::to_string(bytes) + " bytes):";
+    for (const auto& split : splits)
+      text += "\n  " + split.name + ": " + std::to_string(split.rows) + " rows in " +
+              shard_count(split.shards.size()) + " in " + split.output_dir;
+  }
+  if (dropped_total) text += "\ndropped " + std::to_string(dropped_total) + " rows: " + reasons;
+  if (sampled_out) text += "\nsampled out " + std::to_string(sampled_out) + " rows";
+  if (!device.empty()) text += "\nvalidated on " + device + " (" + device_reason + ")";
+  if (resumed_shards)
+    text +=
+        "\nresumed: " + std::to_string(resumed_shards) + " shards kept from the interrupted run";
+  return text;
+}
+
+}  // namespace gpucache
