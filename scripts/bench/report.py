@@ -275,7 +275,7 @@ How fast gpucache is against what users do today, measured by one command:
 ```sh
 scripts/bench.sh                 # default sizes (1 GiB tool data), < 10 min on 2 cores
 scripts/bench.sh --quick         # smoke test: tiny sizes, 1 repetition
-scripts/bench.sh --publish       # also rewrite this page and docs/benchmarks.png
+scripts/bench.sh --publish       # also rewrite "Latest results" here (dated sections stay) and docs/benchmarks.png
 scripts/bench.sh --help          # sizes, repetitions, sections (also settable by environment)
 ```
 
@@ -306,12 +306,28 @@ Figures that were not measured say so (no GPU, or the feature is not in the buil
 """
 
 
+def kept_sections(page: str) -> str:
+    """The hand-written sections of a published page: everything from the first "## " heading
+    after "## Latest results" (the dated runs and analyses), which --publish must not drop."""
+    lines = page.splitlines(keepends=True)
+    try:
+        latest = next(i for i, line in enumerate(lines) if line.startswith("## Latest results"))
+    except StopIteration:
+        return ""
+    for i in range(latest + 1, len(lines)):
+        if lines[i].startswith("## "):
+            return "".join(lines[i:])
+    return ""
+
+
 def publish(results: dict, chart: Path, docs: Path) -> None:
     docs.mkdir(parents=True, exist_ok=True)
     if chart.exists():
         shutil.copyfile(chart, docs / "benchmarks.png")
+    page = docs / "benchmarks.md"
+    kept = kept_sections(page.read_text()) if page.exists() else ""
     body = DOC_HEAD + "\n".join(results_section(results, "benchmarks.png", heading="###")) + "\n"
-    (docs / "benchmarks.md").write_text(body)
+    page.write_text(body + ("\n" + kept if kept else ""))
 
 
 def main(argv=None) -> int:
