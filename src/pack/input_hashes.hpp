@@ -1,7 +1,8 @@
 // The inputs' provenance hashes (XXH3-64 of each whole file, for the manifest), taken on a thread
-// of their own from the start of a pack, beside parsing and validation: they are needed only once
-// validation is done. A pack that fails first stops the thread at its next window rather than
-// waiting for whole files to be hashed.
+// of their own from the start of a pack, beside parsing, validation and the first shard's fill:
+// the plan, which names the inputs by hash, is needed only before the first shard is complete. A
+// pack that fails first stops the thread at its next window rather than waiting for whole files
+// to be hashed.
 #pragma once
 
 #include <atomic>
