@@ -166,3 +166,32 @@ TEST_CASE("fuzz finding: a JSON-lines sequence column has no fixed dim, and read
   std::memcpy(input.data(), raw.data(), raw.size());
   fuzz::jsonl(input);  // no trap
 }
+
+TEST_CASE("fuzz finding: a string array of no strings under huge dimensions is refused at once") {
+  // npy found a 131-byte file, '<S7' of shape (3, 12, 2372085, 758, 0), that ran past libFuzzer's
+  // 10 s and 2 GB: string arrays are read as nested lists of str, and the levels above the zero
+  // dimension were 6.5e10 empty lists. Such a skeleton is now refused beyond rank × strings +
+  // 65,536 lists (src/inputs/npy/FORMAT.md, "Strictness"); small ones still read.
+  const auto bytes =
+      test_support::read_bytes((kRegressions / "npy/empty-string-skeleton.npy").string());
+  try {
+    (void)parse_npy(std::as_bytes(std::span(bytes.data(), bytes.size())), nullptr, "x.npy");
+    FAIL("no error");
+  } catch (const Error& error) {
+    CHECK(std::string(error.what()).find("(3, 12, 2372085, 758, 0)") != std::string::npos);
+    CHECK(std::string(error.what()).find("nested lists") != std::string::npos);
+  }
+  auto npy = [](const std::string& shape) {
+    std::string header = "{'descr': '|S2', 'fortran_order': False, 'shape': " + shape + ", }";
+    header.resize(118, ' ');
+    header += '\n';
+    return std::string("\x93NUMPY\x01\x00\x76\x00", 10) + header;
+  };
+  const std::string small = npy("(2, 3, 0)");
+  const Value value = parse_npy(std::as_bytes(std::span(small.data(), small.size())), nullptr, "s");
+  REQUIRE(value.as_list() != nullptr);
+  CHECK(value.as_list()->items.size() == 2);
+  const std::string large = npy("(100000, 0)");
+  CHECK_THROWS_AS(parse_npy(std::as_bytes(std::span(large.data(), large.size())), nullptr, "l"),
+                  Error);
+}

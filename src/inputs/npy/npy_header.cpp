@@ -418,6 +418,28 @@ Value npy_value(std::span<const std::byte> bytes, std::shared_ptr<const void> ow
                 "holds " + std::to_string(count) + " strings; at most " +
                     std::to_string(kNpyMaxStrings) +
                     " are read from one array (each becomes a str in memory)");
+  // The nested lists count too. Each level of lists holds at most as many lists as there are
+  // strings, unless a dimension is zero: then the levels above it are lists of empty lists that
+  // no data pays for ((3, 12, 2372085, 758, 0) would be 6.5e10 of them from a 131-byte file,
+  // which numpy never materialises). Such a skeleton is refused beyond 65,536 lists.
+  const std::uint64_t allowed_lists = count * header.shape.size() + 65536;
+  std::uint64_t lists = 0, level_lists = 1;
+  for (std::size_t d = 0; d + 1 < header.shape.size() && level_lists != 0; ++d) {
+    const auto extent = static_cast<std::uint64_t>(header.shape[d]);
+    level_lists = extent != 0 && level_lists > allowed_lists / extent ? allowed_lists + 1
+                                                                      : level_lists * extent;
+    lists = std::min(lists + level_lists, allowed_lists + 1);
+  }
+  if (lists > allowed_lists) {
+    std::string shape = "(";
+    for (std::size_t d = 0; d < header.shape.size(); ++d)
+      shape += (d ? ", " : "") + std::to_string(header.shape[d]);
+    throw Error(file, where,
+                "a string array of shape " + shape + (header.shape.size() == 1 ? ",)" : ")") +
+                    " holds " + std::to_string(count) +
+                    " strings in more nested lists than that (a zero dimension under large ones); "
+                    "gpucache does not build such a skeleton");
+  }
   std::uint64_t flat = 0;
   return string_level(header, bytes.data() + header.data_offset, 0, 0, flat, file, where);
 }
