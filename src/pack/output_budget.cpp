@@ -14,6 +14,7 @@
 #include "gpucache/progress.hpp"
 #include "gpucache/shard/dataset_files.hpp"
 #include "gpucache/shard_io/shard_writer.hpp"
+#include "output_dir.hpp"
 
 namespace gpucache::detail {
 
@@ -58,40 +59,17 @@ std::uint64_t replaced_dataset_bytes(const std::string& dir) {
   return bytes;
 }
 
-// The nearest existing ancestor of `dir` (itself when it exists): the file system it will be on.
-fs::path existing_ancestor(const std::string& dir) {
-  fs::path path = fs::absolute(fs::path(dir)).lexically_normal();
-  std::error_code error;
-  while (!fs::exists(path, error) && path.has_parent_path() && path != path.parent_path())
-    path = path.parent_path();
-  return path;
-}
-
 std::string bytes_text(std::uint64_t bytes) {
   return format_bytes(static_cast<double>(bytes)) + " (" + std::to_string(bytes) + " bytes)";
 }
 
 }  // namespace
 
-std::vector<std::uint64_t> shard_value_bytes(const std::vector<Column>& specs,
-                                             const PackInputs& inputs,
-                                             std::span<const std::uint64_t> shard_rows) {
-  std::vector<std::uint64_t> value_bytes(specs.size(), 0);
-  for (std::size_t c = 0; c < specs.size(); ++c)
-    if (specs[c].variable_length())
-      for (std::uint64_t row : shard_rows) value_bytes[c] += inputs.value_bytes(c, row);
-  return value_bytes;
-}
-
-std::uint64_t planned_shard_bytes(const std::vector<Column>& specs, const PackInputs& inputs,
-                                  std::span<const std::uint64_t> rows,
+std::uint64_t planned_shard_bytes(const std::vector<Column>& specs,
                                   const std::vector<ShardPlan>& plans) {
   std::uint64_t bytes = 0;
   for (const ShardPlan& plan : plans)
-    bytes = saturating_add(
-        bytes, shard::estimate_shard_bytes(
-                   specs, plan.rows,
-                   shard_value_bytes(specs, inputs, rows.subspan(plan.first, plan.rows))));
+    bytes = saturating_add(bytes, shard::estimate_shard_bytes(specs, plan.rows, plan.value_bytes));
   return bytes;
 }
 
@@ -111,7 +89,7 @@ OutputSize output_size_bound(const std::vector<Column>& specs, const PackInputs&
 std::uint64_t free_output_bytes(const std::string& dir) {
   if (const char* fake = std::getenv("GPUCACHE_TEST_FREE_BYTES"); fake && *fake)
     return std::strtoull(fake, nullptr, 10);
-  const fs::path path = existing_ancestor(dir);
+  const std::string path = nearest_existing_directory(dir);
   struct statvfs stats {};
   if (::statvfs(path.c_str(), &stats) != 0)
     // Unknown free space does not stop a run: writing reports a full disk as it happens.
@@ -180,14 +158,14 @@ void check_output_bound(const std::vector<Column>& specs, const PackInputs& inpu
                     options);
 }
 
-void check_planned_output(const std::vector<Column>& specs, const PackInputs& inputs,
-                          const std::vector<PlannedDataset>& datasets, const PackOptions& options) {
+void check_planned_output(const std::vector<Column>& specs,
+                          const std::vector<const std::vector<ShardPlan>*>& datasets,
+                          const PackOptions& options) {
   OutputSize size;
-  for (const auto& dataset : datasets) {
-    size.rows += dataset.rows.size();
-    size.shards += dataset.plans->size();
-    size.bytes = saturating_add(size.bytes,
-                                planned_shard_bytes(specs, inputs, dataset.rows, *dataset.plans));
+  for (const auto* plans : datasets) {
+    for (const ShardPlan& plan : *plans) size.rows += plan.rows;
+    size.shards += plans->size();
+    size.bytes = saturating_add(size.bytes, planned_shard_bytes(specs, *plans));
   }
   check_output_size(size, output_dataset_dirs(options), options);
 }

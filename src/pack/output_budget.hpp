@@ -16,16 +16,9 @@
 
 namespace gpucache::detail {
 
-// The values of each variable-length column over these rows: the value_bytes a ShardBuilder of
-// them takes (0 for tensor columns).
-std::vector<std::uint64_t> shard_value_bytes(const std::vector<Column>& specs,
-                                             const PackInputs& inputs,
-                                             std::span<const std::uint64_t> shard_rows);
-
 // The exact bytes on disk of the planned shards of one dataset, uncompressed (a zstd shard is at
 // most its uncompressed size: a chunk that does not shrink is stored raw).
-std::uint64_t planned_shard_bytes(const std::vector<Column>& specs, const PackInputs& inputs,
-                                  std::span<const std::uint64_t> rows,
+std::uint64_t planned_shard_bytes(const std::vector<Column>& specs,
                                   const std::vector<ShardPlan>& plans);
 
 // What the output will take, and of which estimate.
@@ -73,13 +66,9 @@ std::vector<std::string> output_dataset_dirs(const PackOptions& options);
 // The two checks pack makes. Before validation: output_size_bound.
 void check_output_bound(const std::vector<Column>& specs, const PackInputs& inputs,
                         const PackOptions& options);
-// Before the first shard is written: the planned shards of every dataset (one per split: its kept
-// rows and its plans).
-struct PlannedDataset {
-  std::span<const std::uint64_t> rows;
-  const std::vector<ShardPlan>* plans = nullptr;
-};
-void check_planned_output(const std::vector<Column>& specs, const PackInputs& inputs,
-                          const std::vector<PlannedDataset>& datasets, const PackOptions& options);
+// Before the first shard is written: the planned shards of every dataset (one per split).
+void check_planned_output(const std::vector<Column>& specs,
+                          const std::vector<const std::vector<ShardPlan>*>& datasets,
+                          const PackOptions& options);
 
 }  // namespace gpucache::detail

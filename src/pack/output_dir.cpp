@@ -35,13 +35,17 @@ bool is_temporary_dataset_file(std::string_view name) noexcept {
 
 }  // namespace
 
+std::string nearest_existing_directory(const std::string& dir) {
+  std::error_code error;
+  fs::path path = fs::absolute(dir.empty() ? "." : dir, error).lexically_normal();
+  while (!fs::is_directory(path, error) && path.has_parent_path() && path != path.parent_path())
+    path = path.parent_path();
+  return path.string();
+}
+
 SpillPolicy row_spill_policy(const std::string& output_dir) {
   SpillPolicy policy;
-  std::error_code error;
-  fs::path dir = fs::absolute(output_dir.empty() ? "." : output_dir, error);
-  while (!dir.empty() && !fs::is_directory(dir, error) && dir != dir.parent_path())
-    dir = dir.parent_path();
-  policy.directory = dir.string();
+  policy.directory = nearest_existing_directory(output_dir);
   if (const char* limit = std::getenv("GPUCACHE_ROW_HEAP_LIMIT")) {
     char* end = nullptr;
     const unsigned long long bytes = std::strtoull(limit, &end, 10);

@@ -11,6 +11,10 @@
 
 namespace gpucache::detail {
 
+// The nearest existing directory at or above `dir` (made absolute): the file system the output
+// will be on, before it is created.
+std::string nearest_existing_directory(const std::string& dir);
+
 // Where pack keeps its per-row bookkeeping once it outgrows the heap (64 MiB an array, or
 // $GPUCACHE_ROW_HEAP_LIMIT bytes): unlinked files on the output's file system, in the nearest
 // existing ancestor of output_dir, so the bound on memory holds whatever the row count.

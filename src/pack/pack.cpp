@@ -304,16 +304,16 @@ PackResult pack(const PackOptions& requested) {
     }
   }
   // Every dataset's shards are planned, and their bytes checked, before any directory is claimed.
-  std::vector<detail::PlannedDataset> planned;
+  std::vector<const std::vector<ShardPlan>*> planned;
   for (auto& dataset : datasets) {
     dataset.plans = detail::plan_shards(
         specs, inputs, dataset.rows, options,
         [&](std::uint64_t first, std::uint64_t count) { dataset.rows.release(first, count); });
-    planned.push_back({dataset.rows, &dataset.plans});
+    // (The last shard's rows are not reported by done_with.)
+    dataset.rows.release_all();
+    planned.push_back(&dataset.plans);
   }
-  detail::check_planned_output(specs, inputs, planned, options);
-  // Planning and the check read every row's index: let those pages go again.
-  for (auto& dataset : datasets) dataset.rows.release_all();
+  detail::check_planned_output(specs, planned, options);
   // Every output directory is claimed before any is written, so a run that fails leaves none.
   for (auto& dataset : datasets) {
     const std::string dir = dataset.name.empty()
@@ -407,12 +407,11 @@ PackResult pack(const PackOptions& requested) {
       }
       if (!written) {
         const auto shard_rows = rows.subspan(plan.first, plan.rows);
-        const auto value_bytes = detail::shard_value_bytes(specs, inputs, shard_rows);
         // Uncompressed shards are filled straight into their (temporary) file's page cache.
         shard::ShardBuilder builder =
             options.zstd_level == 0
-                ? shard::ShardBuilder(specs, plan.rows, value_bytes, output.file(file))
-                : shard::ShardBuilder(specs, plan.rows, value_bytes);
+                ? shard::ShardBuilder(specs, plan.rows, plan.value_bytes, output.file(file))
+                : shard::ShardBuilder(specs, plan.rows, plan.value_bytes);
         const auto counts = detail::fill_shard(builder, specs, inputs, shard_rows, converters,
                                                options.threads, progress);
         result.overflowed_values += counts.overflowed;

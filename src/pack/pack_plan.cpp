@@ -91,34 +91,49 @@ std::vector<ShardPlan> plan_shards(
     const std::uint64_t per_shard = round_to_quantum(std::clamp<std::uint64_t>(
         budget / std::max<std::uint64_t>(fixed_row_bytes, 1), 1, max_rows));
     for (std::uint64_t first = 0; first < rows.size(); first += per_shard)
-      plans.push_back({first, std::min<std::uint64_t>(per_shard, rows.size() - first)});
+      plans.push_back({first, std::min<std::uint64_t>(per_shard, rows.size() - first),
+                       std::vector<std::uint64_t>(specs.size(), 0)});
     return plans;
   }
-  auto row_bytes = [&](std::uint64_t row) {
+  // One row's value bytes per column, looked up once, then added to (or taken from) a plan.
+  std::vector<std::uint64_t> row_values(specs.size(), 0);
+  auto read_row = [&](std::uint64_t row) {
     std::uint64_t bytes = fixed_row_bytes;
-    for (std::size_t i : variable_columns) bytes += inputs.value_bytes(i, rows[row]);
+    for (std::size_t i : variable_columns)
+      bytes += row_values[i] = inputs.value_bytes(i, rows[row]);
     return bytes;
   };
-  ShardPlan current;
+  auto add_row = [&](ShardPlan& plan) {
+    for (std::size_t i : variable_columns) plan.value_bytes[i] += row_values[i];
+  };
+  const std::vector<std::uint64_t> none(specs.size(), 0);
+  ShardPlan current{0, 0, none};
   std::uint64_t current_bytes = 0;
   for (std::uint64_t row = 0; row < rows.size(); ++row) {
-    const std::uint64_t bytes = row_bytes(row);
+    std::uint64_t bytes = read_row(row);
     if (current.rows > 0 && (current.rows == max_rows || current_bytes + bytes > budget)) {
       // Cut at the last multiple of the quantum; the rows after it open the next shard.
       const std::uint64_t kept = round_to_quantum(current.rows);
-      plans.push_back({current.first, kept});
-      if (done_with) done_with(current.first, kept);
-      current = {current.first + kept, 0};
-      current_bytes = 0;
-      for (std::uint64_t carried = current.first; carried < row; ++carried) {
-        ++current.rows;
-        current_bytes += row_bytes(carried);
+      ShardPlan next{current.first + kept, 0, none};
+      std::uint64_t next_bytes = 0;
+      for (std::uint64_t carried = next.first; carried < row; ++carried) {
+        ++next.rows;
+        next_bytes += read_row(carried);
+        add_row(next);
+        for (std::size_t i : variable_columns) current.value_bytes[i] -= row_values[i];
       }
+      current.rows = kept;
+      if (done_with) done_with(current.first, kept);
+      plans.push_back(std::move(current));
+      current = std::move(next);
+      current_bytes = next_bytes;
+      bytes = read_row(row);
     }
     ++current.rows;
     current_bytes += bytes;
+    add_row(current);
   }
-  if (current.rows > 0) plans.push_back(current);
+  if (current.rows > 0) plans.push_back(std::move(current));
   return plans;
 }
 

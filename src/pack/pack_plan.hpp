@@ -21,6 +21,10 @@ std::vector<Column> output_columns(const Source& source, const PackOptions& opti
 struct ShardPlan {
   std::uint64_t first = 0;  // first output row
   std::uint64_t rows = 0;
+  // Per column, the bytes of values its rows hold in a text or sequence column (0 for tensor
+  // columns): summed once while planning, then what the shard's ShardBuilder and the output
+  // budget take.
+  std::vector<std::uint64_t> value_bytes;
 };
 
 // The smallest row count whose bytes are a whole number of 4096-byte pages in every tensor
