@@ -71,10 +71,6 @@ class SpillArray {
  public:
   SpillArray() = default;
   explicit SpillArray(SpillPolicy policy) : buffer_(std::move(policy)) {}
-  SpillArray(std::initializer_list<T> values) { assign(values.begin(), values.end()); }
-  explicit SpillArray(const std::vector<T>& values) {
-    assign(values.data(), values.data() + values.size());
-  }
 
   std::size_t size() const noexcept { return buffer_.size() / sizeof(T); }
   bool empty() const noexcept { return size() == 0; }
@@ -101,11 +97,6 @@ class SpillArray {
     buffer_.release(first * sizeof(T), count * sizeof(T));
   }
   void release_all() noexcept { release(0, size()); }
-  template <class It>
-  void assign(It first, It last) {
-    resize(static_cast<std::size_t>(last - first));
-    std::copy(first, last, begin());
-  }
 
   friend bool operator==(const SpillArray& a, const SpillArray& b) {
     return std::equal(a.begin(), a.end(), b.begin(), b.end());
