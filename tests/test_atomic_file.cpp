@@ -54,3 +54,21 @@ TEST_CASE("pieces lying apart are written back to back, beyond what one call tak
   file.commit();
   CHECK(test_support::read_bytes(path) == expected);
 }
+
+TEST_CASE("a flushed file is fsynced with its folder; an unflushed one is renamed without either") {
+  test_support::ScratchDir scratch;
+  const auto before = detail::fsync_count();
+  detail::write_file_atomic(scratch / "flushed", std::string("abc"));
+  CHECK(detail::fsync_count() == before + 2);  // the file, then its folder
+
+  detail::AtomicFile file(scratch / "unflushed", detail::Durability::unflushed);
+  file.write(std::as_bytes(std::span("xyz", 3)));
+  file.start_writeback(0, 3);
+  file.commit();
+  detail::write_file_atomic(scratch / "small", std::string("s"), detail::Durability::unflushed);
+  detail::sync_directory(scratch.path().string(), detail::Durability::unflushed);
+  CHECK(detail::fsync_count() == before + 2);
+  CHECK(test_support::read_bytes(scratch / "unflushed") == std::vector<char>{'x', 'y', 'z'});
+  CHECK(test_support::read_bytes(scratch / "small") == std::vector<char>{'s'});
+  CHECK_FALSE(fs::exists(scratch / "unflushed.tmp"));
+}

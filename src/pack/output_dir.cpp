@@ -54,7 +54,8 @@ SpillPolicy row_spill_policy(const std::string& output_dir) {
   return policy;
 }
 
-OutputDir::OutputDir(std::string dir, OutputMode mode) : dir_(std::move(dir)), mode_(mode) {
+OutputDir::OutputDir(std::string dir, OutputMode mode, Durability durability)
+    : dir_(std::move(dir)), mode_(mode), durability_(durability) {
   std::error_code error;
   if (fs::exists(dir_, error) && !fs::is_directory(dir_, error))
     throw Error(dir_, "", "exists and is not a directory");
@@ -128,7 +129,7 @@ std::string OutputDir::file(const std::string& name) const {
 void OutputDir::record_plan(const std::string& plan_text) {
   const std::string path = file(shard::kPackStateName);
   if (mode_ != OutputMode::resume) {
-    write_file_atomic(path, plan_text);
+    write_file_atomic(path, plan_text, durability_);
     return;
   }
   std::ifstream stream(path, std::ios::binary);
@@ -143,10 +144,10 @@ void OutputDir::record_plan(const std::string& plan_text) {
 }
 
 void OutputDir::finish(const std::string& manifest_text) {
-  write_file_atomic(file(shard::kManifestName), manifest_text);
+  write_file_atomic(file(shard::kManifestName), manifest_text, durability_);
   std::error_code error;
   fs::remove(file(shard::kPackStateName), error);
-  sync_directory(dir_);
+  sync_directory(dir_, durability_);
   finished_ = true;
 }
 

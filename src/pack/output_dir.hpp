@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 
+#include "gpucache/common/atomic_file.hpp"
 #include "gpucache/common/spill_array.hpp"
 
 namespace gpucache::detail {
@@ -26,7 +27,7 @@ class OutputDir {
  public:
   // fresh: refuse a directory holding dataset files; replace: remove them first (manifest
   // first, so an interrupted replacement never looks finished); resume: keep them.
-  OutputDir(std::string dir, OutputMode mode);
+  OutputDir(std::string dir, OutputMode mode, Durability durability = Durability::flushed);
   ~OutputDir();
   OutputDir(const OutputDir&) = delete;
   OutputDir& operator=(const OutputDir&) = delete;
@@ -43,6 +44,7 @@ class OutputDir {
  private:
   std::string dir_;
   OutputMode mode_;
+  Durability durability_;
   int lock_fd_ = -1;
   bool finished_ = false;
 };

@@ -248,6 +248,8 @@ PackResult pack(const PackOptions& requested) {
   if (options.part) options.inputs = detail::part_input_files(requested.inputs, *options.part);
   std::optional<detail::SplitRule> split_rule;
   if (!options.splits.empty()) split_rule.emplace(options.splits, options.validation.seed);
+  const auto durability =
+      options.fsync ? detail::Durability::flushed : detail::Durability::unflushed;
   detail::InputHashes input_hashes(detail::input_files(options), options.threads != 1,
                                    options.memory_columns);
   std::vector<detail::Source> sources = detail::open_sources(options);
@@ -319,7 +321,7 @@ PackResult pack(const PackOptions& requested) {
     const std::string dir = dataset.name.empty()
                                 ? options.output_dir
                                 : (fs::path(options.output_dir) / dataset.name).string();
-    dataset.output = std::make_unique<detail::OutputDir>(dir, mode);
+    dataset.output = std::make_unique<detail::OutputDir>(dir, mode, durability);
   }
 
   shard::Manifest base;
@@ -410,8 +412,9 @@ PackResult pack(const PackOptions& requested) {
         // Uncompressed shards are filled straight into their (temporary) file's page cache.
         shard::ShardBuilder builder =
             options.zstd_level == 0
-                ? shard::ShardBuilder(specs, plan.rows, plan.value_bytes, output.file(file))
-                : shard::ShardBuilder(specs, plan.rows, plan.value_bytes);
+                ? shard::ShardBuilder(specs, plan.rows, plan.value_bytes, output.file(file),
+                                      durability)
+                : shard::ShardBuilder(specs, plan.rows, plan.value_bytes, durability);
         const auto counts = detail::fill_shard(builder, specs, inputs, shard_rows, converters,
                                                options.threads, progress);
         result.overflowed_values += counts.overflowed;
@@ -451,7 +454,8 @@ PackResult pack(const PackOptions& requested) {
 
   for (std::size_t r = 1; r < kDropReasonCount; ++r) result.dropped[r] = outcome.result.reasons[r];
   result.sampled_out = outcome.result.sampled_out;
-  if (!options.rejects_path.empty()) detail::write_rejects(options.rejects_path, outcome, inputs);
+  if (!options.rejects_path.empty())
+    detail::write_rejects(options.rejects_path, outcome, inputs, durability);
   for (std::size_t d = 0; d < datasets.size(); ++d)
     datasets[d].output->finish(shard::manifest_to_text(manifests[d]));
   if (freeing_inputs.valid()) freeing_inputs.get();

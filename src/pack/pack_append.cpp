@@ -110,12 +110,13 @@ PackResult pack_append(const PackOptions& options) {
                   "cannot hard-link " + from.string() + ": " + std::strerror(errno));
     result.shards[i].file = combined.shards[first_new + i].file;
   }
-  sync_directory(dir);
+  const auto durability = options.fsync ? Durability::flushed : Durability::unflushed;
+  sync_directory(dir, durability);
   // The one step that changes the dataset: readers see the old manifest or the new one.
   write_file_atomic((fs::path(dir) / shard::kManifestName).string(),
-                    shard::manifest_to_text(combined));
+                    shard::manifest_to_text(combined), durability);
   fs::remove_all(staging, error);
-  sync_directory(dir);
+  sync_directory(dir, durability);
   result.output_dir = dir;
   return result;
 }

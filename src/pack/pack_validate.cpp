@@ -341,7 +341,7 @@ void add_validation_sections(shard::Manifest& manifest, const ValidationOutcome&
 }
 
 void write_rejects(const std::string& path, const ValidationOutcome& outcome,
-                   const PackInputs& inputs) {
+                   const PackInputs& inputs, Durability durability) {
   std::string text;
   for (const auto& reject : outcome.result.rejects) {
     Json line;
@@ -355,7 +355,7 @@ void write_rejects(const std::string& path, const ValidationOutcome& outcome,
       line["pair_cosine"] = number_or_text(reject.pair_cosine);
     text += line.dump() + "\n";
   }
-  write_file_atomic(path, text);
+  write_file_atomic(path, text, durability);
 }
 
 }  // namespace gpucache::detail

@@ -60,6 +60,6 @@ void add_validation_sections(shard::Manifest& manifest, const ValidationOutcome&
 
 // One JSON object per dropped row: the input file, its row, the reason, the column and the norm.
 void write_rejects(const std::string& path, const ValidationOutcome& outcome,
-                   const PackInputs& inputs);
+                   const PackInputs& inputs, Durability durability);
 
 }  // namespace gpucache::detail

@@ -93,8 +93,12 @@ std::uint64_t estimate_shard_bytes(const std::vector<Column>& specs, std::uint64
 }
 
 ShardBuilder::ShardBuilder(const std::vector<Column>& specs, std::uint64_t rows,
-                           const std::vector<std::uint64_t>& value_bytes)
-    : columns_(entries_for(specs)), rows_(rows), data_offset_(data_offset_for(columns_)) {
+                           const std::vector<std::uint64_t>& value_bytes,
+                           detail::Durability durability)
+    : columns_(entries_for(specs)),
+      rows_(rows),
+      data_offset_(data_offset_for(columns_)),
+      durability_(durability) {
   if (columns_.empty()) throw Error("", "shard layout", "a shard needs at least one column");
   data_size_ = place_columns(columns_, rows, data_offset_, value_bytes);
   streamed_ = std::make_unique<StreamedChunkHashes>(data_size_, kDefaultChunkSize);
@@ -102,8 +106,12 @@ ShardBuilder::ShardBuilder(const std::vector<Column>& specs, std::uint64_t rows,
 }
 
 ShardBuilder::ShardBuilder(const std::vector<Column>& specs, std::uint64_t rows,
-                           const std::vector<std::uint64_t>& value_bytes, const std::string& path)
-    : columns_(entries_for(specs)), rows_(rows), data_offset_(data_offset_for(columns_)) {
+                           const std::vector<std::uint64_t>& value_bytes, const std::string& path,
+                           detail::Durability durability)
+    : columns_(entries_for(specs)),
+      rows_(rows),
+      data_offset_(data_offset_for(columns_)),
+      durability_(durability) {
   if (columns_.empty()) throw Error("", "shard layout", "a shard needs at least one column");
   data_size_ = place_columns(columns_, rows, data_offset_, value_bytes);
   streamed_ = std::make_unique<StreamedChunkHashes>(data_size_, kDefaultChunkSize);
@@ -126,7 +134,7 @@ void ShardBuilder::map_anonymous() {
 bool ShardBuilder::map_file(const std::string& path) {
   static const auto page = static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
   if (data_size_ == 0 || data_offset_ % page != 0) return false;
-  auto file = std::make_unique<detail::AtomicFile>(path);
+  auto file = std::make_unique<detail::AtomicFile>(path, durability_);
   // Allocating every block first turns a full disk into an error here, instead of SIGBUS while
   // the mapping is filled.
   if (!file->preallocate(data_offset_ + data_size_)) return false;
@@ -331,7 +339,7 @@ WrittenShard ShardBuilder::write(const std::string& path, const WriteOptions& op
     backing_->commit();
     return {path, rows_, header.file_size, header.header_hash};
   }
-  detail::AtomicFile file(path);
+  detail::AtomicFile file(path, durability_);
   file.write(header_bytes);
   file.write(column_table);
   file.write_zeros(data_offset_ - file.size());

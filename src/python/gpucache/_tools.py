@@ -16,7 +16,7 @@ ProgressArg = Union[bool, Callable[[int, int], None], None]
 # Keyword arguments of pack() that are passed on as they are (numbers and flags).
 _PLAIN_OPTIONS = ("kind", "shard_rows", "pad_to", "threads", "force", "resume", "device",
                   "norm_min", "norm_max", "dedup", "pair_cos_min", "pair_cos_max", "on_overflow",
-                  "normalize", "max_rows", "sample", "shuffle", "seed", "no_checks")
+                  "normalize", "max_rows", "sample", "shuffle", "seed", "no_checks", "no_fsync")
 _TABLE_SUFFIXES = (".parquet", ".pq", ".arrow")
 
 
@@ -158,7 +158,9 @@ def pack(inputs, out=None, *, progress: ProgressArg = False, fields=None, roles=
     ["column=path"]), roles ({column: role}), dtype ("f16" or {column: "bf16"}), split
     ({"train": 0.9, "val": 0.1}), shard_size (bytes or "512M"), max_output (bytes or "2T", "none"
     for no cap; default 16 TiB: refuse a run whose shards would be larger), shard_rows, pad_to,
-    compress ("zstd", "zstd:9", 9 or True), threads, force, resume, device ("auto", "cpu", "cuda"),
+    compress ("zstd", "zstd:9", 9 or True), threads, force, resume, no_fsync (do not wait for the
+    disk: faster, but a power failure soon after may leave a shard short), device ("auto", "cpu",
+    "cuda"),
     norm_min, norm_max, dedup, pair_cos_min, pair_cos_max, on_overflow, normalize, max_rows,
     sample, shuffle, seed, rejects (a path), checks ({column: "finite,norm"} or
     {column: ["norm:0:1"]}; [] or "none" for no check), no_checks, part ("K/N" or (K, N): pack

@@ -136,3 +136,15 @@ def test_max_output_caps_the_shards_pack_writes(tmp_path, npy_input):
                          max_output="none")["rows"] == 100
     with pytest.raises(gpucache.Error, match="--max-output 'lots' is not a size"):
         gpucache.pack(npy_input, tmp_path / "bad", max_output="lots")
+
+
+def test_no_fsync_writes_the_same_dataset(tmp_path, npy_input):
+    # What --no-fsync skips (every fsync) is counted in tests/test_pack_durability.cpp; here the
+    # keyword reaches the same library and changes no byte.
+    synced = gpucache.pack(npy_input, tmp_path / "synced", shard_rows=16, device="cpu")
+    unsynced = gpucache.pack(npy_input, tmp_path / "unsynced", shard_rows=16, device="cpu",
+                             no_fsync=True)
+    assert without_paths(unsynced) == without_paths(synced)
+    for name in [shard["file"] for shard in synced["shards"]] + ["manifest.json"]:
+        assert (tmp_path / "unsynced" / name).read_bytes() == (tmp_path / "synced" / name).read_bytes()
+    assert gpucache.verify(tmp_path / "unsynced")["ok"]

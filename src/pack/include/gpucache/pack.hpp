@@ -65,6 +65,10 @@ struct PackOptions {
   // Finish an interrupted pack (killed, power loss): keeps the shards it completed, which must
   // verify, and writes the rest. Inputs and options must be the same; the result is identical.
   bool resume = false;
+  // --no-fsync: write shards, manifest and rejects without waiting for the disk. The dataset is
+  // the same, and every process sees it whole or not at all, but a power failure soon after the
+  // pack may leave a shard empty or short (verify finds it; --resume re-verifies and rewrites it).
+  bool fsync = true;
   unsigned threads = 0;  // 0: every core
   bool show_progress = false;
   // Also told (done, total) input bytes as the pack goes, where show_progress draws its line.

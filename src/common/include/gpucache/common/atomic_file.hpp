@@ -10,9 +10,17 @@
 
 namespace gpucache::detail {
 
+// What commit() promises once it returns. `flushed`: the file's data and its name are on disk
+// (fsync of the file, then of its folder), so even a power failure leaves the old file or the
+// whole new one. `unflushed` (pack --no-fsync): the kernel writes the data back when it likes;
+// every process still sees the old file or the whole new one (the rename is atomic), but a power
+// failure soon after may leave the new name on an empty or short file. Saves the time the disk
+// takes to absorb the data, which for a large copy is most of the time.
+enum class Durability { flushed, unflushed };
+
 class AtomicFile {
  public:
-  explicit AtomicFile(std::string path);
+  explicit AtomicFile(std::string path, Durability durability = Durability::flushed);
   ~AtomicFile();
   AtomicFile(const AtomicFile&) = delete;
   AtomicFile& operator=(const AtomicFile&) = delete;
@@ -36,25 +44,31 @@ class AtomicFile {
   std::uint64_t copy_from(int source, std::uint64_t source_offset, std::uint64_t offset,
                           std::uint64_t size) noexcept;
   // Starts writing a range back to disk without waiting (sync_file_range), so commit()'s fsync
-  // finds less to do. A hint: errors surface at commit().
+  // finds less to do. A hint: errors surface at commit(). Does nothing for an unflushed file.
   void start_writeback(std::uint64_t offset, std::uint64_t size) noexcept;
   int descriptor() const noexcept { return fd_; }
   std::uint64_t size() const noexcept { return written_; }
-  // fsync, rename into place, fsync the directory.
+  // fsync (when flushed), rename into place, fsync the directory (when flushed).
   void commit();
   const std::string& path() const noexcept { return path_; }
+  Durability durability() const noexcept { return durability_; }
 
  private:
   std::string path_;
   std::string temporary_path_;
+  Durability durability_;
   int fd_ = -1;
   std::uint64_t written_ = 0;
 };
 
 // Writes a whole small file atomically.
-void write_file_atomic(const std::string& path, std::span<const std::byte> bytes);
-void write_file_atomic(const std::string& path, const std::string& text);
-// fsyncs a directory so a rename inside it survives a crash.
-void sync_directory(const std::string& directory);
+void write_file_atomic(const std::string& path, std::span<const std::byte> bytes,
+                       Durability durability = Durability::flushed);
+void write_file_atomic(const std::string& path, const std::string& text,
+                       Durability durability = Durability::flushed);
+// fsyncs a directory so a rename inside it survives a crash (nothing when unflushed).
+void sync_directory(const std::string& directory, Durability durability = Durability::flushed);
+// How many files and folders this process has fsynced: lets tests check what --no-fsync skips.
+std::uint64_t fsync_count() noexcept;
 
 }  // namespace gpucache::detail

@@ -1,6 +1,6 @@
 // Builds one shard: the caller fills the logical data image (zeroed, so all padding is already
 // zero), then write() hashes and optionally compresses the chunks in parallel and writes the file
-// atomically (temporary name, fsync, rename).
+// atomically (temporary name, fsync unless built `unflushed`, rename).
 //
 // Built for an uncompressed shard at a known path, the image is a shared mapping of the shard's
 // preallocated temporary file, so filling it fills the page cache directly: no anonymous buffer to
@@ -14,12 +14,9 @@
 #include <string>
 #include <vector>
 
+#include "gpucache/common/atomic_file.hpp"
 #include "gpucache/shard/shard_layout.hpp"
 #include "gpucache/shard_io/streamed_chunk_hashes.hpp"
-
-namespace gpucache::detail {
-class AtomicFile;
-}
 
 namespace gpucache::shard {
 
@@ -45,13 +42,16 @@ struct WrittenShard {
 class ShardBuilder {
  public:
   // value_bytes[i] is the size of the values of variable-length column i: its UTF-8 bytes for
-  // text, values × dtype size for a sequence (ignored for tensor columns).
+  // text, values × dtype size for a sequence (ignored for tensor columns). `durability` is what
+  // write() promises about the file it makes (detail::Durability).
   ShardBuilder(const std::vector<Column>& columns, std::uint64_t rows,
-               const std::vector<std::uint64_t>& value_bytes);
+               const std::vector<std::uint64_t>& value_bytes,
+               detail::Durability durability = detail::Durability::flushed);
   // The image backed by `path`'s temporary file: write() must then be given the same path and no
   // compression.
   ShardBuilder(const std::vector<Column>& columns, std::uint64_t rows,
-               const std::vector<std::uint64_t>& value_bytes, const std::string& path);
+               const std::vector<std::uint64_t>& value_bytes, const std::string& path,
+               detail::Durability durability = detail::Durability::flushed);
   ~ShardBuilder();
   ShardBuilder(const ShardBuilder&) = delete;
   ShardBuilder& operator=(const ShardBuilder&) = delete;
@@ -106,6 +106,7 @@ class ShardBuilder {
   std::uint64_t rows_ = 0;
   std::uint64_t data_offset_ = 0;
   std::uint64_t data_size_ = 0;
+  detail::Durability durability_ = detail::Durability::flushed;
   std::byte* image_ = nullptr;  // anonymous or shared file mapping: zero-filled by the kernel
   std::unique_ptr<detail::AtomicFile> backing_;  // the temporary file behind a file-backed image
   // Hashes of the default-size chunks that stores filled.
