@@ -41,14 +41,20 @@ void check_same_files(const fs::path& expected, const fs::path& actual) {
   CHECK(files > 2);
 }
 
+// Options packing `input` (written by make_input) in shards of 1000 rows.
+PackOptions options_for(const std::string& input) {
+  make_input(input);
+  PackOptions options;
+  options.inputs = {input};
+  options.shard_rows = 1000;
+  return options;
+}
+
 }  // namespace
 
 TEST_CASE("a pack without fsync syncs nothing and writes the same dataset") {
   test_support::ScratchDir scratch;
-  make_input(scratch / "in.npy");
-  PackOptions options;
-  options.inputs = {scratch / "in.npy"};
-  options.shard_rows = 1000;
+  PackOptions options = options_for(scratch / "in.npy");
   options.splits = {{"train", 0.8}, {"val", 0.2}};
   options.output_dir = scratch / "flushed";
   options.rejects_path = scratch / "flushed-rejects.jsonl";
@@ -73,10 +79,7 @@ TEST_CASE("a pack without fsync syncs nothing and writes the same dataset") {
 
 TEST_CASE("--append without fsync syncs nothing either") {
   test_support::ScratchDir scratch;
-  make_input(scratch / "in.npy");
-  PackOptions options;
-  options.inputs = {scratch / "in.npy"};
-  options.shard_rows = 1000;
+  PackOptions options = options_for(scratch / "in.npy");
   options.output_dir = scratch / "ds";
   options.fsync = false;
   const auto before = detail::fsync_count();
