@@ -5,7 +5,6 @@
 
 #include "gpucache/common/mapped_file.hpp"
 #include "gpucache/error.hpp"
-#include "reopened_inputs.hpp"
 #include "test_support.hpp"
 
 using namespace gpucache;
@@ -38,31 +37,4 @@ TEST_CASE("opening a missing file or a directory is an error naming it") {
                        Error);
   CHECK_THROWS_WITH_AS(detail::MappedFile::open(scratch.path().string()),
                        doctest::Contains("directory"), Error);
-}
-
-TEST_CASE("a range inside a mapped file is found with its file and offset, and reopened") {
-  test_support::ScratchDir scratch;
-  test_support::write_bytes(scratch / "f", std::vector<char>(10000, 'x'));
-  const auto file = detail::MappedFile::open(scratch / "f");
-  const auto range = detail::find_mapped_file_range(file->data() + 1234, 5000);
-  REQUIRE(range.has_value());
-  CHECK(range->path == scratch / "f");
-  CHECK(range->offset == 1234);
-  CHECK_FALSE(detail::find_mapped_file_range(file->data() + 9000, 1001).has_value());
-  std::vector<std::byte> owned(100);
-  CHECK_FALSE(detail::find_mapped_file_range(owned.data(), owned.size()).has_value());
-
-  detail::ReopenedInputs reopened;
-  const int fd = reopened.descriptor(*range);
-  CHECK(fd >= 0);
-  CHECK(reopened.descriptor(*range) == fd);  // opened once
-
-  // The path now names another file: the mapped bytes are not there any more.
-  test_support::write_bytes(scratch / "g", std::vector<char>(10000, 'y'));
-  std::filesystem::rename(scratch / "g", scratch / "f");
-  detail::ReopenedInputs after_replace;
-  CHECK(after_replace.descriptor(*range) == -1);
-  std::filesystem::remove(scratch / "f");
-  detail::ReopenedInputs after_remove;
-  CHECK(after_remove.descriptor(*range) == -1);
 }

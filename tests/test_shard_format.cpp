@@ -1,11 +1,9 @@
 #include <doctest/doctest.h>
 
-#include <fcntl.h>
 #include <unistd.h>
 #include <algorithm>
 
 #include <cstring>
-#include <fstream>
 #include <random>
 #include <thread>
 
@@ -54,7 +52,7 @@ Sample make_sample(std::uint64_t rows, std::uint64_t dim, std::uint64_t pad_to) 
   return sample;
 }
 
-enum class Fill { anonymous, file_backed, file_backed_store, file_copy };
+enum class Fill { anonymous, file_backed, file_backed_store, file_written_then_hashed };
 
 std::string write_sample(const Sample& sample, std::uint64_t rows, const std::string& path,
                          WriteOptions options = {}, Fill fill = Fill::anonymous) {
@@ -73,19 +71,9 @@ std::string write_sample(const Sample& sample, std::uint64_t rows, const std::st
     for (std::uint64_t r = 0; r < rows; ++r)
       std::memcpy(padded.data() + r * column.row_pitch_bytes(),
                   sample.logical[c].data() + r * row_bytes, row_bytes);
-    if (fill == Fill::file_copy) {
-      // From a file holding the padded rows after a 100-byte prefix: copied file to file, and
-      // hashed from memory.
-      test_support::write_bytes(path + ".source", std::vector<char>(100, 'p'));
-      {
-        std::ofstream append(path + ".source", std::ios::binary | std::ios::app);
-        append.write(reinterpret_cast<const char*>(padded.data()),
-                     static_cast<std::streamsize>(padded.size()));
-      }
-      const int source = ::open((path + ".source").c_str(), O_RDONLY);
-      REQUIRE(source >= 0);
-      builder.copy_from_file(c, 0, padded, source, 100);
-      ::close(source);
+    if (fill == Fill::file_written_then_hashed) {
+      // Written and hashed in two calls, as pack's two threads do.
+      builder.write_stored(c, 0, padded);
       builder.hash_stored(c, 0, padded);
       builder.start_writeback(c, 0, padded.size());
     } else if (fill == Fill::file_backed_store && c % 2 == 0) {
@@ -303,7 +291,7 @@ TEST_CASE("a file-backed builder writes the same bytes as an anonymous one") {
   const auto expected = test_support::read_bytes(scratch / "anonymous.gcs");
   CHECK(test_support::read_bytes(scratch / "backed.gcs") == expected);
   CHECK(test_support::read_bytes(scratch / "stored.gcs") == expected);
-  write_sample(sample, 300, scratch / "copied.gcs", {}, Fill::file_copy);
+  write_sample(sample, 300, scratch / "copied.gcs", {}, Fill::file_written_then_hashed);
   CHECK(test_support::read_bytes(scratch / "copied.gcs") == expected);
   CHECK_FALSE(std::filesystem::exists(scratch / "backed.gcs.tmp"));
   check_round_trip(sample, 300, ShardReader(scratch / "stored.gcs", true));
@@ -343,14 +331,6 @@ TEST_CASE("chunks hashed as they are stored match the bytes written") {
     builder.write(scratch / name, {});
     return test_support::read_bytes(scratch / name);
   };
-  // A file holding the first `size` bytes of the column, open for reading.
-  auto source_file = [&](const std::string& name, std::uint64_t size) {
-    const auto* first = reinterpret_cast<const char*>(embedding.data());
-    test_support::write_bytes(scratch / name, {first, first + size});
-    const int fd = ::open((scratch / name).c_str(), O_RDONLY);
-    REQUIRE(fd >= 0);
-    return fd;
-  };
   ShardBuilder in_place(specs, rows, no_text);
   std::memcpy(in_place.tensor_data(0).data(), embedding.data(), embedding.size());
   const auto expected = finish(in_place, "in_place.gcs");
@@ -374,29 +354,22 @@ TEST_CASE("chunks hashed as they are stored match the bytes written") {
     }
     CHECK(finish(builder, "backwards.gcs") == expected);
   }
-  SUBCASE("copied on one thread while hashed on another, as pack does") {
-    const int source = source_file("source", embedding.size());
-    ShardBuilder builder(specs, rows, no_text, scratch / "threads.gcs");
-    std::thread copying([&] {
-      for (std::uint64_t at = 0; at < embedding.size(); at += 1 << 20) {
-        const std::uint64_t size = std::min<std::uint64_t>(1 << 20, embedding.size() - at);
-        builder.copy_from_file(0, at, std::span(embedding).subspan(at, size), source, at);
-      }
-    });
-    builder.hash_stored(0, 0, embedding);
-    copying.join();
-    ::close(source);
-    CHECK(finish(builder, "threads.gcs") == expected);
-  }
-  SUBCASE("copies fall back to writing from memory: no source, or a source that ends early") {
-    const int half = source_file("half", embedding.size() / 2);
-    ShardBuilder builder(specs, rows, no_text, scratch / "fallback.gcs");
-    const std::uint64_t split = embedding.size() / 4;
-    builder.copy_from_file(0, 0, std::span(embedding).first(split), -1, 0);
-    builder.copy_from_file(0, split, std::span(embedding).subspan(split), half, split);
-    ::close(half);
-    builder.hash_stored(0, 0, embedding);
-    CHECK(finish(builder, "fallback.gcs") == expected);
+  SUBCASE("written on one thread while hashed on another, as pack does") {
+    for (const bool file_backed : {true, false}) {
+      CAPTURE(file_backed);
+      ShardBuilder builder = file_backed
+                                 ? ShardBuilder(specs, rows, no_text, scratch / "threads.gcs")
+                                 : ShardBuilder(specs, rows, no_text);
+      std::thread writing([&] {
+        for (std::uint64_t at = 0; at < embedding.size(); at += 1 << 20) {
+          const std::uint64_t size = std::min<std::uint64_t>(1 << 20, embedding.size() - at);
+          builder.write_stored(0, at, std::span(embedding).subspan(at, size));
+        }
+      });
+      builder.hash_stored(0, 0, embedding);
+      writing.join();
+      CHECK(finish(builder, "threads.gcs") == expected);
+    }
   }
   SUBCASE("rows lying apart, written on one thread while hashed on another, as pack does") {
     // Each row copied to a heap block of its own (as a tensor per row lies in a .pt file), and in
@@ -422,12 +395,10 @@ TEST_CASE("chunks hashed as they are stored match the bytes written") {
       CHECK(finish(builder, "apart.gcs") == expected);
     }
   }
-  SUBCASE("copied without hashing: write() hashes what was copied") {
-    const int source = source_file("source", embedding.size());
-    ShardBuilder builder(specs, rows, no_text, scratch / "copied.gcs");
-    builder.copy_from_file(0, 0, embedding, source, 0);
-    ::close(source);
-    CHECK(finish(builder, "copied.gcs") == expected);
+  SUBCASE("written without hashing: write() hashes what was written") {
+    ShardBuilder builder(specs, rows, no_text, scratch / "written.gcs");
+    builder.write_stored(0, 0, embedding);
+    CHECK(finish(builder, "written.gcs") == expected);
   }
   CHECK(ShardReader(scratch / "in_place.gcs", true).rows() == rows);
 }

@@ -125,21 +125,6 @@ void AtomicFile::write_pieces_at(std::uint64_t offset,
   }
 }
 
-std::uint64_t AtomicFile::copy_from(int source, std::uint64_t source_offset, std::uint64_t offset,
-                                    std::uint64_t size) noexcept {
-  std::uint64_t copied = 0;
-  while (copied < size) {
-    auto from = static_cast<off64_t>(source_offset + copied);
-    auto to = static_cast<off64_t>(offset + copied);
-    const ssize_t done = ::copy_file_range(source, &from, fd_, &to,
-                                           std::min<std::uint64_t>(size - copied, 1u << 30), 0);
-    if (done < 0 && errno == EINTR) continue;
-    if (done <= 0) break;  // unsupported here, or the source ended: the caller writes the rest
-    copied += static_cast<std::uint64_t>(done);
-  }
-  return copied;
-}
-
 void AtomicFile::start_writeback(std::uint64_t offset, std::uint64_t size) noexcept {
   if (durability_ == Durability::unflushed) return;  // nothing waits for the disk
   ::sync_file_range(fd_, static_cast<off_t>(offset), static_cast<off_t>(size),

@@ -17,29 +17,22 @@
 namespace gpucache::detail {
 namespace {
 
-// Live mappings by start address, so release_if_mapped_file can tell a file mapping from memory
-// the process owns, and find_mapped_file_range can say which file a range of memory comes from.
-struct Registered {
-  std::size_t size;
-  std::string path;
-  std::uint64_t device;
-  std::uint64_t inode;
-};
+// Live mappings (start address -> size), so release_if_mapped_file can tell a file mapping from
+// memory the process owns.
 std::mutex registry_mutex;
-std::map<const std::byte*, Registered>& registry() {
-  static std::map<const std::byte*, Registered> mappings;
+std::map<const std::byte*, std::size_t>& registry() {
+  static std::map<const std::byte*, std::size_t> mappings;
   return mappings;
 }
 
 // The live mapping holding all of [start, start + length); the registry mutex must be held.
-const std::pair<const std::byte* const, Registered>* mapping_holding(const std::byte* start,
-                                                                     std::size_t length) {
+const std::pair<const std::byte* const, std::size_t>* mapping_holding(const std::byte* start,
+                                                                      std::size_t length) {
   const auto& mappings = registry();
   auto it = mappings.upper_bound(start);
   if (it == mappings.begin()) return nullptr;
   --it;
-  if (length > it->second.size ||
-      start - it->first > static_cast<std::ptrdiff_t>(it->second.size - length))
+  if (length > it->second || start - it->first > static_cast<std::ptrdiff_t>(it->second - length))
     return nullptr;
   return &*it;
 }
@@ -63,17 +56,8 @@ bool release_if_mapped_file(const void* begin, std::size_t length) noexcept {
   std::lock_guard lock(registry_mutex);
   const auto* mapping = mapping_holding(start, length);
   if (mapping == nullptr) return false;
-  drop_pages(start, length, mapping->first, mapping->first + mapping->second.size);
+  drop_pages(start, length, mapping->first, mapping->first + mapping->second);
   return true;
-}
-
-std::optional<MappedFileRange> find_mapped_file_range(const void* begin, std::size_t length) {
-  const auto* start = static_cast<const std::byte*>(begin);
-  std::lock_guard lock(registry_mutex);
-  const auto* mapping = mapping_holding(start, length);
-  if (mapping == nullptr) return std::nullopt;
-  return MappedFileRange{mapping->second.path, mapping->second.device, mapping->second.inode,
-                         static_cast<std::uint64_t>(start - mapping->first)};
 }
 
 std::shared_ptr<const MappedFile> MappedFile::open(const std::string& path) {
@@ -103,8 +87,7 @@ std::shared_ptr<const MappedFile> MappedFile::open(const std::string& path) {
   ::close(fd);  // the mapping stays valid without the descriptor
   if (data != nullptr) {
     std::lock_guard lock(registry_mutex);
-    registry()[data] = Registered{size, path, static_cast<std::uint64_t>(info.st_dev),
-                                  static_cast<std::uint64_t>(info.st_ino)};
+    registry()[data] = size;
   }
   return std::shared_ptr<const MappedFile>(new MappedFile(path, data, size));
 }

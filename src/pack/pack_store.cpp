@@ -6,9 +6,6 @@
 #include <tuple>
 #include <utility>
 
-#include "gpucache/common/mapped_file.hpp"
-#include "reopened_inputs.hpp"
-
 namespace gpucache::detail {
 namespace {
 
@@ -77,7 +74,6 @@ void BackgroundStore::finish() {
 void store_unchanged_rows(shard::ShardBuilder& builder, std::size_t column, std::uint64_t pitch,
                           const PackInputs& inputs, std::span<const std::uint64_t> rows,
                           unsigned threads) {
-  ReopenedInputs reopened;
   // Runs are cut into pieces of about 32 MiB so that the copying thread reports progress as it
   // goes: the other thread starts the writeback of copied pieces while later ones are copied
   // (one run covering a whole input would otherwise leave all of the writeback to the end).
@@ -89,10 +85,7 @@ void store_unchanged_rows(shard::ShardBuilder& builder, std::size_t column, std:
     });
   };
   auto copy = [&](std::uint64_t offset, std::uint64_t first, std::uint64_t n) {
-    const std::span in{inputs.direct_rows(column, first, n), n * pitch};
-    const auto mapped = find_mapped_file_range(in.data(), in.size());
-    builder.copy_from_file(column, offset * pitch, in, mapped ? reopened.descriptor(*mapped) : -1,
-                           mapped ? mapped->offset : 0);
+    builder.write_stored(column, offset * pitch, {inputs.direct_rows(column, first, n), n * pitch});
   };
   auto hash = [&](std::uint64_t offset, std::uint64_t first, std::uint64_t n) {
     const std::byte* in = inputs.direct_rows(column, first, n);

@@ -193,16 +193,12 @@ void ShardBuilder::store(std::size_t column, std::uint64_t offset,
   if (backing_ != nullptr) backing_->start_writeback(entry.data_offset + offset, bytes.size());
 }
 
-void ShardBuilder::copy_from_file(std::size_t column, std::uint64_t offset,
-                                  std::span<const std::byte> bytes, int source,
-                                  std::uint64_t source_offset) {
+void ShardBuilder::write_stored(std::size_t column, std::uint64_t offset,
+                                std::span<const std::byte> bytes) {
   const ColumnEntry& entry = stored_column(column, offset, bytes.size());
-  const std::uint64_t absolute = entry.data_offset + offset;
-  const std::uint64_t copied =
-      backing_ == nullptr || source < 0
-          ? 0
-          : backing_->copy_from(source, source_offset, absolute, bytes.size());
-  if (copied < bytes.size()) put(absolute + copied, bytes.subspan(copied));
+  for (std::size_t done = 0; done < bytes.size(); done += kStorePiece)
+    put(entry.data_offset + offset + done,
+        bytes.subspan(done, std::min(kStorePiece, bytes.size() - done)));
 }
 
 void ShardBuilder::write_rows(std::size_t column, std::uint64_t offset,

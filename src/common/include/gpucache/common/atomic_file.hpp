@@ -37,12 +37,6 @@ class AtomicFile {
   // Writes the pieces back to back from `offset` (pwritev: one call for up to IOV_MAX pieces, so
   // scattered rows need no gathering copy first), leaving size() alone.
   void write_pieces_at(std::uint64_t offset, std::span<const std::span<const std::byte>> pieces);
-  // Copies `size` bytes from offset `source_offset` of the file open as `source` to `offset`,
-  // inside the kernel (copy_file_range: no trip through user memory), leaving size() alone.
-  // Returns the bytes copied, fewer than asked (none where the file systems cannot copy between
-  // each other) when the caller must write the rest itself.
-  std::uint64_t copy_from(int source, std::uint64_t source_offset, std::uint64_t offset,
-                          std::uint64_t size) noexcept;
   // Starts writing a range back to disk without waiting (sync_file_range), so commit()'s fsync
   // finds less to do. A hint: errors surface at commit(). Does nothing for an unflushed file.
   void start_writeback(std::uint64_t offset, std::uint64_t size) noexcept;

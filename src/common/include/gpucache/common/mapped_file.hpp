@@ -5,7 +5,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <optional>
 #include <span>
 #include <string>
 
@@ -15,16 +14,6 @@ namespace gpucache::detail {
 // live MappedFile (never memory the process owns, where dropping pages would lose data). Returns
 // whether it did.
 bool release_if_mapped_file(const void* begin, std::size_t length) noexcept;
-
-// Where a range of memory lies when it is inside a live MappedFile: the file, by path and by
-// identity (a reopened path may name another file by now), and the offset of the range's start.
-struct MappedFileRange {
-  std::string path;
-  std::uint64_t device = 0;
-  std::uint64_t inode = 0;
-  std::uint64_t offset = 0;
-};
-std::optional<MappedFileRange> find_mapped_file_range(const void* begin, std::size_t length);
 
 class MappedFile {
  public:
