@@ -16,8 +16,7 @@ the arrays returned view Arrow's memory instead of copying it (numpy.shares_memo
   dictionary<string> (pandas categories)       decoded to text (a copy)
 
 A column of several chunks is combined first (one copy). A null anywhere is an error naming the
-column and the row: gpucache columns have no nulls. Parquet is read by row groups on every core,
-each into its rows of the output (_parquet.py), not as a table.
+column and the row: gpucache columns have no nulls.
 """
 import os
 import pathlib
@@ -63,9 +62,8 @@ def table_columns(obj) -> dict:
     store, TypeError for an object that is none of the accepted inputs."""
     pa = _pyarrow()
     if _is_parquet_path(obj):
-        from ._parquet import parquet_columns
-        return parquet_columns(pa, pathlib.Path(obj), _column, ArrowInputError)
-    if _is_hf_dataset(obj):
+        table = _read_parquet(pa, pathlib.Path(obj))
+    elif _is_hf_dataset(obj):
         table = _hf_table(obj)
     elif isinstance(obj, (pa.Table, pa.RecordBatch)):
         table = obj
@@ -93,6 +91,23 @@ def _is_parquet_path(obj) -> bool:
 def _is_hf_dataset(obj) -> bool:
     datasets = sys.modules.get("datasets")
     return datasets is not None and isinstance(obj, datasets.Dataset)
+
+
+def _read_parquet(pa, path: pathlib.Path):
+    import pyarrow.parquet as pq
+
+    files = sorted(path.rglob("*.parquet")) if path.is_dir() else [path]
+    tables = []
+    for file in files:
+        try:
+            tables.append(pq.read_table(file))
+        except (OSError, pa.ArrowException) as error:
+            raise ArrowInputError(f"{file}: cannot read it as Parquet: {error}") from error
+    try:
+        return tables[0] if len(tables) == 1 else pa.concat_tables(tables)
+    except pa.ArrowInvalid as error:
+        raise ArrowInputError(f"{path}: its Parquet files have different schemas: "
+                              f"{error}") from error
 
 
 def _hf_table(dataset):

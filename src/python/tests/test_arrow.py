@@ -203,65 +203,6 @@ def test_parquet_files_and_folders(tmp_path):
     assert parts["label"].tolist() == list(range(8))
 
 
-def same_columns(actual: dict, expected: dict):
-    assert list(actual) == list(expected)
-    for name, column in expected.items():
-        if isinstance(column, VarColumn):
-            assert isinstance(actual[name], VarColumn) and actual[name].kind == column.kind
-            assert actual[name].offsets.tolist() == column.offsets.tolist()
-            assert actual[name].values.tobytes() == column.values.tobytes()
-            assert actual[name].values.dtype == column.values.dtype
-        else:
-            assert actual[name].dtype == column.dtype
-            numpy.testing.assert_array_equal(actual[name], column)
-
-
-def test_parquet_row_groups_decode_to_what_the_whole_table_converts_to(tmp_path):
-    # Parquet is decoded a row group per worker into preallocated rows (_parquet.py); the result
-    # must be what converting the whole table gives, for every column kind.
-    rows = 1000
-    rng = numpy.random.default_rng(3)
-    cube = rng.standard_normal((rows, 2, 3)).astype(numpy.float32)
-    nested = pa.FixedSizeListArray.from_arrays(
-        pa.FixedSizeListArray.from_arrays(pa.array(cube.reshape(-1)), 3), 2)
-    tokens = [list(range(i % 7)) for i in range(rows)]
-    table = pa.table({"embedding": fixed_size_list(vectors(rows, 8)), "cube": nested,
-                      "text": pa.array([f"row {i} " * (i % 4) for i in range(rows)]),
-                      "big_text": pa.array([str(i) for i in range(rows)], pa.large_string()),
-                      "tokens": pa.array(tokens, pa.list_(pa.int32())),
-                      "weights": pa.array([[0.5, i] for i in range(rows)], pa.list_(pa.float64())),
-                      "label": pa.array(numpy.arange(rows, dtype=numpy.int64)),
-                      "flag": pa.array(numpy.arange(rows) % 3 == 0)})
-    pq.write_table(table, tmp_path / "groups.parquet", row_group_size=64)
-    assert pq.ParquetFile(tmp_path / "groups.parquet").metadata.num_row_groups == 16
-    columns = table_columns(tmp_path / "groups.parquet")
-    same_columns(columns, table_columns(pq.read_table(tmp_path / "groups.parquet")))
-    assert columns["cube"].shape == (rows, 2, 3) and columns["weights"].shape == (rows, 2)
-    assert columns["tokens"].values.dtype == numpy.int32
-    # Filled by the row-group workers (arrays of their own), not a view of a combined table.
-    assert columns["embedding"].flags["OWNDATA"] and columns["label"].flags["OWNDATA"]
-
-
-def test_parquet_row_groups_that_convert_differently_fall_back_to_the_whole_table(tmp_path):
-    # Group 0: every list has 2 floats (a matrix); group 1: lengths differ (a sequence). The
-    # column is what the whole table makes of it, however the file was cut.
-    lists = [[1.0, 2.0]] * 4 + [[1.0], [2.0, 3.0, 4.0], [], [5.0, 6.0]]
-    table = pa.table({"v": pa.array(lists, pa.list_(pa.float32())),
-                      "n": pa.array(numpy.arange(8, dtype=numpy.int16))})
-    pq.write_table(table, tmp_path / "mixed.parquet", row_group_size=4)
-    columns = table_columns(tmp_path / "mixed.parquet")
-    assert isinstance(columns["v"], VarColumn)
-    assert not columns["n"].flags["OWNDATA"]  # a view of the whole table's column
-    same_columns(columns, table_columns(table))
-
-
-def test_a_null_in_a_later_row_group_names_its_row_in_the_file(tmp_path):
-    values = pa.array([float(i) for i in range(10)] + [None] + [1.0] * 5, pa.float32())
-    pq.write_table(pa.table({"x": values}), tmp_path / "null.parquet", row_group_size=4)
-    with pytest.raises(ArrowInputError, match="column 'x': row 10 is null"):
-        table_columns(tmp_path / "null.parquet")
-
-
 def test_parquet_that_cannot_be_read_is_a_gpucache_error(tmp_path):
     (tmp_path / "bad.parquet").write_bytes(b"not parquet at all")
     with pytest.raises(Error, match=r"bad.parquet: cannot read it as Parquet"):
