@@ -45,7 +45,6 @@ class AtomicFile {
   // fsync (when flushed), rename into place, fsync the directory (when flushed).
   void commit();
   const std::string& path() const noexcept { return path_; }
-  Durability durability() const noexcept { return durability_; }
 
  private:
   std::string path_;
