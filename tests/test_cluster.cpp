@@ -10,6 +10,8 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "gpucache/common/atomic_file.hpp"
+#include "gpucache/merge.hpp"
 #include "gpucache/npy.hpp"
 #include "gpucache/runtime.hpp"
 #include "pack_test_support.hpp"
@@ -254,6 +256,25 @@ TEST_CASE("merge onto another file system needs --copy, which copies") {
   const auto result = run_cli({"merge", scratch / "p0", scratch / "p1", "-o", out, "--copy"});
   CHECK(result.exit_code == 0);
   CHECK(result.out.find("bytes copied") != std::string::npos);
+  verify_ok(out);
+  fs::remove_all(out);
+
+  // Copied shards are new data: fsynced before the manifest names them, unless --no-fsync. (A
+  // hard-linked shard shares data its pack already made durable.)
+  MergeOptions options;
+  options.parts = {scratch / "p0", scratch / "p1"};
+  options.output_dir = out;
+  options.copy = true;
+  const auto before = detail::fsync_count();
+  const auto copied = merge(options);
+  // Every shard, the manifest and its (staging) folder, and the output's parent.
+  CHECK(detail::fsync_count() - before == copied.shards + 3);
+  verify_ok(out);
+  fs::remove_all(out);
+  options.fsync = false;
+  const auto before_unflushed = detail::fsync_count();
+  merge(options);
+  CHECK(detail::fsync_count() == before_unflushed);
   verify_ok(out);
   fs::remove_all(out);
 }

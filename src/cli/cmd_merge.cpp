@@ -18,6 +18,8 @@ Runner add_merge(CLI::App& app) {
       ->required();
   command->add_flag("--copy", args->options.copy,
                     "Copy shards that cannot be hard-linked (parts on another file system)");
+  command->add_flag("!--no-fsync", args->options.fsync,
+                    "Do not wait for the disk to hold copied shards and the manifest (as pack's)");
   command->add_flag("--json", args->json, "Print the result as JSON");
   command->footer(
       R"(Parts packed with --part K/N are joined in the order K = 0..N-1 and must all be given;

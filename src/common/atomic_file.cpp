@@ -169,6 +169,19 @@ void write_file_atomic(const std::string& path, const std::string& text, Durabil
   write_file_atomic(path, std::as_bytes(std::span(text.data(), text.size())), durability);
 }
 
+void sync_file(const std::string& path, Durability durability) {
+  if (durability == Durability::unflushed) return;
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) fail_errno(path, "cannot open to sync");
+  if (counted_fsync(fd) != 0) {
+    const int saved = errno;
+    ::close(fd);
+    errno = saved;
+    fail_errno(path, "cannot sync");
+  }
+  ::close(fd);
+}
+
 void sync_directory(const std::string& directory, Durability durability) {
   if (durability == Durability::unflushed) return;
   const int fd =

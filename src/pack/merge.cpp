@@ -68,7 +68,7 @@ fs::path staging_dir(const fs::path& output) {
 // Places one shard under its new name: a hard link (no bytes copied), or a copy when allowed.
 // Returns the bytes copied.
 std::uint64_t place_shard(const fs::path& from, const fs::path& to, bool copy,
-                          const std::string& output) {
+                          const std::string& output, detail::Durability durability) {
   if (::link(from.c_str(), to.c_str()) == 0) return 0;
   const int cause = errno;
   if ((cause == EXDEV || cause == EPERM || cause == EMLINK || cause == ENOTSUP) && copy) {
@@ -76,6 +76,8 @@ std::uint64_t place_shard(const fs::path& from, const fs::path& to, bool copy,
     fs::copy_file(from, to, error);
     if (error)
       throw Error(to.string(), "", "cannot copy " + from.string() + ": " + error.message());
+    // A hard link shares the part's data, which its pack made durable; a copy is new data.
+    detail::sync_file(to.string(), durability);
     return fs::file_size(to);
   }
   if (cause == EXDEV)
@@ -139,6 +141,8 @@ MergeResult merge(const MergeOptions& options) {
   fs::remove_all(staging, error);
   fs::create_directory(staging, error);
   if (error) throw Error(staging.string(), "", "cannot create: " + error.message());
+  const auto durability =
+      options.fsync ? detail::Durability::flushed : detail::Durability::unflushed;
   MergeResult result;
   try {
     std::size_t k = 0;
@@ -146,16 +150,16 @@ MergeResult merge(const MergeOptions& options) {
       for (const auto& shard : part.manifest.shards) {
         result.copied_bytes +=
             place_shard(fs::path(part.dir) / shard.file, staging / merged.shards[k].file,
-                        options.copy, options.output_dir);
+                        options.copy, options.output_dir, durability);
         result.bytes += shard.bytes;
         ++k;
       }
     detail::write_file_atomic((staging / shard::kManifestName).string(),
-                              shard::manifest_to_text(merged));
-    detail::sync_directory(staging.string());
+                              shard::manifest_to_text(merged), durability);
+    // (Writing the manifest synced the staging folder: the links made before it too.)
     fs::rename(staging, output, error);
     if (error) throw Error(options.output_dir, "", "cannot rename into place: " + error.message());
-    detail::sync_directory(output.parent_path().string());
+    detail::sync_directory(output.parent_path().string(), durability);
   } catch (...) {
     fs::remove_all(staging, error);
     throw;

@@ -303,12 +303,13 @@ std::string export_json(const std::string& path, const std::string& to, const st
   return gpucache::export_dataset(path, options).to_json();
 }
 
-std::string merge_json(const std::vector<std::string>& parts, const std::string& output,
-                       bool copy) {
+std::string merge_json(const std::vector<std::string>& parts, const std::string& output, bool copy,
+                       bool fsync) {
   gpucache::MergeOptions options;
   options.parts = parts;
   options.output_dir = output;
   options.copy = copy;
+  options.fsync = fsync;
   nb::gil_scoped_release release;
   return gpucache::merge(options).to_json();
 }
@@ -338,5 +339,5 @@ void bind_tools(nb::module_& m) {
         nb::arg("columns") = std::vector<std::string>{}, nb::arg("threads") = 0,
         "gpucache export: the result as `gpucache export --json` prints it");
   m.def("merge_json", &merge_json, nb::arg("parts"), nb::arg("output"), nb::arg("copy") = false,
-        "gpucache merge: the result as `gpucache merge --json` prints it");
+        nb::arg("fsync") = true, "gpucache merge: the result as `gpucache merge --json` prints it");
 }

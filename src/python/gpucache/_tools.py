@@ -245,10 +245,12 @@ def export(path, to: str = "npy", out=None, *, columns: Optional[Sequence[str]] 
                                             list(columns or []), threads))
 
 
-def merge(parts, out, *, copy: bool = False) -> dict:
+def merge(parts, out, *, copy: bool = False, no_fsync: bool = False) -> dict:
     """Joins datasets (the parts of a `pack --part` run, or any datasets packed alike) into the new
     dataset `out` by hard-linking their shards, like `gpucache merge`; copy=True copies shards that
-    lie on another file system. Returns what `gpucache merge --json` prints."""
+    lie on another file system; no_fsync=True does not wait for the disk (as pack's). Returns what
+    `gpucache merge --json` prints."""
     if isinstance(parts, (str, os.PathLike)):
         parts = [parts]
-    return json.loads(_gpucache.merge_json([os.fspath(p) for p in parts], os.fspath(out), copy))
+    return json.loads(_gpucache.merge_json([os.fspath(p) for p in parts], os.fspath(out), copy,
+                                           not no_fsync))

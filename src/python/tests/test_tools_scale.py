@@ -36,6 +36,13 @@ def test_parts_merge_and_append(tmp_path):
         gpucache.pack(files, tmp_path / f"part{k}", device="cpu", part=(k, 2))
     merged = gpucache.merge([tmp_path / "part1", tmp_path / "part0"], tmp_path / "merged")
     assert merged["rows"] == whole["rows"] == 60
+    # no_fsync reaches the same library (its fsyncs are counted in tests/test_cluster.cpp).
+    unsynced = gpucache.merge([tmp_path / "part0", tmp_path / "part1"], tmp_path / "unsynced",
+                              no_fsync=True)
+    assert unsynced["rows"] == 60 and gpucache.verify(tmp_path / "unsynced")["ok"]
+    for name in ("shard-00000.gcs", "shard-00001.gcs"):
+        assert (tmp_path / "unsynced" / name).read_bytes() == \
+            (tmp_path / "merged" / name).read_bytes()
     assert gpucache.verify(tmp_path / "merged")["ok"]
     a = gpucache.load(tmp_path / "whole", device="cpu").tensors["embedding"]
     b = gpucache.load(tmp_path / "merged", device="cpu").tensors["embedding"]

@@ -14,6 +14,8 @@ struct MergeOptions {
                                    // --part, else as given
   std::string output_dir;          // must not exist yet
   bool copy = false;               // copy shards that cannot be hard-linked (another file system)
+  // --no-fsync: do not wait for the disk to hold the copied shards and the manifest (as pack's).
+  bool fsync = true;
 };
 
 struct MergeResult {

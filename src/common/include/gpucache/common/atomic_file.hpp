@@ -59,6 +59,9 @@ void write_file_atomic(const std::string& path, std::span<const std::byte> bytes
                        Durability durability = Durability::flushed);
 void write_file_atomic(const std::string& path, const std::string& text,
                        Durability durability = Durability::flushed);
+// fsyncs a file written by other means (a copy) so its data survives a crash (nothing when
+// unflushed); throws gpucache::Error naming the file when it cannot.
+void sync_file(const std::string& path, Durability durability = Durability::flushed);
 // fsyncs a directory so a rename inside it survives a crash (nothing when unflushed).
 void sync_directory(const std::string& directory, Durability durability = Durability::flushed);
 // How many files and folders this process has fsynced: lets tests check what --no-fsync skips.
