@@ -141,8 +141,7 @@ MergeResult merge(const MergeOptions& options) {
   fs::remove_all(staging, error);
   fs::create_directory(staging, error);
   if (error) throw Error(staging.string(), "", "cannot create: " + error.message());
-  const auto durability =
-      options.fsync ? detail::Durability::flushed : detail::Durability::unflushed;
+  const auto durability = detail::durability_for(options.fsync);
   MergeResult result;
   try {
     std::size_t k = 0;

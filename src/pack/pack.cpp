@@ -248,8 +248,7 @@ PackResult pack(const PackOptions& requested) {
   if (options.part) options.inputs = detail::part_input_files(requested.inputs, *options.part);
   std::optional<detail::SplitRule> split_rule;
   if (!options.splits.empty()) split_rule.emplace(options.splits, options.validation.seed);
-  const auto durability =
-      options.fsync ? detail::Durability::flushed : detail::Durability::unflushed;
+  const auto durability = detail::durability_for(options.fsync);
   detail::InputHashes input_hashes(detail::input_files(options), options.threads != 1,
                                    options.memory_columns);
   std::vector<detail::Source> sources = detail::open_sources(options);

@@ -110,7 +110,7 @@ PackResult pack_append(const PackOptions& options) {
                   "cannot hard-link " + from.string() + ": " + std::strerror(errno));
     result.shards[i].file = combined.shards[first_new + i].file;
   }
-  const auto durability = options.fsync ? Durability::flushed : Durability::unflushed;
+  const auto durability = durability_for(options.fsync);
   sync_directory(dir, durability);
   // The one step that changes the dataset: readers see the old manifest or the new one.
   write_file_atomic((fs::path(dir) / shard::kManifestName).string(),

@@ -17,6 +17,10 @@ namespace gpucache::detail {
 // failure soon after may leave the new name on an empty or short file. Saves the time the disk
 // takes to absorb the data, which for a large copy is most of the time.
 enum class Durability { flushed, unflushed };
+// The durability an `fsync` option (true unless --no-fsync) asks for.
+constexpr Durability durability_for(bool fsync) noexcept {
+  return fsync ? Durability::flushed : Durability::unflushed;
+}
 
 class AtomicFile {
  public:
