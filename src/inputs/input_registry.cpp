@@ -22,6 +22,12 @@
 #include "gpucache/hdf5.hpp"
 #endif
 
+#if !defined(GPUCACHE_INPUT_PARQUET)
+#error "src/inputs/CMakeLists.txt must call gpucache_optional_input_format(parquet ...)"
+#elif GPUCACHE_INPUT_PARQUET
+#include "gpucache/parquet.hpp"
+#endif
+
 namespace gpucache {
 namespace {
 
@@ -77,6 +83,18 @@ constexpr ReadFn kReadHdf5 = &read_hdf5;
 constexpr ReadFn kReadHdf5 = nullptr;
 #endif
 
+// Parquet files start (and end) with "PAR1"; "PARE" marks an encrypted footer, which the reader
+// recognises to refuse by name.
+bool sniff_parquet(std::string_view head, std::uint64_t file_size) noexcept {
+  return file_size >= 12 && (head.substr(0, 4) == "PAR1" || head.substr(0, 4) == "PARE");
+}
+
+#if GPUCACHE_INPUT_PARQUET
+constexpr ReadFn kReadParquet = &read_parquet;
+#else
+constexpr ReadFn kReadParquet = nullptr;
+#endif
+
 bool sniff_jsonl(std::string_view head, std::uint64_t) noexcept {
   const auto first = head.find_first_not_of(" \t\r\n");
   return first != std::string_view::npos && head[first] == '{';
@@ -111,6 +129,12 @@ constexpr std::array kInputFormats{
                 .sniff = sniff_hdf5,
                 .read = kReadHdf5,
                 .build_hint = "-DGPUCACHE_HDF5=ON and libhdf5-dev"},
+    InputFormat{.name = "parquet",
+                .title = "Parquet files (pyarrow, Hugging Face datasets, Spark, DuckDB)",
+                .extensions = "parquet pq",
+                .sniff = sniff_parquet,
+                .read = kReadParquet,
+                .build_hint = "-DGPUCACHE_PARQUET=ON and libsnappy-dev"},
     InputFormat{.name = "jsonl",
                 .title = "JSON lines, one object per line",
                 .extensions = "jsonl ndjson json",

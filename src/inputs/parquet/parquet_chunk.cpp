@@ -1,0 +1,671 @@
+// One column chunk: its pages in file order (an optional dictionary page first), each
+// decompressed into a scratch buffer, its levels read run by run and its values decoded straight
+// into the chunk's buffer. FORMAT.md describes the page layouts.
+#include "parquet_chunk.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+
+#include "gpucache/common/checked_math.hpp"
+#include "gpucache/common/utf8.hpp"
+#include "gpucache/error.hpp"
+#include "parquet_codec.hpp"
+#include "parquet_rle.hpp"
+
+namespace gpucache::detail::parquet {
+namespace {
+
+// A chunk may decode to at most this much more than its bytes in the file (dictionary and run
+// lengths compress without limit); beyond it the file is refused rather than trusted.
+constexpr std::uint64_t kMaxExpansion = 1024;
+constexpr std::uint64_t kMinDecodedCap = std::uint64_t{1} << 30;
+
+std::string encoding_name(Encoding encoding) {
+  switch (encoding) {
+    case Encoding::plain:
+      return "PLAIN";
+    case Encoding::plain_dictionary:
+      return "PLAIN_DICTIONARY";
+    case Encoding::rle:
+      return "RLE";
+    case Encoding::bit_packed:
+      return "BIT_PACKED";
+    case Encoding::delta_binary_packed:
+      return "DELTA_BINARY_PACKED";
+    case Encoding::delta_length_byte_array:
+      return "DELTA_LENGTH_BYTE_ARRAY";
+    case Encoding::delta_byte_array:
+      return "DELTA_BYTE_ARRAY";
+    case Encoding::rle_dictionary:
+      return "RLE_DICTIONARY";
+    case Encoding::byte_stream_split:
+      return "BYTE_STREAM_SPLIT";
+  }
+  return "encoding " + std::to_string(static_cast<int>(encoding));
+}
+
+int bit_width_of(std::uint64_t max_value) {
+  int width = 0;
+  while (max_value >> width) ++width;
+  return width;
+}
+
+// The bytes one value takes in a PLAIN page (booleans: 0, they are bits).
+std::size_t physical_size(const SchemaElement& leaf) {
+  switch (*leaf.type) {
+    case PhysicalType::int32:
+    case PhysicalType::float32:
+      return 4;
+    case PhysicalType::int64:
+    case PhysicalType::float64:
+      return 8;
+    case PhysicalType::fixed_len_byte_array:
+      return static_cast<std::size_t>(leaf.type_length);
+    default:
+      return 0;
+  }
+}
+
+// Rows and list lengths from repetition levels, one entry at a time or a run at a time.
+class RowBuilder {
+ public:
+  RowBuilder(int depth, bool keep_row_lengths)
+      : depth_(depth),
+        keep_row_lengths_(keep_row_lengths),
+        open_(depth + 1, 0),
+        uniform_(depth, DecodedChunk::kNoList) {}
+
+  // An entry with repetition level `rep` whose lists reach down to `reach` (depth_ for a value;
+  // k - 1 for an empty list at depth k, which is opened with no element). False when `rep`
+  // names a list that is not open (a corrupt stream).
+  bool entry(std::uint32_t rep, int reach, bool empty_at_reach_plus_one) {
+    if (static_cast<int>(rep) > open_to_ || (rows_ == 0 && rep != 0)) return false;
+    close_below(static_cast<int>(rep));
+    if (rep == 0) {
+      ++rows_;
+    } else {
+      ++open_[rep];
+    }
+    for (int j = static_cast<int>(rep) + 1; j <= reach; ++j) open_[j] = 1;
+    open_to_ = reach;
+    if (empty_at_reach_plus_one) {
+      open_[reach + 1] = 0;
+      open_to_ = reach + 1;
+    }
+    return true;
+  }
+  // `n` more values continuing the innermost list (repetition level == depth).
+  void more_values(std::uint64_t n) { open_[depth_] += n; }
+
+  void finish() { close_below(0); }
+
+  std::uint64_t rows() const noexcept { return rows_; }
+  int depth() const noexcept { return depth_; }
+  std::vector<std::uint64_t>& row_lengths() noexcept { return row_lengths_; }
+  std::vector<std::int64_t>& uniform() noexcept { return uniform_; }
+
+ private:
+  // Closes the open lists deeper than `rep`, recording their lengths.
+  void close_below(int rep) {
+    if (rows_ == 0) return;
+    for (int j = open_to_; j > rep; --j) {
+      const auto length = static_cast<std::int64_t>(open_[j]);
+      auto& uniform = uniform_[j - 1];
+      if (uniform == DecodedChunk::kNoList)
+        uniform = length;
+      else if (uniform != length)
+        uniform = DecodedChunk::kVaried;
+      if (j == 1 && keep_row_lengths_) row_lengths_.push_back(open_[1]);
+    }
+    open_to_ = std::min(open_to_, rep);
+  }
+
+  int depth_;
+  bool keep_row_lengths_;
+  std::vector<std::uint64_t> open_;  // elements so far in the open list at each depth
+  int open_to_ = 0;                  // the deepest open list
+  std::uint64_t rows_ = 0;
+  std::vector<std::uint64_t> row_lengths_;
+  std::vector<std::int64_t> uniform_;
+};
+
+struct Dictionary {
+  std::uint64_t count = 0;
+  std::vector<std::byte> values;            // fixed width: count values of the column's dtype
+  std::vector<std::uint64_t> text_offsets;  // text: count + 1
+};
+
+class ChunkDecoder {
+ public:
+  ChunkDecoder(std::span<const std::byte> file, std::uint64_t data_end, const std::string& origin,
+               const LeafColumn& column, const ColumnChunk& chunk, std::size_t group,
+               std::int64_t group_rows)
+      : file_(file),
+        data_end_(data_end),
+        origin_(origin),
+        column_(column),
+        chunk_(chunk),
+        metadata_(*chunk.metadata),
+        group_rows_(group_rows),
+        where_("column '" + column.name + "' row group " + std::to_string(group)),
+        rows_(column.max_repetition, column.max_repetition == 1) {}
+
+  DecodedChunk decode() {
+    if (metadata_.num_values == 0 && group_rows_ == 0) {
+      // An empty row group: writers give its chunks offsets that need not point at pages.
+      if (column_.text) out_.text_offsets.push_back(0);
+      out_.uniform_lengths.assign(static_cast<std::size_t>(column_.max_repetition),
+                                  DecodedChunk::kNoList);
+      return std::move(out_);
+    }
+    check_chunk();
+    allocate();
+    std::uint64_t position = start_;
+    std::uint64_t entries = 0;
+    const auto expected_entries = static_cast<std::uint64_t>(metadata_.num_values);
+    while (entries < expected_entries) {
+      if (position >= end_)
+        fail("its pages hold " + std::to_string(entries) + " of its " +
+             std::to_string(expected_entries) + " values");
+      const PageHeader page =
+          parse_page_header(file_.subspan(position, end_ - position), origin_, position);
+      const std::uint64_t payload_at = position + page.header_bytes;
+      if (page.compressed_size < 0 || page.uncompressed_size < 0 ||
+          static_cast<std::uint64_t>(page.compressed_size) > end_ - payload_at)
+        fail("a page at byte " + std::to_string(position) + " runs past its column chunk");
+      const auto payload =
+          file_.subspan(payload_at, static_cast<std::uint64_t>(page.compressed_size));
+      position = payload_at + payload.size();
+      if (page.type == PageType::index) continue;
+      if (!page.has_page_header)
+        fail("a page at byte " + std::to_string(payload_at - page.header_bytes) +
+             " lacks the header of its type");
+      if (page.num_values < 0) fail("a page claims a negative number of values");
+      if (page.type == PageType::dictionary) {
+        if (entries != 0 || dictionary_) fail("a dictionary page comes after data pages");
+        read_dictionary(page, payload);
+        continue;
+      }
+      if (page.type != PageType::data && page.type != PageType::data_v2)
+        fail("a page of unknown type " + std::to_string(static_cast<int>(page.type)));
+      const auto count = static_cast<std::uint64_t>(page.num_values);
+      if (count > expected_entries - entries)
+        fail("its pages hold more values than its metadata says (" +
+             std::to_string(expected_entries) + ")");
+      read_data_page(page, payload);
+      entries += count;
+    }
+    rows_.finish();
+    const std::uint64_t rows = column_.max_repetition == 0 ? flat_rows_ : rows_.rows();
+    if (rows != static_cast<std::uint64_t>(group_rows_))
+      fail("holds " + std::to_string(rows) + " rows where its row group has " +
+           std::to_string(group_rows_));
+    if (column_.text) check_text();
+    out_.rows = rows;
+    out_.row_lengths = std::move(rows_.row_lengths());
+    out_.uniform_lengths = std::move(rows_.uniform());
+    return std::move(out_);
+  }
+
+ private:
+  [[noreturn]] void fail(const std::string& cause) const { throw Error(origin_, where_, cause); }
+
+  void check_chunk() {
+    if (!chunk_.file_path.empty())
+      fail("its data lives in another file (" + chunk_.file_path +
+           "), which gpucache does not follow");
+    if (metadata_.type != *column_.leaf.type) fail("its chunk's type differs from the schema's");
+    if (metadata_.num_values < 0 || metadata_.total_compressed_size < 0 ||
+        metadata_.data_page_offset < 0)
+      fail("its column metadata holds a negative size or offset");
+    start_ = static_cast<std::uint64_t>(metadata_.data_page_offset);
+    if (metadata_.dictionary_page_offset && *metadata_.dictionary_page_offset > 0 &&
+        static_cast<std::uint64_t>(*metadata_.dictionary_page_offset) < start_)
+      start_ = static_cast<std::uint64_t>(*metadata_.dictionary_page_offset);
+    const auto end =
+        checked_add(start_, static_cast<std::uint64_t>(metadata_.total_compressed_size));
+    if (start_ < 4 || !end || *end > data_end_)
+      fail("its pages (bytes " + std::to_string(start_) + " to " +
+           (end ? std::to_string(*end) : std::string("2^64")) + ") lie outside the file's data");
+    end_ = *end;
+  }
+
+  // The chunk's values buffer: every entry could be a value.
+  void allocate() {
+    const std::uint64_t cap =
+        std::max(kMinDecodedCap,
+                 kMaxExpansion * static_cast<std::uint64_t>(metadata_.total_compressed_size));
+    if (column_.text) {
+      out_.text_offsets.reserve(std::min<std::uint64_t>(metadata_.num_values, 1u << 20) + 1);
+      out_.text_offsets.push_back(0);
+      text_cap_ = cap;
+      return;
+    }
+    const auto bytes =
+        checked_mul(static_cast<std::uint64_t>(metadata_.num_values), dtype_size(column_.dtype));
+    if (!bytes || *bytes > cap)
+      fail("claims " + std::to_string(metadata_.num_values) +
+           " values, far more than its bytes can hold");
+    out_.values = std::make_unique_for_overwrite<std::byte[]>(std::max<std::uint64_t>(*bytes, 1));
+  }
+
+  // The page's bytes, decompressed into scratch when the chunk is compressed.
+  std::span<const std::byte> inflate(std::span<const std::byte> payload, std::uint64_t size,
+                                     std::vector<std::byte>& scratch) {
+    if (metadata_.codec == Codec::uncompressed) {
+      if (payload.size() != size) fail("an uncompressed page's sizes disagree");
+      return payload;
+    }
+    scratch.resize(size);
+    decompress(metadata_.codec, payload, scratch, origin_, where_);
+    return scratch;
+  }
+
+  void read_dictionary(const PageHeader& page, std::span<const std::byte> payload) {
+    if (page.encoding != Encoding::plain && page.encoding != Encoding::plain_dictionary)
+      fail("its dictionary page is " + encoding_name(page.encoding) + " encoded");
+    const auto bytes =
+        inflate(payload, static_cast<std::uint64_t>(page.uncompressed_size), scratch_);
+    auto& dictionary = dictionary_.emplace();
+    dictionary.count = static_cast<std::uint64_t>(page.num_values);
+    if (column_.text) {
+      dictionary.text_offsets.push_back(0);
+      std::vector<std::byte> text;
+      read_plain_text(bytes, dictionary.count, text, dictionary.text_offsets);
+      dictionary.values = std::move(text);
+      return;
+    }
+    const std::size_t size = dtype_size(column_.dtype);
+    if (dictionary.count > bytes.size() * 8 + 8) fail("its dictionary page claims too many values");
+    dictionary.values.resize(dictionary.count * size);
+    decode_plain_fixed(bytes, dictionary.count, dictionary.values.data());
+  }
+
+  // Levels of a v1 page: a 4-byte length, then the hybrid stream.
+  std::span<const std::byte> take_v1_levels(std::span<const std::byte>& bytes, Encoding encoding,
+                                            const char* what) {
+    if (encoding != Encoding::rle)
+      fail(std::string("its ") + what + " levels are " + encoding_name(encoding) +
+           " encoded (only RLE is read)");
+    if (bytes.size() < 4) fail(std::string("a page ends inside its ") + what + " levels");
+    std::uint32_t length = 0;
+    std::memcpy(&length, bytes.data(), 4);
+    if (length > bytes.size() - 4) fail(std::string("a page's ") + what + " levels run past it");
+    const auto levels = bytes.subspan(4, length);
+    bytes = bytes.subspan(4 + length);
+    return levels;
+  }
+
+  void read_data_page(const PageHeader& page, std::span<const std::byte> payload) {
+    const auto count = static_cast<std::uint64_t>(page.num_values);
+    std::span<const std::byte> repetition, definition, values;
+    if (page.type == PageType::data) {
+      auto bytes = inflate(payload, static_cast<std::uint64_t>(page.uncompressed_size), scratch_);
+      if (column_.max_repetition > 0)
+        repetition = take_v1_levels(bytes, page.repetition_level_encoding, "repetition");
+      if (column_.max_definition > 0)
+        definition = take_v1_levels(bytes, page.definition_level_encoding, "definition");
+      values = bytes;
+    } else {
+      const std::int64_t levels =
+          std::int64_t{page.repetition_levels_bytes} + page.definition_levels_bytes;
+      if (page.repetition_levels_bytes < 0 || page.definition_levels_bytes < 0 ||
+          levels > static_cast<std::int64_t>(payload.size()) || levels > page.uncompressed_size)
+        fail("a v2 page's level lengths run past it");
+      repetition = payload.subspan(0, page.repetition_levels_bytes);
+      definition = payload.subspan(page.repetition_levels_bytes, page.definition_levels_bytes);
+      const auto rest = payload.subspan(static_cast<std::size_t>(levels));
+      const auto size = static_cast<std::uint64_t>(page.uncompressed_size - levels);
+      if (page.values_compressed && metadata_.codec != Codec::uncompressed) {
+        scratch_.resize(size);
+        decompress(metadata_.codec, rest, scratch_, origin_, where_);
+        values = scratch_;
+      } else {
+        if (rest.size() != size) fail("a v2 page's sizes disagree");
+        values = rest;
+      }
+    }
+    const std::uint64_t present = read_levels(count, repetition, definition);
+    decode_values(page.encoding, values, present);
+  }
+
+  // Walks the page's levels into rows; returns how many of its entries hold a value.
+  std::uint64_t read_levels(std::uint64_t count, std::span<const std::byte> repetition,
+                            std::span<const std::byte> definition) {
+    const bool all_defined = column_.max_definition == 0 || all_at_max(definition, count);
+    if (column_.max_repetition == 0) {
+      if (!all_defined) refuse_null(definition, count);
+      flat_rows_ += count;
+      return count;
+    }
+    if (all_defined) {
+      read_repetition_runs(repetition, count);
+      return count;
+    }
+    return read_levels_one_by_one(count, repetition, definition);
+  }
+
+  bool all_at_max(std::span<const std::byte> definition, std::uint64_t count) {
+    RleRuns runs(definition, bit_width_of(column_.max_definition), origin_,
+                 where_ + " definition levels");
+    RleRuns::Run run;
+    const auto max = static_cast<std::uint32_t>(column_.max_definition);
+    std::uint64_t seen = 0;
+    while (seen < count && runs.next(run)) {
+      const std::uint64_t n = std::min(run.count, count - seen);
+      if (run.repeated) {
+        if (run.value != max) return false;
+      } else {
+        for (std::uint64_t i = 0; i < n; ++i)
+          if (runs.literal(run, i) != max) return false;
+      }
+      seen += n;
+    }
+    if (seen < count)
+      runs.fail("ends after " + std::to_string(seen) + " of its " + std::to_string(count) +
+                " levels");
+    return true;
+  }
+
+  [[noreturn]] void refuse_null_at(std::uint64_t row) const {
+    fail("row " + std::to_string(row) +
+         " is null; gpucache columns have no nulls (fill or drop them first)");
+  }
+
+  void refuse_null(std::span<const std::byte> definition, std::uint64_t count) {
+    std::vector<std::uint32_t> levels(count);
+    RleRuns runs(definition, bit_width_of(column_.max_definition), origin_,
+                 where_ + " definition levels");
+    decode_rle(runs, count, levels.data());
+    for (std::uint64_t i = 0; i < count; ++i)
+      if (levels[i] != static_cast<std::uint32_t>(column_.max_definition))
+        refuse_null_at(flat_rows_ + i);
+  }
+
+  void read_repetition_runs(std::span<const std::byte> repetition, std::uint64_t count) {
+    RleRuns runs(repetition, bit_width_of(column_.max_repetition), origin_,
+                 where_ + " repetition levels");
+    RleRuns::Run run;
+    const int depth = column_.max_repetition;
+    std::uint64_t seen = 0;
+    while (seen < count && runs.next(run)) {
+      const std::uint64_t n = std::min(run.count, count - seen);
+      if (run.repeated) {
+        value_entry(run.value);
+        if (static_cast<int>(run.value) == depth)
+          rows_.more_values(n - 1);
+        else
+          for (std::uint64_t i = 1; i < n; ++i) value_entry(run.value);
+      } else {
+        for (std::uint64_t i = 0; i < n; ++i) value_entry(runs.literal(run, i));
+      }
+      seen += n;
+    }
+    if (seen < count)
+      runs.fail("ends after " + std::to_string(seen) + " of its " + std::to_string(count) +
+                " levels");
+  }
+
+  void value_entry(std::uint32_t rep) {
+    if (rep > static_cast<std::uint32_t>(column_.max_repetition) ||
+        !rows_.entry(rep, column_.max_repetition, false))
+      fail("its repetition levels are inconsistent (level " + std::to_string(rep) + " after row " +
+           std::to_string(rows_.rows()) + ")");
+  }
+
+  std::uint64_t read_levels_one_by_one(std::uint64_t count, std::span<const std::byte> repetition,
+                                       std::span<const std::byte> definition) {
+    std::vector<std::uint32_t> reps(count), defs(count);
+    RleRuns rep_runs(repetition, bit_width_of(column_.max_repetition), origin_,
+                     where_ + " repetition levels");
+    RleRuns def_runs(definition, bit_width_of(column_.max_definition), origin_,
+                     where_ + " definition levels");
+    decode_rle(rep_runs, count, reps.data());
+    decode_rle(def_runs, count, defs.data());
+    std::uint64_t present = 0;
+    for (std::uint64_t i = 0; i < count; ++i) {
+      if (defs[i] >= static_cast<std::uint32_t>(column_.max_definition)) {
+        value_entry(reps[i]);
+        ++present;
+        continue;
+      }
+      const auto& below = column_.below_max[defs[i]];
+      if (below.null) refuse_null_at(reps[i] == 0 ? rows_.rows() : rows_.rows() - 1);
+      if (reps[i] > static_cast<std::uint32_t>(column_.max_repetition) ||
+          static_cast<int>(reps[i]) >= below.empty_depth ||
+          !rows_.entry(reps[i], below.empty_depth - 1, true))
+        fail("its repetition levels are inconsistent (level " + std::to_string(reps[i]) +
+             " after row " + std::to_string(rows_.rows()) + ")");
+    }
+    return present;
+  }
+
+  void decode_values(Encoding encoding, std::span<const std::byte> bytes, std::uint64_t present) {
+    if (column_.text) {
+      decode_text(encoding, bytes, present);
+      return;
+    }
+    const std::size_t size = dtype_size(column_.dtype);
+    std::byte* out = out_.values.get() + out_.value_count * size;
+    switch (encoding) {
+      case Encoding::plain:
+        decode_plain_fixed(bytes, present, out);
+        break;
+      case Encoding::plain_dictionary:
+      case Encoding::rle_dictionary:
+        gather_fixed(bytes, present, out, size);
+        break;
+      case Encoding::rle:
+        if (*column_.leaf.type != PhysicalType::boolean) unsupported(encoding);
+        decode_rle_booleans(bytes, present, out);
+        break;
+      case Encoding::byte_stream_split:
+        decode_byte_stream_split(bytes, present, out);
+        break;
+      default:
+        unsupported(encoding);
+    }
+    out_.value_count += present;
+    out_.value_bytes = out_.value_count * size;
+  }
+
+  [[noreturn]] void unsupported(Encoding encoding) const {
+    fail("its values are " + encoding_name(encoding) +
+         " encoded, which gpucache does not decode yet (it reads PLAIN, dictionary, RLE booleans "
+         "and BYTE_STREAM_SPLIT); rewrite the file with pyarrow's default encodings or pack "
+         "pyarrow.parquet.read_table(PATH) from Python");
+  }
+
+  // `count` PLAIN values of the leaf's physical type, converted to the column's dtype.
+  void decode_plain_fixed(std::span<const std::byte> bytes, std::uint64_t count, std::byte* out) {
+    if (*column_.leaf.type == PhysicalType::boolean) {
+      if (count > bytes.size() * 8) fail("a page holds fewer booleans than it claims");
+      for (std::uint64_t i = 0; i < count; ++i)
+        out[i] = static_cast<std::byte>((static_cast<unsigned>(bytes[i / 8]) >> (i % 8)) & 1);
+      return;
+    }
+    const std::size_t in_size = physical_size(column_.leaf);
+    if (in_size == 0 || count > bytes.size() / in_size)
+      fail("a page holds fewer values than it claims");
+    convert_fixed(bytes.data(), count, out);
+  }
+
+  // Physical values (in_size bytes each, little-endian) to the dtype: a copy, or an int32
+  // narrowed to the annotated width.
+  void convert_fixed(const std::byte* in, std::uint64_t count, std::byte* out) {
+    const std::size_t out_size = dtype_size(column_.dtype);
+    if (physical_size(column_.leaf) == out_size) {
+      std::memcpy(out, in, count * out_size);
+      return;
+    }
+    auto narrow = [&]<class T>(T*) {
+      for (std::uint64_t i = 0; i < count; ++i) {
+        std::int32_t value;
+        std::memcpy(&value, in + i * 4, 4);
+        if (value < std::numeric_limits<T>::min() || value > std::numeric_limits<T>::max())
+          fail("value " + std::to_string(value) + " is out of range for its " +
+               std::string(dtype_name(column_.dtype)) + " annotation");
+        const T narrowed = static_cast<T>(value);
+        std::memcpy(out + i * sizeof(T), &narrowed, sizeof(T));
+      }
+    };
+    switch (column_.dtype) {
+      case DType::i8:
+        narrow(static_cast<std::int8_t*>(nullptr));
+        break;
+      case DType::u8:
+        narrow(static_cast<std::uint8_t*>(nullptr));
+        break;
+      case DType::i16:
+        narrow(static_cast<std::int16_t*>(nullptr));
+        break;
+      case DType::u16:
+        narrow(static_cast<std::uint16_t*>(nullptr));
+        break;
+      default:
+        fail("its values cannot be converted to " + std::string(dtype_name(column_.dtype)));
+    }
+  }
+
+  void decode_rle_booleans(std::span<const std::byte> bytes, std::uint64_t count, std::byte* out) {
+    if (bytes.size() < 4) fail("an RLE boolean page lacks its length");
+    std::uint32_t length = 0;
+    std::memcpy(&length, bytes.data(), 4);
+    if (length > bytes.size() - 4) fail("an RLE boolean page's length runs past it");
+    RleRuns runs(bytes.subspan(4, length), 1, origin_, where_ + " booleans");
+    std::vector<std::uint32_t> values(count);
+    decode_rle(runs, count, values.data());
+    for (std::uint64_t i = 0; i < count; ++i) out[i] = static_cast<std::byte>(values[i] & 1);
+  }
+
+  void decode_byte_stream_split(std::span<const std::byte> bytes, std::uint64_t count,
+                                std::byte* out) {
+    const std::size_t in_size = physical_size(column_.leaf);
+    if (in_size == 0) unsupported(Encoding::byte_stream_split);
+    if (count > bytes.size() / in_size) fail("a page holds fewer values than it claims");
+    std::vector<std::byte> joined(count * in_size);
+    for (std::size_t b = 0; b < in_size; ++b)
+      for (std::uint64_t i = 0; i < count; ++i) joined[i * in_size + b] = bytes[b * count + i];
+    convert_fixed(joined.data(), count, out);
+  }
+
+  // Dictionary indices: a bit width byte, then the hybrid stream.
+  void read_indices(std::span<const std::byte> bytes, std::uint64_t count) {
+    if (!dictionary_) fail("a dictionary-encoded page has no dictionary page before it");
+    if (count == 0) {
+      indices_.clear();
+      return;
+    }
+    if (bytes.empty()) fail("a dictionary-encoded page lacks its bit width");
+    RleRuns runs(bytes.subspan(1), static_cast<int>(bytes[0]), origin_,
+                 where_ + " dictionary indices");
+    indices_.resize(count);
+    decode_rle(runs, count, indices_.data());
+    for (std::uint64_t i = 0; i < count; ++i)
+      if (indices_[i] >= dictionary_->count)
+        fail("a dictionary index (" + std::to_string(indices_[i]) + ") is past its " +
+             std::to_string(dictionary_->count) + " entries");
+  }
+
+  void gather_fixed(std::span<const std::byte> bytes, std::uint64_t count, std::byte* out,
+                    std::size_t size) {
+    read_indices(bytes, count);
+    const std::byte* values = dictionary_->values.data();
+    auto gather = [&]<std::size_t N>() {
+      for (std::uint64_t i = 0; i < count; ++i)
+        std::memcpy(out + i * N, values + indices_[i] * N, N);
+    };
+    switch (size) {
+      case 1:
+        gather.template operator()<1>();
+        break;
+      case 2:
+        gather.template operator()<2>();
+        break;
+      case 4:
+        gather.template operator()<4>();
+        break;
+      case 8:
+        gather.template operator()<8>();
+        break;
+      default:
+        for (std::uint64_t i = 0; i < count; ++i)
+          std::memcpy(out + i * size, values + indices_[i] * size, size);
+    }
+  }
+
+  void read_plain_text(std::span<const std::byte> bytes, std::uint64_t count,
+                       std::vector<std::byte>& text, std::vector<std::uint64_t>& offsets) {
+    std::uint64_t position = 0;
+    for (std::uint64_t i = 0; i < count; ++i) {
+      if (bytes.size() - position < 4) fail("a page ends inside its strings");
+      std::uint32_t length = 0;
+      std::memcpy(&length, bytes.data() + position, 4);
+      position += 4;
+      if (length > bytes.size() - position) fail("a string runs past its page");
+      text.insert(text.end(), bytes.begin() + position, bytes.begin() + position + length);
+      position += length;
+      offsets.push_back(text.size());
+    }
+  }
+
+  void decode_text(Encoding encoding, std::span<const std::byte> bytes, std::uint64_t present) {
+    if (encoding == Encoding::plain) {
+      read_plain_text(bytes, present, text_, out_.text_offsets);
+    } else if (encoding == Encoding::plain_dictionary || encoding == Encoding::rle_dictionary) {
+      read_indices(bytes, present);
+      const auto& offsets = dictionary_->text_offsets;
+      for (std::uint64_t i = 0; i < present; ++i) {
+        const std::byte* values = dictionary_->values.data();
+        text_.insert(text_.end(), values + offsets[indices_[i]], values + offsets[indices_[i] + 1]);
+        out_.text_offsets.push_back(text_.size());
+      }
+    } else {
+      unsupported(encoding);
+    }
+    if (text_.size() > text_cap_) fail("its strings decode to far more than its bytes");
+    out_.value_count += present;
+  }
+
+  void check_text() {
+    const auto* text = reinterpret_cast<const char*>(text_.data());
+    for (std::uint64_t row = 0; row < out_.value_count; ++row) {
+      const std::string_view value(text + out_.text_offsets[row],
+                                   out_.text_offsets[row + 1] - out_.text_offsets[row]);
+      if (!valid_utf8(value)) fail("row " + std::to_string(row) + " is not valid UTF-8");
+    }
+    out_.value_bytes = text_.size();
+    out_.values =
+        std::make_unique_for_overwrite<std::byte[]>(std::max<std::size_t>(text_.size(), 1));
+    if (!text_.empty()) std::memcpy(out_.values.get(), text_.data(), text_.size());
+  }
+
+  std::span<const std::byte> file_;
+  std::uint64_t data_end_;
+  const std::string& origin_;
+  const LeafColumn& column_;
+  const ColumnChunk& chunk_;
+  const ColumnMetadata& metadata_;
+  std::int64_t group_rows_;
+  std::string where_;
+  std::uint64_t start_ = 0, end_ = 0;
+  RowBuilder rows_;
+  std::uint64_t flat_rows_ = 0;
+  std::optional<Dictionary> dictionary_;
+  std::vector<std::byte> scratch_;
+  std::vector<std::uint32_t> indices_;
+  std::vector<std::byte> text_;
+  std::uint64_t text_cap_ = 0;
+  DecodedChunk out_;
+};
+
+}  // namespace
+
+DecodedChunk decode_chunk(std::span<const std::byte> file, std::uint64_t data_end,
+                          const std::string& origin, const LeafColumn& column,
+                          const ColumnChunk& chunk, std::size_t group, std::int64_t group_rows) {
+  return ChunkDecoder(file, data_end, origin, column, chunk, group, group_rows).decode();
+}
+
+}  // namespace gpucache::detail::parquet

@@ -1,0 +1,57 @@
+// Decoding one column chunk (one leaf column of one row group) into gpucache's values: pages are
+// decompressed, their levels turned into rows (nulls refused, list lengths kept) and their
+// values, PLAIN, dictionary or BYTE_STREAM_SPLIT encoded, converted to the column's dtype.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "gpucache/dtype.hpp"
+#include "parquet_metadata.hpp"
+
+namespace gpucache::detail::parquet {
+
+// A top-level field with one leaf, as the reader maps it (parquet_reader.cpp).
+struct LeafColumn {
+  std::string name;  // the top-level field's name
+  SchemaElement leaf;
+  std::size_t leaf_index = 0;  // the chunk's index within a row group
+  int max_definition = 0;
+  int max_repetition = 0;  // nested list depth
+  // For each definition level below the maximum: whether an entry of that level is a null
+  // (refused) or an empty list, and at which list depth.
+  struct BelowMax {
+    bool null = true;
+    int empty_depth = 0;
+  };
+  std::vector<BelowMax> below_max;
+  bool text = false;        // UTF-8 strings; else fixed-width values of dtype
+  DType dtype = DType::u8;  // the values' gpucache dtype (u8 for text)
+};
+
+struct DecodedChunk {
+  std::uint64_t rows = 0;
+  std::uint64_t value_count = 0;
+  // Fixed-width: value_count values of the column's dtype. Text: the rows' UTF-8 bytes.
+  std::unique_ptr<std::byte[]> values;
+  std::uint64_t value_bytes = 0;
+  std::vector<std::uint64_t> text_offsets;  // text: value_count + 1 offsets into values
+  std::vector<std::uint64_t> row_lengths;   // one list level: each row's length
+  // Per list depth 1..max_repetition: the length every list there has, kVaried when they differ,
+  // kNoList when there was none.
+  std::vector<std::int64_t> uniform_lengths;
+  static constexpr std::int64_t kNoList = -1, kVaried = -2;
+};
+
+// Decodes the chunk at `chunk` of a row group of `group_rows` rows. `file` is the whole file;
+// `data_end` where the footer starts. Throws gpucache::Error naming the file, the column and the
+// row group.
+DecodedChunk decode_chunk(std::span<const std::byte> file, std::uint64_t data_end,
+                          const std::string& origin, const LeafColumn& column,
+                          const ColumnChunk& chunk, std::size_t group, std::int64_t group_rows);
+
+}  // namespace gpucache::detail::parquet
