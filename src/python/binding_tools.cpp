@@ -338,6 +338,15 @@ void bind_tools(nb::module_& m) {
   m.def("export_json", &export_json, nb::arg("path"), nb::arg("to"), nb::arg("output"),
         nb::arg("columns") = std::vector<std::string>{}, nb::arg("threads") = 0,
         "gpucache export: the result as `gpucache export --json` prints it");
+  m.def(
+      "built_input_formats",
+      [] {
+        std::vector<std::string> names;
+        for (const auto& format : gpucache::input_formats())
+          if (format.built()) names.emplace_back(format.name);
+        return names;
+      },
+      "The input formats this build reads natively (\"npy\", \"parquet\", ...)");
   m.def("merge_json", &merge_json, nb::arg("parts"), nb::arg("output"), nb::arg("copy") = false,
         nb::arg("fsync") = true, "gpucache merge: the result as `gpucache merge --json` prints it");
 }

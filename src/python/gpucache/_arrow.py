@@ -1,6 +1,7 @@
 """Arrow-backed inputs as the columns gpucache.pack takes: pyarrow Tables and RecordBatches,
-pandas DataFrames (through Table.from_pandas), Parquet files (or folders of them) and Hugging
-Face `datasets.Dataset` objects.
+pandas DataFrames (through Table.from_pandas), Parquet files (or folders of them; gpucache.pack
+reads those with the C++ reader when it is built, and comes here only without it), Arrow IPC files
+(.arrow, .feather: memory-mapped) and Hugging Face `datasets.Dataset` objects.
 
 pyarrow is imported only when one of these is packed, and `datasets` never by this module: a
 Dataset is recognised only when the caller already imported it. Wherever Arrow's buffers allow,
@@ -50,7 +51,7 @@ def _kind(obj):
 
 def is_arrow_input(obj) -> bool:
     """True for what table_columns takes, without importing pyarrow or datasets to find out."""
-    if _is_parquet_path(obj) or _is_hf_dataset(obj):
+    if _is_parquet_path(obj) or _is_arrow_file(obj) or _is_hf_dataset(obj):
         return True
     return _kind(obj) in (("pyarrow", "Table"), ("pyarrow", "RecordBatch"),
                           ("pandas", "DataFrame"))
@@ -63,6 +64,8 @@ def table_columns(obj) -> dict:
     pa = _pyarrow()
     if _is_parquet_path(obj):
         table = _read_parquet(pa, pathlib.Path(obj))
+    elif _is_arrow_file(obj):
+        table = _read_arrow_file(pa, pathlib.Path(obj))
     elif _is_hf_dataset(obj):
         table = _hf_table(obj)
     elif isinstance(obj, (pa.Table, pa.RecordBatch)):
@@ -86,6 +89,32 @@ def _is_parquet_path(obj) -> bool:
         return False
     path = pathlib.Path(obj)
     return path.suffix.lower() == ".parquet" or (path.is_dir() and any(path.rglob("*.parquet")))
+
+
+def _is_arrow_file(obj) -> bool:
+    return (isinstance(obj, (str, os.PathLike))
+            and pathlib.Path(obj).suffix.lower() in (".arrow", ".feather"))
+
+
+def _read_arrow_file(pa, path: pathlib.Path):
+    """An Arrow IPC file (Feather v2, `.arrow`) or stream (the Arrow files Hugging Face datasets
+    keep in its cache and `save_to_disk` writes), memory-mapped: its buffers are used where they
+    lie in the file."""
+    import pyarrow.ipc
+
+    try:
+        source = pa.memory_map(str(path))
+    except (OSError, pa.ArrowException) as error:
+        raise ArrowInputError(f"{path}: cannot read it as Arrow: {error}") from error
+    try:
+        return pyarrow.ipc.open_file(source).read_all()
+    except pa.ArrowInvalid:
+        source.seek(0)
+    try:
+        return pyarrow.ipc.open_stream(source).read_all()
+    except (OSError, pa.ArrowException) as error:
+        raise ArrowInputError(f"{path}: cannot read it as Arrow IPC (file or stream): "
+                              f"{error}") from error
 
 
 def _is_hf_dataset(obj) -> bool:

@@ -17,7 +17,8 @@ ProgressArg = Union[bool, Callable[[int, int], None], None]
 _PLAIN_OPTIONS = ("kind", "shard_rows", "pad_to", "threads", "force", "resume", "device",
                   "norm_min", "norm_max", "dedup", "pair_cos_min", "pair_cos_max", "on_overflow",
                   "normalize", "max_rows", "sample", "shuffle", "seed", "no_checks", "no_fsync")
-_TABLE_SUFFIXES = (".parquet", ".pq", ".arrow")
+_PARQUET_SUFFIXES = (".parquet", ".pq")
+_TABLE_SUFFIXES = _PARQUET_SUFFIXES + (".arrow", ".feather")
 
 
 def _pairs(value, option: str) -> list:
@@ -65,6 +66,27 @@ def _is_table_path(value) -> bool:
         _TABLE_SUFFIXES)
 
 
+def _native_parquet() -> bool:
+    """True when the C++ library reads Parquet itself (built with libsnappy): then .parquet
+    files are packed as files, like the CLI does, and pyarrow is not needed."""
+    return "parquet" in _gpucache.built_input_formats()
+
+
+def _parquet_files(value) -> Optional[list]:
+    """The Parquet files a path names: itself, or a folder's *.parquet files in name order
+    (as a Hugging Face dataset's shards, or Spark's part files, lie). None for anything else."""
+    if not isinstance(value, (str, os.PathLike)):
+        return None
+    path = os.fspath(value)
+    if path.lower().endswith(_PARQUET_SUFFIXES):
+        return [path]
+    if os.path.isdir(path):
+        files = sorted(os.path.join(folder, name) for folder, _, names in os.walk(path)
+                       for name in names if name.lower().endswith(_PARQUET_SUFFIXES))
+        return files or None
+    return None
+
+
 def _table_columns(source) -> dict:
     try:
         from ._arrow import table_columns
@@ -84,7 +106,10 @@ def _sources(inputs):
     """(input files, columns in memory)."""
     if isinstance(inputs, dict):
         return [], memory_columns(inputs)
-    if _is_table(inputs) or _is_table_path(inputs):
+    parquet = _parquet_files(inputs)
+    if parquet and _native_parquet():
+        return parquet, []
+    if _is_table(inputs) or _is_table_path(inputs) or parquet:
         return [], memory_columns(_table_columns(inputs))
     if isinstance(inputs, (str, os.PathLike)):
         return [os.fspath(inputs)], []
@@ -93,8 +118,10 @@ def _sources(inputs):
     except TypeError:
         raise Error(f"pack() inputs must be files, a dict of columns, or a table, not "
                     f"{type(inputs).__name__}") from None
-    if any(_is_table_path(f) for f in files):
-        raise Error("pack one Parquet or Arrow file at a time")
+    native = _native_parquet()
+    if any(_is_table_path(f) and not (native and f.lower().endswith(_PARQUET_SUFFIXES))
+           for f in files):
+        raise Error("pack one Arrow file at a time (Parquet files may be listed together)")
     return files, []
 
 
@@ -152,8 +179,10 @@ def pack(inputs, out=None, *, progress: ProgressArg = False, fields=None, roles=
 
     inputs: a file or a list of files (any format `gpucache pack` reads); a dict of columns in
         memory, name -> numpy array, torch tensor, list of str (text), list of int lists
-        (sequences) or gpucache.VarColumn; or a pyarrow Table / RecordBatch, a Hugging Face
-        Dataset, a Parquet file (these need pyarrow).
+        (sequences) or gpucache.VarColumn; a pyarrow Table / RecordBatch, a pandas DataFrame, a
+        Hugging Face Dataset or an Arrow IPC file (.arrow; these need pyarrow). Parquet files
+        (or a folder of them) are read by gpucache's own reader, as the CLI reads them, without
+        pyarrow; a build without that reader reads them through pyarrow.
     The CLI's options as keyword arguments, '-' written '_': kind, fields ({column: path} or
     ["column=path"]), roles ({column: role}), dtype ("f16" or {column: "bf16"}), split
     ({"train": 0.9, "val": 0.1}), shard_size (bytes or "512M"), max_output (bytes or "2T", "none"

@@ -113,7 +113,7 @@ def test_memory_columns_are_checked(tmp_path):
 
 
 def test_tables_go_through_gpucache_arrow(tmp_path, monkeypatch):
-    """pyarrow tables, HF datasets and Parquet paths are handed to gpucache._arrow.table_columns,
+    """pyarrow tables, HF datasets and Arrow files are handed to gpucache._arrow.table_columns,
     whose dict of arrays and VarColumns is packed as memory columns."""
     seen = []
 
@@ -126,8 +126,8 @@ def test_tables_go_through_gpucache_arrow(tmp_path, monkeypatch):
     module = types.ModuleType("gpucache._arrow")
     module.table_columns = table_columns
     monkeypatch.setitem(sys.modules, "gpucache._arrow", module)
-    result = gpucache.pack(str(tmp_path / "part.parquet"), tmp_path / "ds")
-    assert seen == [str(tmp_path / "part.parquet")] and result["rows"] == 6
+    result = gpucache.pack(str(tmp_path / "part.arrow"), tmp_path / "ds")
+    assert seen == [str(tmp_path / "part.arrow")] and result["rows"] == 6
     assert loaded(tmp_path / "ds").texts("text") == list("abcdef")
 
 
@@ -169,4 +169,4 @@ def test_packing_an_array_does_not_copy_it(tmp_path):
 def test_a_table_without_arrow_support_is_one_clear_error(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "gpucache._arrow", None)  # import fails
     with pytest.raises(gpucache.Error, match="needs pyarrow and gpucache's Arrow support"):
-        gpucache.pack(str(tmp_path / "part.parquet"), tmp_path / "ds")
+        gpucache.pack(str(tmp_path / "part.arrow"), tmp_path / "ds")

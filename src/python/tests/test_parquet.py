@@ -1,0 +1,102 @@
+"""gpucache.pack on Parquet files: read by the C++ reader (as `gpucache pack` reads them), not by
+pyarrow, with the values the .npy twins give; folders of Parquet files; the pyarrow path kept
+for builds without the reader; Arrow IPC files memory-mapped through pyarrow."""
+import shutil
+import sys
+
+import numpy
+import pytest
+
+import gpucache
+from gpucache import _gpucache
+
+from conftest import ROOT, embeddings, pack
+
+DATA = ROOT / "tests" / "data" / "parquet"
+needs_native = pytest.mark.skipif("parquet" not in _gpucache.built_input_formats(),
+                                  reason="built without the Parquet reader (libsnappy-dev)")
+
+
+def input_paths(path):
+    return [item["path"] for item in gpucache.inspect(path)["provenance"]["inputs"]]
+
+
+def packed_column(path, name):
+    dataset = gpucache.load(str(path), device="cpu")
+    return dataset.tensors[name].numpy()
+
+
+@needs_native
+def test_pack_reads_parquet_natively_without_pyarrow(tmp_path, monkeypatch):
+    # pyarrow cannot be imported: the file is read by gpucache's own reader.
+    monkeypatch.setitem(sys.modules, "pyarrow", None)
+    result = gpucache.pack(DATA / "pack_twin.parquet", tmp_path / "ds")
+    assert result["rows"] == 200
+    assert input_paths(tmp_path / "ds")[0].endswith("pack_twin.parquet")
+    numpy.testing.assert_array_equal(packed_column(tmp_path / "ds", "embedding"),
+                                     numpy.load(DATA / "pack_twin.embedding.npy"))
+    numpy.testing.assert_array_equal(packed_column(tmp_path / "ds", "label"),
+                                     numpy.load(DATA / "pack_twin.label.npy"))
+
+
+@needs_native
+def test_pack_from_parquet_equals_pack_from_npy_through_the_cli(tmp_path):
+    numpy.save(tmp_path / "embedding.npy", numpy.load(DATA / "pack_twin.embedding.npy"))
+    expected = packed_column(pack([tmp_path / "embedding.npy"], tmp_path / "npy"), "embedding")
+    gpucache.pack(str(DATA / "pack_twin.parquet"), tmp_path / "pq", fields={"embedding": "embedding"})
+    numpy.testing.assert_array_equal(packed_column(tmp_path / "pq", "embedding"), expected)
+
+
+@needs_native
+def test_a_folder_of_parquet_files_packs_them_in_name_order(tmp_path):
+    folder = tmp_path / "shards"
+    folder.mkdir()
+    shutil.copy(DATA / "plain.parquet", folder / "part-1.parquet")
+    shutil.copy(DATA / "snappy.parquet", folder / "part-0.parquet")
+    (folder / "README.md").write_text("not data")
+    result = gpucache.pack(folder, tmp_path / "ds", no_checks=True, dtype={"score": "f32"})
+    assert result["rows"] == 600
+    assert [path.rsplit("/", 1)[-1] for path in input_paths(tmp_path / "ds")] == [
+        "part-0.parquet", "part-1.parquet"]
+    twin = numpy.load(DATA / "plain.embedding.npy")
+    numpy.testing.assert_array_equal(packed_column(tmp_path / "ds", "embedding"),
+                                     numpy.concatenate([twin, twin]))
+    # A list of files may name several Parquet files.
+    result = gpucache.pack([DATA / "pack_twin.parquet", DATA / "pack_twin.parquet"], tmp_path / "two")
+    assert result["rows"] == 400
+
+
+@needs_native
+def test_parquet_errors_are_gpucache_errors_naming_the_row(tmp_path):
+    with pytest.raises(gpucache.Error, match=r"nulls.parquet: column 'embedding' .*row 7 is null"):
+        gpucache.pack(DATA / "nulls.parquet", tmp_path / "ds")
+    with pytest.raises(gpucache.Error, match="DELTA_BINARY_PACKED"):
+        gpucache.pack(DATA / "delta.parquet", tmp_path / "ds")
+    assert not (tmp_path / "ds").exists()
+
+
+def test_without_the_reader_parquet_goes_through_pyarrow(tmp_path, monkeypatch):
+    pytest.importorskip("pyarrow.parquet")
+    monkeypatch.setattr(_gpucache, "built_input_formats", lambda: ["npy"])
+    result = gpucache.pack(DATA / "pack_twin.parquet", tmp_path / "ds")
+    assert result["rows"] == 200 and input_paths(tmp_path / "ds")[0] == "memory:embedding"
+    numpy.testing.assert_array_equal(packed_column(tmp_path / "ds", "embedding"),
+                                     numpy.load(DATA / "pack_twin.embedding.npy"))
+
+
+def test_arrow_ipc_files_are_read_memory_mapped(tmp_path):
+    pa = pytest.importorskip("pyarrow")
+    import pyarrow.feather
+    import pyarrow.ipc
+    matrix = embeddings(30, 8)
+    table = pa.table({"embedding": pa.FixedSizeListArray.from_arrays(pa.array(matrix.reshape(-1)), 8)})
+    pyarrow.feather.write_feather(table, tmp_path / "file.arrow", compression="uncompressed")
+    with pa.OSFile(str(tmp_path / "stream.arrow"), "wb") as sink:  # as HF datasets writes them
+        with pyarrow.ipc.new_stream(sink, table.schema) as writer:
+            writer.write_table(table)
+    for name in ("file", "stream"):
+        gpucache.pack(tmp_path / f"{name}.arrow", tmp_path / name)
+        numpy.testing.assert_array_equal(packed_column(tmp_path / name, "embedding"), matrix)
+    (tmp_path / "bad.arrow").write_bytes(b"not arrow")
+    with pytest.raises(gpucache.Error, match="bad.arrow: cannot read it as Arrow"):
+        gpucache.pack(tmp_path / "bad.arrow", tmp_path / "bad")
