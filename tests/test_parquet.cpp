@@ -163,8 +163,18 @@ TEST_CASE("fields gpucache cannot store are left out; the others read") {
   check_fixture("unsupported");
   const InputData data = read_input(fixture("unsupported.parquet"));
   REQUIRE(data.columns.size() == 1);
+  REQUIRE(data.left_out.size() == 5);
   for (const char* field : {"when", "amount", "blob", "point", "tags"})
-    CHECK(data.layout_explanation.find(field) != std::string::npos);
+    CHECK(std::any_of(data.left_out.begin(), data.left_out.end(),
+                      [&](const std::string& entry) { return entry.starts_with(field); }));
+  // Probe lists them; --field naming one says why it is not there.
+  const auto probe = run_cli({"probe", fixture("unsupported.parquet")});
+  CHECK(probe.out.find("left out: when (") != std::string::npos);
+  test_support::ScratchDir scratch;
+  const auto packed =
+      run_cli({"pack", fixture("unsupported.parquet"), "--field", "t=when", "-o", scratch / "ds"});
+  CHECK(packed.exit_code == 2);
+  CHECK(packed.err.find("left out: when (") != std::string::npos);
 }
 
 TEST_CASE("a null is an error naming the column and the row") {

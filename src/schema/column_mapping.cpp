@@ -19,6 +19,13 @@ bool names(const InputColumn& column, std::string_view path) {
   return bare(column.path) == bare(path) || column.name == bare(path);
 }
 
+// "; left out: when (INT96 timestamps), ..." or nothing.
+std::string left_out_text(const std::vector<std::string>& left_out) {
+  std::string text;
+  for (const auto& entry : left_out) text += (text.empty() ? "; left out: " : ", ") + entry;
+  return text;
+}
+
 std::string available(const std::vector<InputColumn>& columns) {
   std::string text;
   for (const auto& column : columns) {
@@ -94,7 +101,8 @@ bool is_vector_column(const InputColumn& column) {
 
 SourceMapping map_columns(const std::vector<InputColumn>& columns, const std::string& origin,
                           std::optional<SourceKind> kind, const std::vector<FieldSpec>& fields,
-                          const std::vector<RoleSpec>& roles) {
+                          const std::vector<RoleSpec>& roles,
+                          const std::vector<std::string>& left_out) {
   SourceMapping mapping;
   mapping.origin = origin;
   std::vector<std::pair<InputColumn, std::optional<ColumnRole>>> chosen;
@@ -104,7 +112,8 @@ SourceMapping map_columns(const std::vector<InputColumn>& columns, const std::st
                                       [&](const InputColumn& c) { return names(c, field.path); });
       if (found == columns.end())
         throw Error(origin, "--field " + field.column,
-                    "no array '" + field.path + "'; the input holds " + available(columns));
+                    "no array '" + field.path + "'; the input holds " + available(columns) +
+                        left_out_text(left_out));
       InputColumn column = *found;
       column.name = field.column;
       const bool embedding = field.column == "embedding" || field.column == "question_embedding" ||
@@ -182,11 +191,11 @@ SourceMapping map_input(const InputData& data, const std::string& origin,
   if (!data.columnar()) return map_source(data.tree, origin, kind, fields, roles);
   const bool take_defaults =
       fields.empty() && !data.default_fields.empty() && (!kind || *kind == SourceKind::embeddings);
-  if (!take_defaults) return map_columns(data.columns, origin, kind, fields, roles);
+  if (!take_defaults) return map_columns(data.columns, origin, kind, fields, roles, data.left_out);
   // A layout the reader recognised (ann-benchmarks HDF5): its columns, as if --field named them.
   std::vector<FieldSpec> defaults;
   for (const auto& field : data.default_fields) defaults.push_back({field.column, field.path, ""});
-  SourceMapping mapping = map_columns(data.columns, origin, kind, defaults, roles);
+  SourceMapping mapping = map_columns(data.columns, origin, kind, defaults, roles, data.left_out);
   mapping.explanation = data.layout_explanation;
   return mapping;
 }

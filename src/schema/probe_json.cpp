@@ -169,6 +169,7 @@ std::string probe_json(const InputData& data, const std::string& origin,
                                {"dtype", std::string(dtype_name(column.dtype))},
                                {"shape", shape}});
     }
+    out["left_out"] = data.left_out;
   } else {
     out["tree"] = JsonRenderer(options).node(data.tree, 0);
   }

@@ -205,6 +205,7 @@ std::string probe_text(const InputData& data, const std::string& origin,
     out << origin << ": " << data.columns.size() << " array"
         << (data.columns.size() == 1 ? "" : "s") << '\n';
     for (const auto& column : data.columns) out << "  " << detail::array_text(column) << '\n';
+    for (const auto& entry : data.left_out) out << "  left out: " << entry << '\n';
   } else {
     TextRenderer(options, out).node(origin + ": ", data.tree, 0, 0);
   }

@@ -566,6 +566,7 @@ InputData describe_file(const std::string& path) {
       column.name = base.substr(0, 60) + "_" + std::to_string(n);
   }
   recognise_ann_benchmarks(walk.data);
+  walk.data.left_out = std::move(walk.skipped);
   return std::move(walk.data);
 }
 

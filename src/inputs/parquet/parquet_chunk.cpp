@@ -140,7 +140,7 @@ class ChunkDecoder {
  public:
   ChunkDecoder(std::span<const std::byte> file, std::uint64_t data_end, const std::string& origin,
                const LeafColumn& column, const ColumnChunk& chunk, std::size_t group,
-               std::int64_t group_rows)
+               std::int64_t group_rows, std::uint64_t first_row)
       : file_(file),
         data_end_(data_end),
         origin_(origin),
@@ -148,7 +148,8 @@ class ChunkDecoder {
         chunk_(chunk),
         metadata_(*chunk.metadata),
         group_rows_(group_rows),
-        where_("column '" + column.name + "' row group " + std::to_string(group)),
+        first_row_(first_row),
+        where_("column " + column.shown_name + " row group " + std::to_string(group)),
         rows_(column.max_repetition, column.max_repetition == 1) {}
 
   DecodedChunk decode() {
@@ -178,17 +179,19 @@ class ChunkDecoder {
           file_.subspan(payload_at, static_cast<std::uint64_t>(page.compressed_size));
       position = payload_at + payload.size();
       if (page.type == PageType::index) continue;
+      if (page.type != PageType::data && page.type != PageType::data_v2 &&
+          page.type != PageType::dictionary)
+        fail("a page of unknown type " + std::to_string(static_cast<int>(page.type)));
       if (!page.has_page_header)
         fail("a page at byte " + std::to_string(payload_at - page.header_bytes) +
              " lacks the header of its type");
       if (page.num_values < 0) fail("a page claims a negative number of values");
       if (page.type == PageType::dictionary) {
-        if (entries != 0 || dictionary_) fail("a dictionary page comes after data pages");
+        if (dictionary_) fail("has a second dictionary page");
+        if (entries != 0) fail("a dictionary page comes after data pages");
         read_dictionary(page, payload);
         continue;
       }
-      if (page.type != PageType::data && page.type != PageType::data_v2)
-        fail("a page of unknown type " + std::to_string(static_cast<int>(page.type)));
       const auto count = static_cast<std::uint64_t>(page.num_values);
       if (count > expected_entries - entries)
         fail("its pages hold more values than its metadata says (" +
@@ -216,6 +219,8 @@ class ChunkDecoder {
       fail("its data lives in another file (" + chunk_.file_path +
            "), which gpucache does not follow");
     if (metadata_.type != *column_.leaf.type) fail("its chunk's type differs from the schema's");
+    if (metadata_.path != column_.path)
+      fail("its chunk's path_in_schema does not name the schema's leaf");
     if (metadata_.num_values < 0 || metadata_.total_compressed_size < 0 ||
         metadata_.data_page_offset < 0)
       fail("its column metadata holds a negative size or offset");
@@ -369,7 +374,7 @@ class ChunkDecoder {
   }
 
   [[noreturn]] void refuse_null_at(std::uint64_t row) const {
-    fail("row " + std::to_string(row) +
+    fail("row " + std::to_string(first_row_ + row) +
          " is null; gpucache columns have no nulls (fill or drop them first)");
   }
 
@@ -378,9 +383,12 @@ class ChunkDecoder {
     RleRuns runs(definition, bit_width_of(column_.max_definition), origin_,
                  where_ + " definition levels");
     decode_rle(runs, count, levels.data());
-    for (std::uint64_t i = 0; i < count; ++i)
+    for (std::uint64_t i = 0; i < count; ++i) {
+      if (levels[i] > static_cast<std::uint32_t>(column_.max_definition))
+        fail("a definition level (" + std::to_string(levels[i]) + ") is above the maximum");
       if (levels[i] != static_cast<std::uint32_t>(column_.max_definition))
         refuse_null_at(flat_rows_ + i);
+    }
   }
 
   void read_repetition_runs(std::span<const std::byte> repetition, std::uint64_t count) {
@@ -425,7 +433,9 @@ class ChunkDecoder {
     decode_rle(def_runs, count, defs.data());
     std::uint64_t present = 0;
     for (std::uint64_t i = 0; i < count; ++i) {
-      if (defs[i] >= static_cast<std::uint32_t>(column_.max_definition)) {
+      if (defs[i] > static_cast<std::uint32_t>(column_.max_definition))
+        fail("a definition level (" + std::to_string(defs[i]) + ") is above the maximum");
+      if (defs[i] == static_cast<std::uint32_t>(column_.max_definition)) {
         value_entry(reps[i]);
         ++present;
         continue;
@@ -633,7 +643,8 @@ class ChunkDecoder {
     for (std::uint64_t row = 0; row < out_.value_count; ++row) {
       const std::string_view value(text + out_.text_offsets[row],
                                    out_.text_offsets[row + 1] - out_.text_offsets[row]);
-      if (!valid_utf8(value)) fail("row " + std::to_string(row) + " is not valid UTF-8");
+      if (!valid_utf8(value))
+        fail("row " + std::to_string(first_row_ + row) + " is not valid UTF-8");
     }
     out_.value_bytes = text_.size();
     out_.values =
@@ -648,6 +659,7 @@ class ChunkDecoder {
   const ColumnChunk& chunk_;
   const ColumnMetadata& metadata_;
   std::int64_t group_rows_;
+  std::uint64_t first_row_;  // the file's row of the group's first row, for messages
   std::string where_;
   std::uint64_t start_ = 0, end_ = 0;
   RowBuilder rows_;
@@ -664,8 +676,9 @@ class ChunkDecoder {
 
 DecodedChunk decode_chunk(std::span<const std::byte> file, std::uint64_t data_end,
                           const std::string& origin, const LeafColumn& column,
-                          const ColumnChunk& chunk, std::size_t group, std::int64_t group_rows) {
-  return ChunkDecoder(file, data_end, origin, column, chunk, group, group_rows).decode();
+                          const ColumnChunk& chunk, std::size_t group, std::int64_t group_rows,
+                          std::uint64_t first_row) {
+  return ChunkDecoder(file, data_end, origin, column, chunk, group, group_rows, first_row).decode();
 }
 
 }  // namespace gpucache::detail::parquet

@@ -17,7 +17,9 @@ namespace gpucache::detail::parquet {
 
 // A top-level field with one leaf, as the reader maps it (parquet_reader.cpp).
 struct LeafColumn {
-  std::string name;  // the top-level field's name
+  std::string name;               // the top-level field's name
+  std::string shown_name;         // the same, escaped and quoted for messages: 'embedding'
+  std::vector<std::string> path;  // the names from the field down to the leaf (path_in_schema)
   SchemaElement leaf;
   std::size_t leaf_index = 0;  // the chunk's index within a row group
   int max_definition = 0;
@@ -47,11 +49,13 @@ struct DecodedChunk {
   static constexpr std::int64_t kNoList = -1, kVaried = -2;
 };
 
-// Decodes the chunk at `chunk` of a row group of `group_rows` rows. `file` is the whole file;
-// `data_end` where the footer starts. Throws gpucache::Error naming the file, the column and the
-// row group.
+// Decodes the chunk at `chunk` of a row group of `group_rows` rows whose first row is the file's
+// row `first_row`. `file` is the whole file; `data_end` where the footer starts. Throws
+// gpucache::Error naming the file, the column, the row group and (for a null or bad text) the
+// file's row.
 DecodedChunk decode_chunk(std::span<const std::byte> file, std::uint64_t data_end,
                           const std::string& origin, const LeafColumn& column,
-                          const ColumnChunk& chunk, std::size_t group, std::int64_t group_rows);
+                          const ColumnChunk& chunk, std::size_t group, std::int64_t group_rows,
+                          std::uint64_t first_row);
 
 }  // namespace gpucache::detail::parquet

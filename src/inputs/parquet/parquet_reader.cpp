@@ -9,6 +9,7 @@
 #include <set>
 
 #include "gpucache/common/checked_math.hpp"
+#include "gpucache/common/error_text.hpp"
 #include "gpucache/common/mapped_file.hpp"
 #include "gpucache/common/parallel.hpp"
 #include "gpucache/error.hpp"
@@ -168,6 +169,7 @@ FieldPlan plan_field(const SchemaNode& field, std::size_t leaf_index) {
   FieldPlan plan;
   LeafColumn column;
   column.name = field.element->name;
+  column.shown_name = detail::quoted(column.name, detail::kShownChars, '\'');
   column.leaf_index = leaf_index;
   // The nodes from the field down to its leaf, and at each the definition level it brings.
   std::vector<std::pair<const SchemaElement*, int>> path;
@@ -178,6 +180,7 @@ FieldPlan plan_field(const SchemaNode& field, std::size_t leaf_index) {
     if (repetition != Repetition::required) ++definition;
     if (repetition == Repetition::repeated) ++column.max_repetition;
     path.emplace_back(at.element, definition);
+    column.path.push_back(at.element->name);
   };
   for (;;) {
     step(*node);
@@ -371,7 +374,7 @@ InputColumn make_column(const LeafColumn& leaf, std::vector<DecodedChunk> groups
   const bool tensor =
       std::all_of(uniform.begin(), uniform.end(), [](std::int64_t length) { return length > 0; });
   if (!tensor && leaf.max_repetition > 1) {
-    refusal = "nested lists whose lengths vary";
+    refusal = "nested lists whose lengths vary or that are empty";
     return column;
   }
   if (!tensor) {
@@ -481,16 +484,34 @@ InputData read_parquet(const std::string& path, const ReadOptions& options) {
     }
   }
 
-  // Every (column, row group) chunk, decoded in parallel.
+  if (metadata.num_rows != total_rows)
+    throw Error(path, "footer",
+                "claims " + std::to_string(metadata.num_rows) + " rows but its row groups hold " +
+                    std::to_string(total_rows));
+
+  // Every (column, row group) chunk, decoded in parallel. A bad file fails with the error of its
+  // first bad chunk in file order, whatever the threads: each task keeps its own.
   const std::size_t groups = metadata.row_groups.size();
+  std::vector<std::uint64_t> first_rows(groups, 0);
+  for (std::size_t g = 1; g < groups; ++g)
+    first_rows[g] =
+        first_rows[g - 1] + static_cast<std::uint64_t>(metadata.row_groups[g - 1].num_rows);
+  std::vector<std::exception_ptr> failures(columns.size() * groups);
   std::vector<std::vector<DecodedChunk>> decoded(columns.size());
   for (auto& column : decoded) column.resize(groups);
   detail::parallel_for_each(columns.size() * groups, options.threads, [&](std::uint64_t task) {
     const std::size_t c = task / groups, g = task % groups;
     const RowGroup& group = metadata.row_groups[g];
-    decoded[c][g] = decode_chunk(file->bytes(), data_end, path, columns[c],
-                                 group.columns[columns[c].leaf_index], g, group.num_rows);
+    try {
+      decoded[c][g] =
+          decode_chunk(file->bytes(), data_end, path, columns[c],
+                       group.columns[columns[c].leaf_index], g, group.num_rows, first_rows[g]);
+    } catch (...) {
+      failures[g * columns.size() + c] = std::current_exception();
+    }
   });
+  for (const auto& failure : failures)
+    if (failure) std::rethrow_exception(failure);
 
   InputData data;
   for (std::size_t c = 0; c < columns.size(); ++c) {
@@ -515,11 +536,7 @@ InputData read_parquet(const std::string& path, const ReadOptions& options) {
                 "holds no column gpucache can read" +
                     (found.empty() ? std::string() : " (found " + found + ")"));
   }
-  if (!left_out.empty()) {
-    std::string found;
-    for (const auto& entry : left_out) found += (found.empty() ? "" : ", ") + entry;
-    data.layout_explanation = "left out: " + found;
-  }
+  data.left_out = std::move(left_out);
   return data;
 }
 

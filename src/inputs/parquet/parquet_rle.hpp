@@ -50,6 +50,9 @@ class RleRuns {
     for (int i = 0; i < value_bytes; ++i)
       value |= static_cast<std::uint32_t>(bytes_[position_ + i]) << (8 * i);
     position_ += value_bytes;
+    if (bit_width_ < 32 && (value >> bit_width_) != 0)
+      fail("a repeated run's value " + std::to_string(value) + " does not fit " +
+           std::to_string(bit_width_) + " bits");
     run = {true, header >> 1, value, nullptr};
     return true;
   }
@@ -75,10 +78,11 @@ class RleRuns {
     for (unsigned shift = 0; shift < 64; shift += 7) {
       if (position_ >= bytes_.size()) fail("a run header runs past the end");
       const auto byte = static_cast<std::uint8_t>(bytes_[position_++]);
+      if (shift == 63 && (byte & 0x7e) != 0) fail("a run header overflows 64 bits");
       value |= static_cast<std::uint64_t>(byte & 0x7f) << shift;
       if ((byte & 0x80) == 0) return value;
     }
-    fail("a run header longer than 9 bytes");
+    fail("a run header longer than 10 bytes");
   }
 
   std::span<const std::byte> bytes_;

@@ -5,8 +5,8 @@
 // (input_column.hpp). It throws gpucache::Error naming the file, where in it, and what is wrong.
 //
 // Each format's reader lives in src/inputs/<name>/ and is declared once, in its own header
-// (gpucache/pt.hpp, npy.hpp, npz.hpp, safetensors.hpp, jsonl.hpp, hdf5.hpp); the registry
-// (input.hpp) holds a pointer to each, of the one type ReadFn.
+// (gpucache/pt.hpp, npy.hpp, npz.hpp, safetensors.hpp, jsonl.hpp, hdf5.hpp, parquet.hpp); the
+// registry (input.hpp) holds a pointer to each, of the one type ReadFn.
 #pragma once
 
 #include <string>
@@ -43,6 +43,9 @@ struct InputData {
   };
   std::vector<DefaultField> default_fields{};
   std::string layout_explanation{};
+  // Arrays or fields the reader found but cannot make columns of, each with why: "when (INT96
+  // timestamps)". Probe lists them, and --field naming one says why it is missing.
+  std::vector<std::string> left_out{};
   bool columnar() const noexcept { return !columns.empty(); }
 };
 
