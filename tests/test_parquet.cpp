@@ -184,6 +184,20 @@ TEST_CASE("a null is an error naming the column and the row") {
   CHECK(error.find("row 7 is null") != std::string::npos);
 }
 
+TEST_CASE("with several bad chunks the error is the first in file order, whatever the threads") {
+  if (!parquet_built()) return;
+  // nulls.parquet: embedding row 7, label row 3, name row 5 and inner row 2 are all bad.
+  for (int attempt = 0; attempt < 20; ++attempt) {
+    try {
+      read_parquet(fixture("nulls.parquet"), {.threads = 8});
+      FAIL("read");
+    } catch (const Error& error) {
+      CHECK(std::string(error.what()).find("column 'embedding' row group 0: row 7 is null") !=
+            std::string::npos);
+    }
+  }
+}
+
 TEST_CASE("encodings and codecs this reader lacks are refused by name, with what to do instead") {
   if (!parquet_built()) return;
   const std::string delta = error_of("delta.parquet");
