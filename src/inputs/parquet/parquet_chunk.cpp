@@ -3,9 +3,14 @@
 // into the chunk's buffer. FORMAT.md describes the page layouts.
 #include "parquet_chunk.hpp"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <new>
+#include <utility>
 
 #include "gpucache/common/checked_math.hpp"
 #include "gpucache/common/utf8.hpp"
@@ -161,6 +166,7 @@ class ChunkDecoder {
       return std::move(out_);
     }
     check_chunk();
+    map_pages_in();
     allocate();
     std::uint64_t position = start_;
     std::uint64_t entries = 0;
@@ -236,6 +242,18 @@ class ChunkDecoder {
     end_ = *end;
   }
 
+  // Maps the chunk's bytes of the file (in the page cache already, or read now) in one call
+  // instead of one page fault per 4 KiB while decoding. Only advice: a kernel without
+  // MADV_POPULATE_READ (before 5.14) faults them in as they are read.
+  void map_pages_in() const noexcept {
+#ifdef MADV_POPULATE_READ
+    const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
+    const auto first = reinterpret_cast<std::uintptr_t>(file_.data() + start_) & ~(page - 1);
+    const auto last = reinterpret_cast<std::uintptr_t>(file_.data() + end_);
+    if (last > first) ::madvise(reinterpret_cast<void*>(first), last - first, MADV_POPULATE_READ);
+#endif
+  }
+
   // The chunk's values buffer: every entry could be a value.
   void allocate() {
     const std::uint64_t cap =
@@ -252,7 +270,7 @@ class ChunkDecoder {
     if (!bytes || *bytes > cap)
       fail("claims " + std::to_string(metadata_.num_values) +
            " values, far more than its bytes can hold");
-    out_.values = std::make_unique_for_overwrite<std::byte[]>(std::max<std::uint64_t>(*bytes, 1));
+    out_.values = ValueBuffer(*bytes);
   }
 
   // The page's bytes, decompressed into scratch when the chunk is compressed.
@@ -647,8 +665,7 @@ class ChunkDecoder {
         fail("row " + std::to_string(first_row_ + row) + " is not valid UTF-8");
     }
     out_.value_bytes = text_.size();
-    out_.values =
-        std::make_unique_for_overwrite<std::byte[]>(std::max<std::size_t>(text_.size(), 1));
+    out_.values = ValueBuffer(text_.size());
     if (!text_.empty()) std::memcpy(out_.values.get(), text_.data(), text_.size());
   }
 
@@ -673,6 +690,42 @@ class ChunkDecoder {
 };
 
 }  // namespace
+
+namespace {
+constexpr std::size_t kHugePage = std::size_t{2} << 20;
+}
+
+ValueBuffer::ValueBuffer(std::size_t bytes) {
+  if (bytes == 0) return;
+  // A huge page must be 2 MiB aligned: map one more and trim both ends.
+  const std::size_t rounded = (bytes + kHugePage - 1) / kHugePage * kHugePage;
+  void* mapping = ::mmap(nullptr, rounded + kHugePage, PROT_READ | PROT_WRITE,
+                         MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (mapping == MAP_FAILED) throw std::bad_alloc();
+  auto* base = static_cast<std::byte*>(mapping);
+  const auto address = reinterpret_cast<std::uintptr_t>(base);
+  std::byte* aligned = base + ((kHugePage - address % kHugePage) % kHugePage);
+  if (aligned > base) ::munmap(base, static_cast<std::size_t>(aligned - base));
+  const std::byte* end = base + rounded + kHugePage;
+  if (end > aligned + rounded)
+    ::munmap(aligned + rounded, static_cast<std::size_t>(end - (aligned + rounded)));
+  ::madvise(aligned, rounded, MADV_HUGEPAGE);
+  data_ = aligned;
+  mapped_ = rounded;
+}
+
+ValueBuffer& ValueBuffer::operator=(ValueBuffer&& other) noexcept {
+  if (this != &other) {
+    if (data_) ::munmap(data_, mapped_);
+    data_ = std::exchange(other.data_, nullptr);
+    mapped_ = std::exchange(other.mapped_, 0);
+  }
+  return *this;
+}
+
+ValueBuffer::~ValueBuffer() {
+  if (data_) ::munmap(data_, mapped_);
+}
 
 DecodedChunk decode_chunk(std::span<const std::byte> file, std::uint64_t data_end,
                           const std::string& origin, const LeafColumn& column,
