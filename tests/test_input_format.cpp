@@ -51,6 +51,7 @@ const std::map<std::string, std::vector<std::string>> kSamples{
     {"pt", {"pt/embeddings.pt", "pt/legacy.pt"}},
     {"safetensors", {"safetensors/multi.safetensors"}},
     {"hdf5", {"hdf5/ann.h5"}},
+    {"parquet", {"parquet/plain.parquet", "parquet/page_v2.parquet"}},
     {"jsonl", {"jsonl/dialogue.jsonl"}},
 };
 
@@ -128,6 +129,8 @@ TEST_CASE("the extensions are today's") {
       {"ann.hdf5", "hdf5"},
       {"x.H5", "hdf5"},
       {"old.hdf", "hdf5"},
+      {"train-00000-of-00004.parquet", "parquet"},
+      {"x.PQ", "parquet"},
       {"dir.pt/data", "(none)"},
       {"noext", "(none)"},
       {".pt", "(none)"},  // a hidden file named ".pt" has no extension
@@ -271,6 +274,7 @@ TEST_CASE("the supported-formats text and the help come from the table") {
   CHECK(expected ==
         std::string("npy (.npy), npz (.npz), pt (.pt/.pth/.bin), safetensors (.safetensors), ") +
             (find_input_format("hdf5")->built() ? "hdf5 (.h5/.hdf5/.hdf), " : "") +
+            (find_input_format("parquet")->built() ? "parquet (.parquet/.pq), " : "") +
             "jsonl (.jsonl/.ndjson/.json)");
   const std::string supported = "supported: " + expected;
   CHECK_THROWS_WITH(detect_input_format(unknown), doctest::Contains(supported.c_str()));
