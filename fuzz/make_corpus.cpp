@@ -168,6 +168,7 @@ int main(int argc, char** argv) {
     copy_fixtures(data / "safetensors" / "broken", ".safetensors", corpus / "safetensors");
     copy_fixtures(data / "jsonl", ".jsonl", corpus / "jsonl");
     copy_fixtures(data / "jsonl" / "broken", ".jsonl", corpus / "jsonl");
+    copy_fixtures(data / "parquet", ".parquet", corpus / "parquet");
     // Round 2 of hostile inputs (issue #18): repeating torch views, an ambiguous .npz (the deflate
     // bombs stay out: each run would inflate 64 MiB), a many-tensor safetensors header, and the
     // near-misses the reference libraries refuse (docs/reliability.md).

@@ -22,7 +22,9 @@
 
 #include "gpucache/common/hash.hpp"
 #include "gpucache/common/mapped_file.hpp"
+#include "gpucache/common/utf8.hpp"
 #include "gpucache/error.hpp"
+#include "gpucache/input.hpp"
 #include "gpucache/jsonl.hpp"
 #include "gpucache/npy.hpp"
 #include "gpucache/npz.hpp"
@@ -381,6 +383,119 @@ inline void jsonl(std::span<const std::byte> input) {
   std::uint64_t budget = 4096;
   walk(value, budget);
   map_and_probe(value);
+}
+
+// Reads back every row of the columns an array reader handed over (at most `kRows` rows of each,
+// and its last: a few bytes can claim a billion rows), as pack does: tensor rows through
+// read_rows_as in blocks (and as f32 where the dtype widens), where they lie (direct_rows,
+// row_pointers) the same bytes, text rows valid UTF-8, sequence rows the length they claim.
+inline void read_columns(const InputData& data) {
+  constexpr std::uint64_t kRows = std::uint64_t{1} << 16, kBlockBytes = std::uint64_t{1} << 20;
+  for (const InputColumn& column : data.columns) {
+    GPUCACHE_FUZZ_REQUIRE(column.rows == data.columns.front().rows);
+    const std::uint64_t rows = std::min(column.rows, kRows);
+    auto each_row = [&](auto&& read) {
+      for (std::uint64_t r = 0; r < rows; ++r) read(r);
+      if (rows < column.rows) read(column.rows - 1);
+    };
+    if (column.kind == ColumnKind::text) {
+      each_row([&](std::uint64_t r) {
+        GPUCACHE_FUZZ_REQUIRE(detail::valid_utf8(read_text(column, r)));
+      });
+      continue;
+    }
+    if (column.kind == ColumnKind::sequence) {
+      GPUCACHE_FUZZ_REQUIRE(column.row_length && column.read_sequence);
+      std::vector<std::byte> values;
+      each_row([&](std::uint64_t r) {
+        const std::uint64_t length = column.row_length(r);
+        if (length > (std::uint64_t{1} << 20)) return;
+        values.resize(length * dtype_size(column.dtype));
+        column.read_sequence(r, values);
+      });
+      continue;
+    }
+    const std::uint64_t row_bytes = column.row_elements() * dtype_size(column.dtype);
+    GPUCACHE_FUZZ_REQUIRE(column.kind == ColumnKind::tensor && row_bytes > 0);
+    if (row_bytes > kBlockBytes) continue;
+    const std::uint64_t block = kBlockBytes / row_bytes;
+    std::vector<std::byte> out;
+    std::vector<const std::byte*> pointers;
+    auto read_block = [&](std::uint64_t first, std::uint64_t count) {
+      out.resize(count * row_bytes);
+      read_rows_as(column, first, count, column.dtype, out);
+      if (column.direct_rows)
+        if (const std::byte* direct = column.direct_rows(first, count))
+          GPUCACHE_FUZZ_REQUIRE(std::memcmp(direct, out.data(), out.size()) == 0);
+      pointers.resize(count);
+      if (column.row_pointers && column.row_pointers(first, count, pointers.data()))
+        for (std::uint64_t r = 0; r < count; ++r) {
+          const std::byte* row = out.data() + r * row_bytes;
+          GPUCACHE_FUZZ_REQUIRE(std::memcmp(pointers[r], row, row_bytes) == 0);
+        }
+    };
+    for (std::uint64_t first = 0; first < rows; first += block)
+      read_block(first, std::min(block, rows - first));
+    if (rows < column.rows) read_block(column.rows - 1, 1);
+    if (column.dtype == DType::f16 || column.dtype == DType::bf16 || column.dtype == DType::f64) {
+      const std::uint64_t count = std::min(block, column.rows);
+      std::vector<std::byte> widened(count * column.row_elements() * 4);
+      read_rows_as(column, 0, count, DType::f32, widened);
+    }
+  }
+}
+
+// parquet: Parquet files through the registry, as read_input reads a file that starts with PAR1:
+// footer, schema, page headers, levels, values and codecs. Read on one thread and on two (chunks
+// are decoded in parallel): both accept with the same columns, or both refuse. Then every
+// column's rows are read back (read_columns), and schema mapping and probe run on the columns.
+// A build without libsnappy has no Parquet reader: the target then does nothing.
+inline void parquet(std::span<const std::byte> input) {
+  static const InputFormat* const format = find_input_format("parquet");
+  if (format == nullptr || !format->built()) return;
+  const std::string_view head(reinterpret_cast<const char*>(input.data()),
+                              std::min<std::size_t>(input.size(), 4096));
+  if (!format->sniff(head, input.size())) return;  // read_input would pick another reader
+  const std::string path = input_file(input);
+  struct Shape {
+    std::string name;
+    ColumnKind kind;
+    DType dtype;
+    std::uint64_t rows;
+    std::vector<std::uint64_t> row_shape;
+    bool operator==(const Shape&) const = default;
+  };
+  auto shapes = [](const InputData& data) {
+    std::vector<Shape> result;
+    for (const auto& c : data.columns)
+      result.push_back({c.name, c.kind, c.dtype, c.rows, c.row_shape});
+    return result;
+  };
+  std::vector<Shape> one_thread;
+  bool one_thread_refused = false;
+  try {
+    const InputData data = read_input(path, ReadOptions{1});
+    GPUCACHE_FUZZ_REQUIRE(data.columnar());
+    one_thread = shapes(data);
+  } catch (const Error&) {
+    one_thread_refused = true;
+  }
+  InputData data;
+  try {
+    data = read_input(path, ReadOptions{2});
+  } catch (const Error&) {
+    GPUCACHE_FUZZ_REQUIRE(one_thread_refused);
+    return;
+  }
+  GPUCACHE_FUZZ_REQUIRE(!one_thread_refused && shapes(data) == one_thread);
+  read_columns(data);
+  try {
+    const SourceMapping mapping = map_input(data, "fuzz");
+    GPUCACHE_FUZZ_REQUIRE(!mapping.columns.empty());
+  } catch (const Error&) {
+  }
+  (void)probe_text(data, "fuzz");
+  (void)probe_json(data, "fuzz");
 }
 
 // The schema's field paths (--field COLUMN=PATH): the input is the flag's text, resolved against

@@ -19,11 +19,12 @@ jobs=${GPUCACHE_FUZZ_JOBS:-1}
 
 all_targets() { sed -n 's/^set(gpucache_fuzz_targets \(.*\))$/\1/p' "$root/fuzz/CMakeLists.txt"; }
 
-# Longest input each target may grow to: shards need room for a few 4 KiB pages.
+# Longest input each target may grow to: shards need room for a few 4 KiB pages, Parquet files
+# for a footer after the pages of several columns (the fixtures are 1-34 KB).
 max_len() {
   case "$1" in
     shard_layout) echo 65536 ;;
-    pt | zip | npz) echo 65536 ;;
+    pt | zip | npz | parquet) echo 65536 ;;
     *) echo 16384 ;;
   esac
 }

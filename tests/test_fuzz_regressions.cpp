@@ -9,6 +9,7 @@
 
 #include "fuzz/targets.hpp"
 #include "gpucache/error.hpp"
+#include "gpucache/input.hpp"
 #include "gpucache/jsonl.hpp"
 #include "gpucache/npy.hpp"
 #include "gpucache/schema.hpp"
@@ -28,6 +29,29 @@ std::string regression_text(const std::string& relative) {
   const auto bytes = test_support::read_bytes((kRegressions / relative).string());
   REQUIRE_FALSE(bytes.empty());
   return {bytes.begin(), bytes.end()};
+}
+
+// The bytes of a regression file, for the fuzz targets.
+std::vector<std::byte> regression_bytes(const std::string& relative) {
+  const auto raw = test_support::read_bytes((kRegressions / relative).string());
+  std::vector<std::byte> bytes(raw.size());
+  std::memcpy(bytes.data(), raw.data(), raw.size());
+  return bytes;
+}
+
+bool parquet_built() {
+  return find_input_format("parquet")->built();
+}
+
+// The Error a Parquet regression file is refused with (read through the registry, as pack reads).
+std::string parquet_refusal(const std::string& name) {
+  try {
+    (void)read_input((kRegressions / "parquet" / name).string(), ReadOptions{1});
+  } catch (const Error& error) {
+    return error.what();
+  }
+  FAIL("accepted: " << name);
+  return {};
 }
 
 shard::Manifest parse(const std::string& text) {
@@ -194,4 +218,64 @@ TEST_CASE("fuzz finding: a string array of no strings under huge dimensions is r
   const std::string large = npy("(100000, 0)");
   CHECK_THROWS_AS(parse_npy(std::as_bytes(std::span(large.data(), large.size())), nullptr, "l"),
                   Error);
+}
+
+TEST_CASE("fuzz finding: a Parquet list column's empty row reads into a buffer of no storage") {
+  // parquet found on its first seed (lists.parquet, kept as empty-sequence-row.parquet): a
+  // sequence row of no values was read with memcpy from the joined values into the caller's empty
+  // span, whose data() is null (UBSan: null passed as a nonnull argument). Pack hands over such
+  // spans too, for a block whose rows are all empty. read_sequence now copies nothing then.
+  if (!parquet_built()) return;
+  const std::string path = (kRegressions / "parquet" / "empty-sequence-row.parquet").string();
+  const InputData data = read_input(path);
+  bool read_empty_row = false;
+  for (const auto& column : data.columns) {
+    if (column.kind != ColumnKind::sequence) continue;
+    for (std::uint64_t row = 0; row < column.rows; ++row)
+      if (column.row_length(row) == 0) {
+        column.read_sequence(row, {});
+        read_empty_row = true;
+      }
+  }
+  CHECK(read_empty_row);
+  fuzz::parquet(regression_bytes("parquet/empty-sequence-row.parquet"));  // no trap
+}
+
+TEST_CASE("fuzz finding: a Parquet dictionary page of no values") {
+  // parquet found a file whose float column's dictionary page claims 0 values (after 133,445
+  // executions): the empty dictionary has no buffer, and converting its 0 values passed a null
+  // destination to memcpy (UBSan). The file is refused further on, by its dictionary-encoded pages.
+  if (!parquet_built()) return;
+  CHECK(parquet_refusal("empty-dictionary.parquet").find("is past its") != std::string::npos);
+  fuzz::parquet(regression_bytes("parquet/empty-dictionary.parquet"));  // no trap
+  // Hand-reduced (one int32 column, 3 rows): an empty dictionary followed by a PLAIN page reads;
+  // followed by a dictionary-encoded page, index 0 is past the dictionary's 0 entries.
+  const InputData plain =
+      read_input((kRegressions / "parquet" / "empty-dictionary-plain-page.parquet").string());
+  REQUIRE(plain.columns.size() == 1);
+  std::vector<std::int32_t> values(3);
+  read_rows_as(plain.columns[0], 0, 3, DType::i32, std::as_writable_bytes(std::span(values)));
+  CHECK(values == std::vector<std::int32_t>{1, 2, 3});
+  CHECK(parquet_refusal("empty-dictionary-indexed-page.parquet")
+            .find("a dictionary index (0) is past its 0 entries") != std::string::npos);
+}
+
+TEST_CASE("Parquet claims beyond the decoded-size cap are refused before anything is allocated") {
+  // Found by review while fixing the parquet findings, each a file of about 100 bytes that made the
+  // reader allocate far beyond the chunk's cap (max(1 GiB, 1024 x its bytes)), which bounded the
+  // values buffer only: a text column's 2^31 - 1 dictionary indices (8 GiB) and offsets (16 GiB);
+  // an int8 column's 2^30 - 1 indices (4 GiB, its values 1 GiB); a snappy page claiming 2 GiB
+  // decompressed. Every buffer a claim in the file sizes is now checked against the cap first: 8
+  // bytes per value (src/inputs/parquet/FORMAT.md), the values, a decompressed page.
+  if (!parquet_built()) return;
+  CHECK(parquet_refusal("claim-text-offsets-16gib.parquet")
+            .find("claims 2147483647 values, far more than its bytes can hold") !=
+        std::string::npos);
+  CHECK(parquet_refusal("claim-page-indices-4gib.parquet")
+            .find("claims 1073741823 values, far more than its bytes can hold") !=
+        std::string::npos);
+  CHECK(
+      parquet_refusal("claim-page-bytes-2gib.parquet")
+          .find("a page claims 2147483647 bytes decompressed, far more than its bytes can hold") !=
+      std::string::npos);
 }

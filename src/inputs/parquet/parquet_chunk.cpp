@@ -22,9 +22,18 @@ namespace gpucache::detail::parquet {
 namespace {
 
 // A chunk may decode to at most this much more than its bytes in the file (dictionary and run
-// lengths compress without limit); beyond it the file is refused rather than trusted.
+// lengths compress without limit), or to the floor whatever its bytes; beyond it the file is
+// refused rather than trusted. The cap bounds every buffer a claim in the file sizes: the values,
+// 8 bytes per value (levels, dictionary index, text offset or row length), a text column's
+// strings, a decompressed page and a dictionary. Fuzzing builds (fuzz/flags.cmake) lower the
+// floor to 64 MiB: libFuzzer reports an allocation of 1 GiB (-malloc_limit_mb) as a finding, and
+// a buffer the cap allows is not one.
 constexpr std::uint64_t kMaxExpansion = 1024;
+#ifdef FUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION
+constexpr std::uint64_t kMinDecodedCap = std::uint64_t{64} << 20;
+#else
 constexpr std::uint64_t kMinDecodedCap = std::uint64_t{1} << 30;
+#endif
 
 std::string encoding_name(Encoding encoding) {
   switch (encoding) {
@@ -254,23 +263,29 @@ class ChunkDecoder {
 #endif
   }
 
-  // The chunk's values buffer: every entry could be a value.
+  // Refuses a buffer of `count` items of `size` bytes, which a claim in the file sizes, beyond
+  // the chunk's cap.
+  void check_claim(std::uint64_t count, std::uint64_t size, const std::string& claim) const {
+    const auto bytes = checked_mul(count, size);
+    if (!bytes || *bytes > cap_) fail(claim + ", far more than its bytes can hold");
+  }
+
+  // The chunk's values buffer: every entry could be a value. While a page is decoded, each of its
+  // entries takes up to 8 bytes more (two levels, or a dictionary index), and a text or one-level
+  // list entry keeps an 8-byte offset or row length.
   void allocate() {
-    const std::uint64_t cap =
-        std::max(kMinDecodedCap,
-                 kMaxExpansion * static_cast<std::uint64_t>(metadata_.total_compressed_size));
+    cap_ = std::max(kMinDecodedCap,
+                    kMaxExpansion * static_cast<std::uint64_t>(metadata_.total_compressed_size));
+    const auto entries = static_cast<std::uint64_t>(metadata_.num_values);
+    const std::string claim = "claims " + std::to_string(entries) + " values";
+    check_claim(entries, 8, claim);
     if (column_.text) {
-      out_.text_offsets.reserve(std::min<std::uint64_t>(metadata_.num_values, 1u << 20) + 1);
+      out_.text_offsets.reserve(std::min<std::uint64_t>(entries, 1u << 20) + 1);
       out_.text_offsets.push_back(0);
-      text_cap_ = cap;
       return;
     }
-    const auto bytes =
-        checked_mul(static_cast<std::uint64_t>(metadata_.num_values), dtype_size(column_.dtype));
-    if (!bytes || *bytes > cap)
-      fail("claims " + std::to_string(metadata_.num_values) +
-           " values, far more than its bytes can hold");
-    out_.values = ValueBuffer(*bytes);
+    check_claim(entries, dtype_size(column_.dtype), claim);
+    out_.values = ValueBuffer(entries * dtype_size(column_.dtype));
   }
 
   // The page's bytes, decompressed into scratch when the chunk is compressed.
@@ -280,6 +295,7 @@ class ChunkDecoder {
       if (payload.size() != size) fail("an uncompressed page's sizes disagree");
       return payload;
     }
+    check_claim(size, 1, "a page claims " + std::to_string(size) + " bytes decompressed");
     scratch.resize(size);
     decompress(metadata_.codec, payload, scratch, origin_, where_);
     return scratch;
@@ -301,6 +317,8 @@ class ChunkDecoder {
     }
     const std::size_t size = dtype_size(column_.dtype);
     if (dictionary.count > bytes.size() * 8 + 8) fail("its dictionary page claims too many values");
+    check_claim(dictionary.count, size,
+                "its dictionary page claims " + std::to_string(dictionary.count) + " values");
     dictionary.values.resize(dictionary.count * size);
     decode_plain_fixed(bytes, dictionary.count, dictionary.values.data());
   }
@@ -341,6 +359,7 @@ class ChunkDecoder {
       const auto rest = payload.subspan(static_cast<std::size_t>(levels));
       const auto size = static_cast<std::uint64_t>(page.uncompressed_size - levels);
       if (page.values_compressed && metadata_.codec != Codec::uncompressed) {
+        check_claim(size, 1, "a page claims " + std::to_string(size) + " bytes decompressed");
         scratch_.resize(size);
         decompress(metadata_.codec, rest, scratch_, origin_, where_);
         values = scratch_;
@@ -522,6 +541,7 @@ class ChunkDecoder {
   // Physical values (in_size bytes each, little-endian) to the dtype: a copy, or an int32
   // narrowed to the annotated width.
   void convert_fixed(const std::byte* in, std::uint64_t count, std::byte* out) {
+    if (count == 0) return;  // an empty dictionary has no buffer at all
     const std::size_t out_size = dtype_size(column_.dtype);
     if (physical_size(column_.leaf) == out_size) {
       std::memcpy(out, in, count * out_size);
@@ -646,13 +666,16 @@ class ChunkDecoder {
       const auto& offsets = dictionary_->text_offsets;
       for (std::uint64_t i = 0; i < present; ++i) {
         const std::byte* values = dictionary_->values.data();
+        // Checked before each string: a few index bytes can repeat a long one without limit.
+        if (offsets[indices_[i] + 1] - offsets[indices_[i]] > cap_ - text_.size())
+          fail("its strings decode to far more than its bytes");
         text_.insert(text_.end(), values + offsets[indices_[i]], values + offsets[indices_[i] + 1]);
         out_.text_offsets.push_back(text_.size());
       }
     } else {
       unsupported(encoding);
     }
-    if (text_.size() > text_cap_) fail("its strings decode to far more than its bytes");
+    if (text_.size() > cap_) fail("its strings decode to far more than its bytes");
     out_.value_count += present;
   }
 
@@ -685,7 +708,7 @@ class ChunkDecoder {
   std::vector<std::byte> scratch_;
   std::vector<std::uint32_t> indices_;
   std::vector<std::byte> text_;
-  std::uint64_t text_cap_ = 0;
+  std::uint64_t cap_ = 0;  // allocate(): the most bytes a buffer sized by a claim may take
   DecodedChunk out_;
 };
 
@@ -695,8 +718,23 @@ namespace {
 constexpr std::size_t kHugePage = std::size_t{2} << 20;
 }
 
+// Under AddressSanitizer (the fuzz targets, scripts/test-sanitize.sh) the values are on the heap,
+// where ASan sees their exact bounds: in a mapping rounded up to 2 MiB, a write past them would go
+// unnoticed. `mapped_` 0 marks them.
+#if defined(__SANITIZE_ADDRESS__)
+#define GPUCACHE_PARQUET_VALUES_ON_HEAP 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define GPUCACHE_PARQUET_VALUES_ON_HEAP 1
+#endif
+#endif
+
 ValueBuffer::ValueBuffer(std::size_t bytes) {
   if (bytes == 0) return;
+#ifdef GPUCACHE_PARQUET_VALUES_ON_HEAP
+  data_ = static_cast<std::byte*>(::operator new(bytes));
+  return;
+#endif
   // A huge page must be 2 MiB aligned: map one more and trim both ends.
   const std::size_t rounded = (bytes + kHugePage - 1) / kHugePage * kHugePage;
   void* mapping = ::mmap(nullptr, rounded + kHugePage, PROT_READ | PROT_WRITE,
@@ -714,9 +752,14 @@ ValueBuffer::ValueBuffer(std::size_t bytes) {
   mapped_ = rounded;
 }
 
+void ValueBuffer::release() noexcept {
+  if (data_ && mapped_ == 0) ::operator delete(data_);
+  if (data_ && mapped_ != 0) ::munmap(data_, mapped_);
+}
+
 ValueBuffer& ValueBuffer::operator=(ValueBuffer&& other) noexcept {
   if (this != &other) {
-    if (data_) ::munmap(data_, mapped_);
+    release();
     data_ = std::exchange(other.data_, nullptr);
     mapped_ = std::exchange(other.mapped_, 0);
   }
@@ -724,7 +767,7 @@ ValueBuffer& ValueBuffer::operator=(ValueBuffer&& other) noexcept {
 }
 
 ValueBuffer::~ValueBuffer() {
-  if (data_) ::munmap(data_, mapped_);
+  release();
 }
 
 DecodedChunk decode_chunk(std::span<const std::byte> file, std::uint64_t data_end,

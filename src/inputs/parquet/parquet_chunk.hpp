@@ -49,6 +49,8 @@ class ValueBuffer {
   std::byte* get() const noexcept { return data_; }
 
  private:
+  void release() noexcept;
+
   std::byte* data_ = nullptr;
   std::size_t mapped_ = 0;
 };

@@ -386,6 +386,7 @@ InputColumn make_column(const LeafColumn& leaf, std::vector<DecodedChunk> groups
       return joined->offsets[row + 1] - joined->offsets[row];
     };
     column.read_sequence = [joined, size](std::uint64_t row, std::span<std::byte> out) {
+      if (out.empty()) return;  // an empty row: `out` may have no storage at all
       std::memcpy(out.data(), joined->values.data() + joined->offsets[row] * size, out.size());
     };
     return column;
