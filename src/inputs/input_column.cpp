@@ -1,6 +1,8 @@
 #include "gpucache/input_column.hpp"
 
 #include <cstring>
+#include <set>
+#include <string>
 #include <vector>
 
 #include "gpucache/common/checked_math.hpp"
@@ -63,6 +65,26 @@ std::string_view read_text(const InputColumn& column, std::uint64_t row) {
                 "row " + std::to_string(row) + " is out of range (the column has " +
                     std::to_string(column.rows) + ")");
   return column.text_row(row);
+}
+
+std::string column_name_from_path(std::string_view path) {
+  while (!path.empty() && path.front() == '/') path.remove_prefix(1);
+  std::string name;
+  for (char c : path.substr(0, 64)) {
+    const char lower = static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
+    name += (lower >= 'a' && lower <= 'z') || (lower >= '0' && lower <= '9') ? lower : '_';
+  }
+  if (name.empty() || (name.front() >= '0' && name.front() <= '9')) name = "_" + name;
+  return name.substr(0, 64);
+}
+
+void make_column_names_unique(std::vector<InputColumn>& columns) {
+  std::set<std::string> names;
+  for (auto& column : columns) {
+    const std::string base = column.name;
+    for (int n = 2; !names.insert(column.name).second; ++n)
+      column.name = base.substr(0, 60) + "_" + std::to_string(n);
+  }
 }
 
 }  // namespace gpucache

@@ -11,7 +11,6 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
-#include <set>
 #include <vector>
 
 #include "gpucache/common/checked_math.hpp"
@@ -51,18 +50,6 @@ struct Hdf5Dataset {
 
 std::string location_of(const Hdf5Dataset& dataset) {
   return "dataset " + dataset.path;
-}
-
-// "train" for "/train", "group_x" for "/group/x": a valid column name ([a-z_][a-z0-9_]*).
-std::string column_name(std::string_view path) {
-  while (!path.empty() && path.front() == '/') path.remove_prefix(1);
-  std::string name;
-  for (char c : path.substr(0, 64)) {
-    const char lower = static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
-    name += (lower >= 'a' && lower <= 'z') || (lower >= '0' && lower <= '9') ? lower : '_';
-  }
-  if (name.empty() || (name.front() >= '0' && name.front() <= '9')) name = "_" + name;
-  return name.substr(0, 64);
 }
 
 // The dtype gpucache stores for an HDF5 numeric type, with the memory type that reads it so
@@ -420,7 +407,7 @@ void add_dataset(Walk& walk, const std::string& path) {
              where, "cannot read its shape");
 
   InputColumn column;
-  column.name = column_name(path);
+  column.name = column_name_from_path(path);
   column.path = path;
   column.origin = walk.origin;
   column.rows = dataset->dims[0];
@@ -559,12 +546,7 @@ InputData describe_file(const std::string& path) {
                     (skipped.empty() ? std::string() : " (found " + skipped + ")"));
   }
   // "/a/b" and "/a_b" both make "a_b": the later one becomes "a_b_2".
-  std::set<std::string> names;
-  for (auto& column : walk.data.columns) {
-    const std::string base = column.name;
-    for (int n = 2; !names.insert(column.name).second; ++n)
-      column.name = base.substr(0, 60) + "_" + std::to_string(n);
-  }
+  make_column_names_unique(walk.data.columns);
   recognise_ann_benchmarks(walk.data);
   walk.data.left_out = std::move(walk.skipped);
   return std::move(walk.data);

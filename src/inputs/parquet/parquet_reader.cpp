@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <cstring>
 #include <memory>
-#include <set>
 
 #include "gpucache/common/checked_math.hpp"
 #include "gpucache/common/error_text.hpp"
@@ -251,17 +250,6 @@ FieldPlan plan_field(const SchemaNode& field, std::size_t leaf_index) {
   return plan;
 }
 
-// "a_b" for "a b": a valid column name ([a-z_][a-z0-9_]*), as hdf5 makes them.
-std::string column_name(std::string_view field) {
-  std::string name;
-  for (char c : field.substr(0, 64)) {
-    const char lower = static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
-    name += (lower >= 'a' && lower <= 'z') || (lower >= '0' && lower <= '9') ? lower : '_';
-  }
-  if (name.empty() || (name.front() >= '0' && name.front() <= '9')) name = "_" + name;
-  return name.substr(0, 64);
-}
-
 // The decoded chunks of one column, one per row group, and where each starts.
 struct ColumnChunks {
   std::vector<DecodedChunk> groups;
@@ -342,7 +330,7 @@ std::shared_ptr<const Joined> join_sequences(std::vector<DecodedChunk>& groups, 
 InputColumn make_column(const LeafColumn& leaf, std::vector<DecodedChunk> groups,
                         const std::string& origin, std::string& refusal) {
   InputColumn column;
-  column.name = column_name(leaf.name);
+  column.name = column_name_from_path(leaf.name);
   column.path = leaf.name;
   column.origin = origin;
   column.dtype = leaf.dtype;
@@ -523,13 +511,7 @@ InputData read_parquet(const std::string& path, const ReadOptions& options) {
     else
       data.columns.push_back(std::move(column));
   }
-  // Two fields may make one name ("a b" and "a_b"): the later one becomes "a_b_2".
-  std::set<std::string> names;
-  for (auto& column : data.columns) {
-    const std::string base = column.name;
-    for (int n = 2; !names.insert(column.name).second; ++n)
-      column.name = base.substr(0, 60) + "_" + std::to_string(n);
-  }
+  make_column_names_unique(data.columns);  // "a b" and "a_b" both make "a_b"
   if (data.columns.empty()) {
     std::string found;
     for (const auto& entry : left_out) found += (found.empty() ? "" : ", ") + entry;
