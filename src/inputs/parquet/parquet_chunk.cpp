@@ -514,7 +514,6 @@ class ChunkDecoder {
         unsupported(encoding);
     }
     out_.value_count += present;
-    out_.value_bytes = out_.value_count * size;
   }
 
   [[noreturn]] void unsupported(Encoding encoding) const {
@@ -687,9 +686,7 @@ class ChunkDecoder {
       if (!valid_utf8(value))
         fail("row " + std::to_string(first_row_ + row) + " is not valid UTF-8");
     }
-    out_.value_bytes = text_.size();
-    out_.values = ValueBuffer(text_.size());
-    if (!text_.empty()) std::memcpy(out_.values.get(), text_.data(), text_.size());
+    out_.text = std::move(text_);
   }
 
   std::span<const std::byte> file_;

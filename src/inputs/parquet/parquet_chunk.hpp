@@ -58,10 +58,9 @@ class ValueBuffer {
 struct DecodedChunk {
   std::uint64_t rows = 0;
   std::uint64_t value_count = 0;
-  // Fixed-width: value_count values of the column's dtype. Text: the rows' UTF-8 bytes.
-  ValueBuffer values;
-  std::uint64_t value_bytes = 0;
-  std::vector<std::uint64_t> text_offsets;  // text: value_count + 1 offsets into values
+  ValueBuffer values;  // fixed width: value_count values of the column's dtype
+  std::vector<std::byte> text;              // text: the rows' UTF-8 bytes
+  std::vector<std::uint64_t> text_offsets;  // text: value_count + 1 offsets into text
   std::vector<std::uint64_t> row_lengths;   // one list level: each row's length
   // Per list depth 1..max_repetition: the length every list there has, kVaried when they differ,
   // kNoList when there was none.

@@ -304,10 +304,14 @@ struct Joined {
 
 std::shared_ptr<const Joined> join_text(std::vector<DecodedChunk>& groups) {
   auto joined = std::make_shared<Joined>();
+  if (groups.size() == 1) {  // one row group: its bytes and offsets as they are
+    joined->values = std::move(groups[0].text);
+    joined->offsets = std::move(groups[0].text_offsets);
+    return joined;
+  }
   for (auto& group : groups) {
     const std::uint64_t base = joined->values.size();
-    joined->values.insert(joined->values.end(), group.values.get(),
-                          group.values.get() + group.value_bytes);
+    joined->values.insert(joined->values.end(), group.text.begin(), group.text.end());
     for (std::size_t r = 1; r < group.text_offsets.size(); ++r)
       joined->offsets.push_back(base + group.text_offsets[r]);
     group = {};
