@@ -48,6 +48,11 @@ struct InputColumn : Column {
   // into out (row_length(row) × dtype size bytes).
   std::function<std::uint64_t(std::uint64_t row)> row_length;
   std::function<void(std::uint64_t row, std::span<std::byte> out)> read_sequence;
+  // Rows that hold a null (no value) in this column, ascending and unique; empty when none. The
+  // readers above still answer for these rows (zeros, empty text or an empty sequence) so that
+  // a caller that does not look here reads placeholders, never garbage; pack drops such rows
+  // with the reason `null` (or refuses them, by its --on-null option) when the column is packed.
+  std::vector<std::uint64_t> null_rows;
 };
 
 // Rows [first, first + count) of a tensor column as out_dtype: the column's own dtype, or f32 for
