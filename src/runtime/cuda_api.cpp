@@ -2,9 +2,9 @@
 
 #include <dlfcn.h>
 
-#include <cstdlib>
 #include <string>
 
+#include "gpucache/common/cuda_runtime_library.hpp"
 #include "gpucache/error.hpp"
 
 namespace gpucache::runtime::detail {
@@ -51,33 +51,12 @@ bool resolve_all(void* handle, CudaApi& api, std::string& why) {
 
 Loaded load() {
   Loaded loaded;
-  void* handle = nullptr;
-  std::string chosen, errors;
-  auto try_open = [&](const char* name, int flags) {
-    handle = ::dlopen(name, flags);
-    if (handle) {
-      chosen = name;
-    } else if (const char* message = ::dlerror(); message && !(flags & RTLD_NOLOAD)) {
-      errors += std::string(errors.empty() ? "" : "; ") + message;
-    }
-    return handle != nullptr;
-  };
-  if (const char* override_path = std::getenv("GPUCACHE_CUDART"); override_path && *override_path) {
-    try_open(override_path, RTLD_NOW | RTLD_LOCAL);
-  } else {
-    static constexpr const char* kNames[] = {"libcudart.so.13", "libcudart.so.12", "libcudart.so"};
-    // A runtime already in the process (PyTorch loads its own) comes first: sharing it avoids a
-    // second copy of the CUDA runtime with its own state.
-    for (const char* name : kNames)
-      if (try_open(name, RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD)) break;
-    if (!handle)
-      for (const char* name : kNames)
-        if (try_open(name, RTLD_NOW | RTLD_LOCAL)) break;
-  }
-  if (!handle) {
-    loaded.why = "the CUDA runtime library could not be loaded (" + errors + ")";
-    return loaded;
-  }
+  // The library is the process's one CUDA runtime (common's cuda_runtime_library), the same one
+  // the validate module's kernels are bound to.
+  const CudaRuntimeLibrary* library = cuda_runtime_library(&loaded.why);
+  if (!library) return loaded;
+  void* handle = library->handle;
+  const std::string& chosen = library->name;
   // The handle is never closed: function pointers handed out must stay valid until exit.
   if (!resolve_all(handle, loaded.api, loaded.why)) {
     loaded.why = chosen + ": " + loaded.why;

@@ -4,26 +4,38 @@
 #include "kernels/validate_cpu.hpp"
 
 #ifdef GPUCACHE_HAVE_CUDA
-#include "kernels/convert.cuh"
-#include "kernels/cuda_staging.cuh"
-#include "kernels/row_order.cuh"
-#include "kernels/validate.cuh"
+#include "gpucache/error.hpp"
+#include "kernels/cuda_kernels.hpp"
 #endif
 
 namespace gpucache::detail {
 
 #ifdef GPUCACHE_HAVE_CUDA
+// The kernels' table (resolve_device chose cuda only when it loaded) and the staging made by it.
 struct ComputeBackend::Cuda {
-  CudaStagingPtr staging;
+  const CudaKernels& kernels;
+  CudaStaging* staging;
+  Cuda(const CudaKernels& table, unsigned threads)
+      : kernels(table), staging(table.staging_create(threads)) {}
+  ~Cuda() { kernels.staging_destroy(staging); }
+  Cuda(const Cuda&) = delete;
+  Cuda& operator=(const Cuda&) = delete;
 };
 
 namespace {
 
+const CudaKernels& loaded_kernels() {
+  std::string why;
+  const CudaKernels* kernels = cuda_kernels(&why);
+  if (!kernels) throw Error("", "CUDA", why);
+  return *kernels;
+}
+
 // Device rows the staging's device can read as they are: on that device and aligned for the
 // kernels' loads. Anything else (another GPU, a misaligned view) is uploaded from the host copy.
-const std::byte* usable_device_rows(const CudaStaging& staging, DeviceRows device,
-                                    std::size_t value_size) {
-  if (!device.rows || device.ordinal != cuda_staging_device(staging)) return nullptr;
+const std::byte* usable_device_rows(const CudaKernels& kernels, const CudaStaging& staging,
+                                    DeviceRows device, std::size_t value_size) {
+  if (!device.rows || device.ordinal != kernels.staging_device(staging)) return nullptr;
   if (reinterpret_cast<std::uintptr_t>(device.rows) % value_size != 0) return nullptr;
   return device.rows;
 }
@@ -46,10 +58,11 @@ void ComputeBackend::summarize_rows(const SummaryParams& params, const std::byte
                                     std::uint64_t count, ColumnSummary* out, DeviceRows device) {
 #ifdef GPUCACHE_HAVE_CUDA
   if (device_ == Device::cuda) {
-    if (!cuda_) cuda_ = std::make_unique<Cuda>(Cuda{cuda_staging_create(threads_)});
-    cuda_summarize_rows(*cuda_->staging, params, rows,
-                        usable_device_rows(*cuda_->staging, device, input_size(params.input)),
-                        count, out);
+    if (!cuda_) cuda_ = std::make_unique<Cuda>(loaded_kernels(), threads_);
+    cuda_->kernels.summarize_rows(
+        *cuda_->staging, params, rows,
+        usable_device_rows(cuda_->kernels, *cuda_->staging, device, input_size(params.input)),
+        count, out);
     return;
   }
 #else
@@ -69,10 +82,12 @@ void ComputeBackend::dot_rows(const DotParams& params, const std::byte* a, const
                               DeviceRows device_b) {
 #ifdef GPUCACHE_HAVE_CUDA
   if (device_ == Device::cuda) {
-    if (!cuda_) cuda_ = std::make_unique<Cuda>(Cuda{cuda_staging_create(threads_)});
-    CudaStaging& staging = *cuda_->staging;
-    cuda_dot_rows(staging, params, a, usable_device_rows(staging, device_a, input_size(params.a)),
-                  b, usable_device_rows(staging, device_b, input_size(params.b)), count, out);
+    if (!cuda_) cuda_ = std::make_unique<Cuda>(loaded_kernels(), threads_);
+    cuda_->kernels.dot_rows(
+        *cuda_->staging, params, a,
+        usable_device_rows(cuda_->kernels, *cuda_->staging, device_a, input_size(params.a)), b,
+        usable_device_rows(cuda_->kernels, *cuda_->staging, device_b, input_size(params.b)), count,
+        out);
     return;
   }
 #else
@@ -91,8 +106,8 @@ ConvertCounts ComputeBackend::convert_rows(const ConvertParams& params, const fl
                                            std::uint64_t rows, std::byte* out) {
 #ifdef GPUCACHE_HAVE_CUDA
   if (device_ == Device::cuda) {
-    if (!cuda_) cuda_ = std::make_unique<Cuda>(Cuda{cuda_staging_create(threads_)});
-    return cuda_convert_rows(*cuda_->staging, params, in, rows, out);
+    if (!cuda_) cuda_ = std::make_unique<Cuda>(loaded_kernels(), threads_);
+    return cuda_->kernels.convert_rows(*cuda_->staging, params, in, rows, out);
   }
 #endif
   return cpu_convert_rows(params, in, rows, out, threads_);
@@ -100,14 +115,14 @@ ConvertCounts ComputeBackend::convert_rows(const ConvertParams& params, const fl
 
 std::uint64_t ComputeBackend::uploaded_bytes() const noexcept {
 #ifdef GPUCACHE_HAVE_CUDA
-  if (cuda_) return cuda_staging_uploaded_bytes(*cuda_->staging);
+  if (cuda_) return cuda_->kernels.staging_uploaded_bytes(*cuda_->staging);
 #endif
   return 0;
 }
 
 void ComputeBackend::sort_by_key(std::uint64_t* keys, std::uint64_t* values, std::uint64_t count) {
 #ifdef GPUCACHE_HAVE_CUDA
-  if (device_ == Device::cuda && cuda_sort_by_key(keys, values, count)) return;
+  if (device_ == Device::cuda && loaded_kernels().sort_by_key(keys, values, count)) return;
 #endif
   cpu_sort_by_key(keys, values, count, threads_);
 }
@@ -118,7 +133,7 @@ std::uint64_t ComputeBackend::order_selected_rows(const std::uint8_t* selected, 
 #ifdef GPUCACHE_HAVE_CUDA
   std::uint64_t written = 0;
   if (device_ == Device::cuda &&
-      cuda_order_selected_rows(selected, count, by_key, seed, purpose, out, &written))
+      loaded_kernels().order_selected_rows(selected, count, by_key, seed, purpose, out, &written))
     return written;
 #endif
   return cpu_order_selected_rows(selected, count, by_key, seed, purpose, out, threads_);

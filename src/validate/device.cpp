@@ -3,14 +3,15 @@
 #include "gpucache/error.hpp"
 
 #ifdef GPUCACHE_HAVE_CUDA
-#include "kernels/cuda_device.cuh"
+#include "kernels/cuda_kernels.hpp"
 #endif
 
 namespace gpucache {
 
 bool cuda_available() noexcept {
 #ifdef GPUCACHE_HAVE_CUDA
-  return detail::cuda_device_count() > 0;
+  const detail::CudaKernels* kernels = detail::cuda_kernels();
+  return kernels && kernels->device_count() > 0;
 #else
   return false;
 #endif
@@ -19,9 +20,14 @@ bool cuda_available() noexcept {
 Device resolve_device(Device requested, std::string* reason) {
   std::string line;
 #ifdef GPUCACHE_HAVE_CUDA
-  const bool usable = cuda_available();
+  // Without the CUDA runtime or the kernels' module the reason says which and why.
+  std::string why;
+  const detail::CudaKernels* kernels = detail::cuda_kernels(&why);
+  const bool usable = kernels && kernels->device_count() > 0;
   if (usable)
-    line = detail::cuda_device_description(0);
+    line = kernels->device_description(0);
+  else if (!kernels)
+    line = "no usable CUDA device (" + why + ")";
   else
     line = "no usable CUDA device";
 #else

@@ -273,6 +273,10 @@ const char* fake_cuda_last_misuse(void) {
 }
 
 int cudaGetDeviceCount(int* count) {
+  {
+    std::lock_guard lock(state().mutex);
+    ++state().stats.device_count_calls;
+  }
   *count = state().device_count;
   return state().device_count > 0 ? kSuccess : fail(100);
 }
@@ -560,6 +564,62 @@ const char* cudaGetErrorString(int error) {
     default:
       return "fake CUDA error";
   }
+}
+
+// What the validate module's CUDA kernels (libgpucache_cuda_kernels.so) need of a CUDA runtime,
+// so that module loads against this fake (test_cuda_kernels_module.cpp): the fat binary
+// registrations its constructors make succeed and do nothing; a device attribute is 1; anything
+// that would run a kernel fails with cudaErrorNotSupported. Their signatures are cuda_runtime.h's
+// with ints for enums and void* for structs.
+constexpr int kNotSupported = 801;
+void** __cudaRegisterFatBinary(void*) {
+  static void* handle = nullptr;
+  return &handle;
+}
+void __cudaRegisterFatBinaryEnd(void**) {}
+void __cudaUnregisterFatBinary(void**) {}
+void __cudaRegisterFunction(void**, const char*, char*, const char*, int, void*, void*, void*,
+                            void*, int*) {}
+void __cudaRegisterVar(void**, char*, char*, const char*, int, size_t, int, int) {}
+unsigned __cudaPushCallConfiguration(void*, void*, size_t, void*) {
+  return 1;  // nonzero: the launch is skipped
+}
+int __cudaPopCallConfiguration(void*, void*, size_t*, void*) {
+  return fail(kNotSupported);
+}
+int __cudaLaunchKernel(const void*, void*, void*, void**, size_t, void*) {
+  return fail(kNotSupported);
+}
+int __cudaGetKernel(void**, const void*) {
+  return fail(kNotSupported);
+}
+int cudaDeviceGetAttribute(int* value, int, int device) {
+  if (device < 0 || device >= state().device_count) return fail(kInvalidDevice);
+  *value = 1;
+  return kSuccess;
+}
+int cudaFuncGetAttributes(void*, const void*) {
+  return fail(kNotSupported);
+}
+int cudaGetDeviceProperties(void*, int) {
+  return fail(kNotSupported);
+}
+const char* cudaGetErrorName(int error) {
+  return error == kSuccess ? "cudaSuccess" : "cudaErrorFake";
+}
+int cudaMemcpy(void*, const void*, size_t, int) {
+  return fail(kNotSupported);
+}
+int cudaMemsetAsync(void*, int, size_t, void*) {
+  return fail(kNotSupported);
+}
+int cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int*, const void*, int, size_t,
+                                                           unsigned) {
+  return fail(kNotSupported);
+}
+int cudaPeekAtLastError(void) {
+  std::lock_guard lock(state().mutex);
+  return state().last_error;
 }
 
 }  // extern "C"

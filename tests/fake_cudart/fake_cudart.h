@@ -26,6 +26,7 @@ typedef struct {
   /* Calls the real runtime would accept but that are bugs in the caller: see fake_cudart.cpp.
      fake_cuda_last_misuse() says what the latest one was. */
   uint64_t misuse;
+  uint64_t device_count_calls; /* cudaGetDeviceCount */
 } FakeCudaStats;
 
 /* Counters, knobs and injected failures back to their defaults (live objects are kept). */

@@ -1,3 +1,4 @@
+#include <memory>
 #include <string>
 
 #include "gpucache/error.hpp"
@@ -29,7 +30,7 @@ void free_buffers(CudaStaging& staging) noexcept {
 
 }  // namespace
 
-void CudaStagingDeleter::operator()(CudaStaging* staging) const noexcept {
+void cuda_staging_destroy(CudaStaging* staging) noexcept {
   if (!staging) return;
   staging->abandon();
   free_buffers(*staging);
@@ -41,8 +42,9 @@ void CudaStagingDeleter::operator()(CudaStaging* staging) const noexcept {
   delete staging;
 }
 
-CudaStagingPtr cuda_staging_create(unsigned host_threads) {
-  CudaStagingPtr staging(new CudaStaging);
+CudaStaging* cuda_staging_create(unsigned host_threads) {
+  std::unique_ptr<CudaStaging, void (*)(CudaStaging*) noexcept> staging(new CudaStaging,
+                                                                        cuda_staging_destroy);
   staging->host_threads = resolve_thread_count(host_threads);
   int& device = staging->device;
   check_cuda(cudaGetDevice(&device), "cudaGetDevice");
@@ -57,7 +59,7 @@ CudaStagingPtr cuda_staging_create(unsigned host_threads) {
   check_cuda(cudaMalloc(reinterpret_cast<void**>(&staging->device_counters),
                         4 * sizeof(unsigned long long)),
              "cudaMalloc (counters)");
-  return staging;
+  return staging.release();
 }
 
 int cuda_staging_device(const CudaStaging& staging) noexcept {

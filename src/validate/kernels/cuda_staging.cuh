@@ -4,19 +4,17 @@
 #pragma once
 
 #include <cstdint>
-#include <memory>
 
 namespace gpucache::detail {
 
 struct CudaStaging;
-struct CudaStagingDeleter {
-  void operator()(CudaStaging* staging) const noexcept;
-};
-using CudaStagingPtr = std::unique_ptr<CudaStaging, CudaStagingDeleter>;
 
 // Two non-blocking streams on the current device; buffers are allocated on first use and grow.
-// host_threads: threads for copying rows into pinned memory. Throws gpucache::Error.
-CudaStagingPtr cuda_staging_create(unsigned host_threads);
+// host_threads: threads for copying rows into pinned memory. Throws gpucache::Error. Freed with
+// cuda_staging_destroy().
+CudaStaging* cuda_staging_create(unsigned host_threads);
+// Waits for its streams and frees everything it holds; null is ignored.
+void cuda_staging_destroy(CudaStaging* staging) noexcept;
 // The device the staging's streams run on (the current device when it was created).
 int cuda_staging_device(const CudaStaging& staging) noexcept;
 // Bytes of rows its chunks uploaded from host to device so far.

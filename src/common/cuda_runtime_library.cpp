@@ -1,0 +1,57 @@
+#include "gpucache/common/cuda_runtime_library.hpp"
+
+#include <dlfcn.h>
+
+#include <cstdlib>
+
+namespace gpucache {
+namespace {
+
+struct Loaded {
+  CudaRuntimeLibrary library;
+  std::string why;
+};
+
+Loaded load() {
+  Loaded loaded;
+  std::string errors;
+  auto try_open = [&](const char* name, int flags) {
+    void* handle = ::dlopen(name, flags);
+    if (handle) {
+      loaded.library = {handle, name};
+    } else if (const char* message = ::dlerror(); message && !(flags & RTLD_NOLOAD)) {
+      errors += std::string(errors.empty() ? "" : "; ") + message;
+    }
+    return handle != nullptr;
+  };
+  if (const char* override_path = std::getenv("GPUCACHE_CUDART"); override_path && *override_path) {
+    try_open(override_path, RTLD_NOW | RTLD_LOCAL);
+  } else {
+    static constexpr const char* kNames[] = {"libcudart.so.13", "libcudart.so.12", "libcudart.so"};
+    // A runtime already in the process (PyTorch loads its own) comes first: sharing it avoids a
+    // second copy of the CUDA runtime with its own state.
+    for (const char* name : kNames)
+      if (try_open(name, RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD)) break;
+    if (!loaded.library.handle)
+      for (const char* name : kNames)
+        if (try_open(name, RTLD_NOW | RTLD_LOCAL)) break;
+  }
+  if (!loaded.library.handle)
+    loaded.why = "the CUDA runtime library could not be loaded (" + errors + ")";
+  return loaded;
+}
+
+}  // namespace
+
+const CudaRuntimeLibrary* cuda_runtime_library(std::string* why) noexcept {
+  try {
+    static const Loaded loaded = load();
+    if (!loaded.library.handle && why) *why = loaded.why;
+    return loaded.library.handle ? &loaded.library : nullptr;
+  } catch (...) {
+    if (why) *why = "out of memory while loading the CUDA runtime";
+    return nullptr;
+  }
+}
+
+}  // namespace gpucache
