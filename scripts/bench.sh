@@ -4,6 +4,11 @@
 # and bench-out/chart.png (docs/benchmarks.md with --publish). See docs/benchmarks.md.
 #   scripts/bench.sh [--quick] [--publish] [--size 1G] [--reps 5] [--only tools,loads] ...
 #   scripts/bench.sh --help
+#   scripts/bench.sh --offline --only gpu ...   # installs and builds nothing (scripts/gpu-check.sh)
+# --offline (or GPUCACHE_BENCH_OFFLINE=1): no venv is made and nothing is installed or built; the
+# driver runs on $GPUCACHE_BENCH_PYTHON (default python3) as it is, which must import gpucache, with
+# the CLI and helpers already built in the build directory. Cases whose packages are missing there
+# are reported as not available.
 # Environment: GPUCACHE_BUILD_DIR (default build/), GPUCACHE_BENCH_VENV (default .venv-bench),
 # GPUCACHE_BENCH_PYTHON (default /usr/bin/python3), GPUCACHE_BENCH_CMAKE_ARGS (extra cmake
 # arguments when build/ is configured here), GPUCACHE_BENCH_<OPTION> for any driver option.
@@ -13,7 +18,27 @@ build_dir=${GPUCACHE_BUILD_DIR:-$root/build}
 export GPUCACHE_BUILD_DIR=$build_dir
 
 help=0
-for arg in "$@"; do [ "$arg" = "--help" ] || [ "$arg" = "-h" ] && help=1; done
+offline=0
+[ "${GPUCACHE_BENCH_OFFLINE:-0}" != 0 ] && offline=1
+driver_args=()
+for arg in "$@"; do
+  case "$arg" in
+    --help | -h) help=1 ;;
+    --offline) offline=1 && continue ;;
+  esac
+  driver_args+=("$arg")
+done
+
+if [ "$offline" = 1 ]; then
+  python=${GPUCACHE_BENCH_PYTHON:-python3}
+  for tool in "$build_dir/src/cli/gpucache"; do
+    [ -x "$tool" ] || { echo "bench: --offline: $tool is not built" >&2; exit 2; }
+  done
+  "$python" -c "import gpucache" ||
+    { echo "bench: --offline: $python cannot import gpucache (pip install . first)" >&2; exit 2; }
+  exec "$python" "$root/scripts/bench/driver.py" --root "$root" --build-dir "$build_dir" \
+    ${driver_args[@]+"${driver_args[@]}"}
+fi
 
 if [ "$help" = 0 ]; then
   if [ ! -f "$build_dir/build.ninja" ] && [ ! -f "$build_dir/Makefile" ]; then
@@ -34,4 +59,5 @@ if [ "$help" = 0 ]; then
 fi
 
 venv=$("$root/scripts/bench/setup-venv.sh")
-exec "$venv/bin/python" "$root/scripts/bench/driver.py" --root "$root" --build-dir "$build_dir" "$@"
+exec "$venv/bin/python" "$root/scripts/bench/driver.py" --root "$root" --build-dir "$build_dir" \
+  ${driver_args[@]+"${driver_args[@]}"}

@@ -39,6 +39,13 @@ SPECS = [
      "DataLoader(TensorDataset, shuffle=True, pin_memory=True, num_workers=0) + "
      ".to('cuda', non_blocking=True)",
      "Same number of batches each; ratio = batches per second relative to the DataLoader."),
+    ("gpu_stream_vs_dataloader", "gpucache.stream(cuda) vs torch DataLoader (same rows, batch 1024)",
+     "batches_stream_cuda", "gpucache.stream(device='cuda') from the shards",
+     "batches_dataloader",
+     "DataLoader(TensorDataset, shuffle=True, pin_memory=True, num_workers=0) + "
+     ".to('cuda', non_blocking=True)",
+     "Same number of batches each; the stream reads the shards (page cache warm) and copies on "
+     "its own CUDA stream; the DataLoader holds the tensor in memory."),
 ]
 
 

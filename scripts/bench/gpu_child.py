@@ -182,6 +182,24 @@ def main() -> int:
     attempt(results, "batches_dataloader", lambda: batches("dataloader"))
     attempt(results, "batches_gpucache", lambda: batches("gpucache"))
 
+    def stream_cuda():
+        # The same number of batches as the DataLoader, read from the shards (page cache warm)
+        # and copied to the GPU on the stream's own CUDA stream, prefetched.
+        if not args.dataset:
+            raise gpucache_adapter.FeatureMissing("no packed dataset")
+        stream = gpucache_adapter.require("stream")
+        n = min(args.batches, max(1, args.embed_rows // args.batch_size))
+
+        def epoch():
+            batches = stream(args.dataset, device="cuda", batch_size=args.batch_size, seed=0,
+                             rank=0, world_size=1)
+            for i, _ in enumerate(batches):
+                if i + 1 == n:
+                    break
+        info["batches_stream_count"] = n
+        return wall_seconds(epoch, args.reps)
+    attempt(results, "batches_stream_cuda", stream_cuda)
+
     print(json.dumps({"gpu": True, "device": f"{props.name}, {props.total_memory / 2**30:.0f} GiB",
                       "torch_cuda": torch.version.cuda, "results": results,
                       "info": info}))

@@ -162,8 +162,9 @@ def results_section(results: dict, chart_name: str, heading: str = "##") -> list
         lines += [f"Device: {gpu_info.get('device')}, torch CUDA {gpu_info.get('torch_cuda')}.", ""]
     else:
         lines += [f"Not measured: {gpu_info.get('reason', 'no GPU')}. The cases are implemented "
-                  "(scripts/bench/gpu_child.py) and run on any machine where torch sees a GPU.",
-                  ""]
+                  "(scripts/bench/gpu_child.py) and run on any machine where torch sees a GPU; "
+                  "on a GPU machine lent for minutes, `scripts/gpu-check.sh` builds, tests and "
+                  "runs them in one command (see \"The GPU check\" below).", ""]
     lines += _comparison_table(gpu) + [""]
     notes = {}
     for c in comps:
