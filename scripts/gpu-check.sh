@@ -172,11 +172,13 @@ deps() {
     unpack_deb "$deb" || { echo "could not unpack $deb"; return 1; }
   done
   # Debian's .pc files say prefix=/usr: pkg-config reads only ours, relocated by the sysroot.
-  # Some Debian CMake package files name /usr/... literally (Snappy's targets do): relocated.
+  # Some Debian CMake package files name /usr literally (Snappy's targets list /usr/lib/...;
+  # doctest's set _IMPORT_PREFIX to "/usr", which CMake then drops as an implicit include
+  # folder): relocated.
   local relocated file
-  relocated=$(grep -rl '"/usr/' "$prefix/usr" --include='*.cmake' 2>/dev/null)
+  relocated=$(grep -rlE '"/usr(/|")' "$prefix/usr" --include='*.cmake' 2>/dev/null)
   for file in $relocated; do
-    sed -i "s#\"/usr/#\"$prefix/usr/#g" "$file"
+    sed -i -e "s#\"/usr/#\"$prefix/usr/#g" -e "s#\"/usr\"#\"$prefix/usr\"#g" "$file"
     echo "relocated $file"
   done
   # Runtime libraries this machine lacks (by soname) are reached through runtime-libs/, on
@@ -226,10 +228,30 @@ export CMAKE_PREFIX_PATH="$prefix/usr${CMAKE_PREFIX_PATH:+:$CMAKE_PREFIX_PATH}"
 export PKG_CONFIG_LIBDIR="$prefix/usr/lib/$multiarch/pkgconfig:$prefix/usr/share/pkgconfig"
 export PKG_CONFIG_SYSROOT_DIR=$prefix
 export LD_LIBRARY_PATH="$prefix/runtime-libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# ccache, where the machine has it and no launcher was chosen: the Python package's build then
+# reuses the C++ build's objects (both build folders sit at the same depth under CCACHE_BASEDIR).
+if command -v ccache >/dev/null && [ -z "${CMAKE_CXX_COMPILER_LAUNCHER:-}" ]; then
+  export CMAKE_C_COMPILER_LAUNCHER=ccache CMAKE_CXX_COMPILER_LAUNCHER=ccache \
+    CMAKE_CUDA_COMPILER_LAUNCHER=ccache CCACHE_BASEDIR=${CCACHE_BASEDIR:-$root}
+fi
 if command -v pkg-config >/dev/null; then
   export PKG_CONFIG=${PKG_CONFIG:-$(command -v pkg-config)}
 else
   export PKG_CONFIG=$prefix/usr/bin/pkgconf
+fi
+
+# The CUDA runtime must be found by its soname (gpucache loads it at run time, as PyTorch's
+# would be): when the loader's cache lacks it, the toolkit's folder goes on LD_LIBRARY_PATH.
+cudart_dir() {
+  local nvcc dir
+  nvcc=$(nvcc_path) || return 1
+  for dir in "$(dirname "$nvcc")/../lib64" "$(dirname "$nvcc")/../targets/x86_64-linux/lib"; do
+    ls "$dir"/libcudart.so.* >/dev/null 2>&1 && { (cd "$dir" && pwd); return 0; }
+  done
+  return 1
+}
+if ! ldconfig -p 2>/dev/null | grep -q "libcudart\.so\." && dir=$(cudart_dir); then
+  export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$dir"
 fi
 
 # --- configure and build -------------------------------------------------------------------------
@@ -263,6 +285,13 @@ ctest_note() {
 ctest_gpu() {
   ctest --test-dir "$build" -L gpu --output-on-failure --parallel 4 --timeout 300 \
     --output-junit "$logs/ctest_gpu.xml"
+  local code=$?
+  # On a machine with a GPU, a GPU test that skipped is a failure of the check, not a pass.
+  if nvidia-smi -L >/dev/null 2>&1 && grep -qE "Not Run|Skipped" "$logs/ctest_gpu.log"; then
+    echo "a GPU answers (nvidia-smi) but GPU tests skipped: see 'skipping GPU tests' above"
+    return 1
+  fi
+  return "$code"
 }
 ctest_rest() {
   ctest --test-dir "$build" -LE gpu --output-on-failure --parallel "$jobs" --timeout 300 \
