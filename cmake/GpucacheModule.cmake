@@ -14,7 +14,7 @@ function(gpucache_add_module name)
   endif()
   target_include_directories(${target} PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
   target_link_libraries(${target} PUBLIC ${ARG_DEPENDS} PRIVATE ${ARG_PRIVATE_DEPENDS})
-  target_compile_options(${target} PRIVATE -Wall -Wextra)
+  target_compile_options(${target} PRIVATE ${GPUCACHE_WARNING_FLAGS})
   # Modules end up inside the runtime's shared library and the Python extension: nothing of theirs
   # is exported unless a public API marks it so.
   set_target_properties(${target} PROPERTIES CXX_VISIBILITY_PRESET hidden VISIBILITY_INLINES_HIDDEN ON)
