@@ -18,6 +18,7 @@
 #include "binding_tools.hpp"
 #include "gpucache/batch_order.hpp"
 #include "gpucache/batch_stream.hpp"
+#include "gpucache/common/dtype_formats.hpp"
 #include "gpucache/runtime.hpp"
 
 namespace nb = nanobind;
@@ -35,40 +36,18 @@ struct Wire {
 // bool and the fp8 codes always travel as u8: the Python layer views them as bool or fp8, which
 // older PyTorch cannot import from DLPack.
 nb::dlpack::dtype wire_dtype(DType dtype, Wire wire) {
-  using code = nb::dlpack::dtype_code;
-  auto make = [](code c, int bits) {
-    return nb::dlpack::dtype{static_cast<std::uint8_t>(c), static_cast<std::uint8_t>(bits), 1};
+  auto make = [](gpucache::DLPackCode code, std::size_t bytes) {
+    return nb::dlpack::dtype{static_cast<std::uint8_t>(code), static_cast<std::uint8_t>(bytes * 8),
+                             1};
   };
-  switch (dtype) {
-    case DType::f32:
-      return make(code::Float, 32);
-    case DType::f16:
-      return make(code::Float, 16);
-    case DType::bf16:
-      return wire.bf16_as_u16 ? make(code::UInt, 16) : make(code::Bfloat, 16);
-    case DType::f64:
-      return make(code::Float, 64);
-    case DType::i64:
-      return make(code::Int, 64);
-    case DType::i32:
-      return make(code::Int, 32);
-    case DType::i16:
-      return make(code::Int, 16);
-    case DType::i8:
-      return make(code::Int, 8);
-    case DType::u16:
-      return make(wire.unsigned_as_signed ? code::Int : code::UInt, 16);
-    case DType::u32:
-      return make(wire.unsigned_as_signed ? code::Int : code::UInt, 32);
-    case DType::u64:
-      return make(wire.unsigned_as_signed ? code::Int : code::UInt, 64);
-    case DType::u8:
-    case DType::boolean:
-    case DType::fp8_e4m3:
-    case DType::fp8_e5m2:
-      return make(code::UInt, 8);
-  }
-  return make(code::UInt, 8);
+  using gpucache::DLPackCode;
+  const gpucache::DTypeInfo* info = gpucache::dtype_info(dtype);
+  if (info == nullptr || info->dlpack == DLPackCode::none || info->dlpack == DLPackCode::bool_)
+    return make(DLPackCode::uint, 1);
+  if (info->dlpack == DLPackCode::bfloat && wire.bf16_as_u16) return make(DLPackCode::uint, 2);
+  if (info->dlpack == DLPackCode::uint && info->size > 1 && wire.unsigned_as_signed)
+    return make(DLPackCode::int_, info->size);
+  return make(info->dlpack, info->size);
 }
 
 // A capsule that keeps `owner` (a mapping or device allocation) alive while an array uses it.

@@ -17,6 +17,7 @@
 
 #include "binding_tools.hpp"
 #include "gpucache/checks.hpp"
+#include "gpucache/common/dtype_formats.hpp"
 #include "gpucache/error.hpp"
 #include "gpucache/export.hpp"
 #include "gpucache/input.hpp"
@@ -84,24 +85,9 @@ class PythonProgress {
 };
 
 DType dtype_of(const nb::dlpack::dtype& dtype, const std::string& column) {
-  using code = nb::dlpack::dtype_code;
-  const auto c = static_cast<code>(dtype.code);
   const int bits = dtype.bits;
-  if (dtype.lanes == 1) {
-    if (c == code::Float && bits == 32) return DType::f32;
-    if (c == code::Float && bits == 16) return DType::f16;
-    if (c == code::Float && bits == 64) return DType::f64;
-    if (c == code::Bfloat && bits == 16) return DType::bf16;
-    if (c == code::Int && bits == 8) return DType::i8;
-    if (c == code::Int && bits == 16) return DType::i16;
-    if (c == code::Int && bits == 32) return DType::i32;
-    if (c == code::Int && bits == 64) return DType::i64;
-    if (c == code::UInt && bits == 8) return DType::u8;
-    if (c == code::UInt && bits == 16) return DType::u16;
-    if (c == code::UInt && bits == 32) return DType::u32;
-    if (c == code::UInt && bits == 64) return DType::u64;
-    if (c == code::Bool && bits == 8) return DType::boolean;
-  }
+  if (dtype.lanes == 1)
+    if (const auto found = gpucache::dtype_from_dlpack(dtype.code, dtype.bits)) return *found;
   throw gpucache::Error("memory:" + column, "dtype",
                         "DLPack type code " + std::to_string(dtype.code) + " with " +
                             std::to_string(bits) + " bits is not a type gpucache stores");
@@ -279,6 +265,18 @@ void bind_tools(nb::module_& m) {
         return names;
       },
       "The input formats this build reads natively (\"npy\", \"parquet\", ...)");
+  m.def(
+      "dtype_table",
+      [] {
+        std::vector<nb::tuple> rows;
+        for (const auto& info : gpucache::dtype_table())
+          rows.push_back(nb::make_tuple(std::string(info.name), std::string(info.torch),
+                                        info.numpy_kind ? std::string(1, info.numpy_kind) : "",
+                                        info.size));
+        return rows;
+      },
+      "The dtype table (gpucache/common/dtype_formats.hpp): (name, torch dtype, numpy kind letter "
+      "or '' where numpy has none, bytes) per dtype");
   m.def(
       "pack_options",
       [] {
