@@ -180,10 +180,10 @@ std::string hex(std::uint64_t value) {
   return text;
 }
 
-Placement parse_placement(const std::string& text) {
-  if (text == "device") return Placement::device;
-  if (text == "host_pinned") return Placement::host_pinned;
-  throw gpucache::Error("", "placement", "'" + text + "' is not one of device, host_pinned");
+Placement placement_of(const std::string& text) {
+  if (const auto placement = gpucache::runtime::parse_placement(text)) return *placement;
+  throw gpucache::Error("", "placement",
+                        "'" + text + "' is not one of " + gpucache::runtime::placement_names());
 }
 
 ReadMode parse_read_mode(const std::string& text) {
@@ -237,6 +237,15 @@ NB_MODULE(_gpucache, m) {
 
   m.def("cuda_available", &cuda_available,
         "True when a CUDA runtime library loads and sees at least one GPU");
+  m.def(
+      "placements",
+      [] {
+        std::vector<std::string> names;
+        for (const auto placement : gpucache::runtime::placements())
+          names.emplace_back(placement_name(placement));
+        return names;
+      },
+      "The placement names to_device takes (the runtime's: device, host_pinned)");
   m.def("cuda_library", &cuda_library, "The libcudart file the runtime loaded");
   m.def(
       "batch_order_rows",
@@ -331,7 +340,7 @@ NB_MODULE(_gpucache, m) {
       .def_prop_ro("device", &DeviceData::device)
       .def_prop_ro("placement",
                    [](const DeviceData& data) {
-                     return data.placement() == Placement::device ? "device" : "host_pinned";
+                     return std::string(gpucache::runtime::placement_name(data.placement()));
                    })
       .def("columns",
            [](const DeviceData& data) {
@@ -423,7 +432,7 @@ NB_MODULE(_gpucache, m) {
              const std::string& read_mode, bool verify, unsigned threads,
              std::size_t staging_bytes) {
             DeviceOptions options;
-            options.placement = parse_placement(placement);
+            options.placement = placement_of(placement);
             options.read_mode = parse_read_mode(read_mode);
             options.verify = verify;
             options.threads = threads;
