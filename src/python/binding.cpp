@@ -202,10 +202,8 @@ nb::ndarray<> batch_array(const Batch& batch, const void* data, std::vector<std:
                     device ? batch.device() : 0, wire);
 }
 
-}  // namespace
-
-NB_MODULE(_gpucache, m) {
-  m.doc() = "gpucache runtime reader (native part; use the gpucache package)";
+// gpucache.Error and the translator that raises it for gpucache::Error.
+void bind_error(nb::module_& m) {
   // gpucache.Error, a RuntimeError carrying the parts of the message as attributes: file,
   // location and cause (None where the error did not come from the library).
   static PyObject* error_type =
@@ -233,8 +231,10 @@ NB_MODULE(_gpucache, m) {
         }
       },
       nullptr);
-  bind_tools(m);
+}
 
+// What the runtime found: CUDA, its library, the placements, and the like.
+void bind_runtime_info(nb::module_& m) {
   m.def("cuda_available", &cuda_available,
         "True when a CUDA runtime library loads and sees at least one GPU");
   m.def(
@@ -269,7 +269,10 @@ NB_MODULE(_gpucache, m) {
       nb::arg("rank"), nb::arg("world_size"), nb::arg("drop_last"), nb::arg("block_rows"),
       nb::arg("window_blocks"), nb::arg("batch"),
       "The runtime's rows of one batch (gpucache/batch_order.hpp), to check the Python order");
+}
 
+// HostData: a dataset mapped on the host, its columns as zero-copy views.
+void bind_host_data(nb::module_& m) {
   nb::class_<HostData>(m, "HostData")
       .def_prop_ro("rows", &HostData::rows)
       .def("columns", [](const HostData& data) { return column_list(data.columns()); })
@@ -333,7 +336,10 @@ NB_MODULE(_gpucache, m) {
               nb::make_tuple(reinterpret_cast<std::uintptr_t>(range.data), range.size, range.path));
         return out;
       });
+}
 
+// DeviceData: a dataset loaded into one allocation (device or pinned host).
+void bind_device_data(nb::module_& m) {
   nb::class_<DeviceData>(m, "DeviceData")
       .def_prop_ro("rows", &DeviceData::rows)
       .def_prop_ro("bytes", &DeviceData::bytes)
@@ -387,7 +393,10 @@ NB_MODULE(_gpucache, m) {
         out["seconds"] = stats.seconds;
         return out;
       });
+}
 
+// NativeDataset: an opened dataset, and its loads.
+void bind_dataset(nb::module_& m) {
   nb::class_<Dataset>(m, "NativeDataset")
       .def_static("open", &Dataset::open, nb::arg("path"), nb::call_guard<nb::gil_scoped_release>())
       .def_prop_ro("path", &Dataset::path)
@@ -442,7 +451,10 @@ NB_MODULE(_gpucache, m) {
           },
           nb::arg("device"), nb::arg("placement") = "device", nb::arg("read_mode") = "auto",
           nb::arg("verify") = true, nb::arg("threads") = 0, nb::arg("staging_bytes") = 0);
+}
 
+// NativeBatch: one batch of the order (batch_order.hpp).
+void bind_batch(nb::module_& m) {
   nb::class_<Batch>(m, "NativeBatch")
       .def_prop_ro("rows", &Batch::rows)
       .def_prop_ro("epoch", &Batch::epoch)
@@ -505,7 +517,10 @@ NB_MODULE(_gpucache, m) {
             batch.wait(reinterpret_cast<void*>(stream));
           },
           nb::arg("stream"));
+}
 
+// NativeStream: the prefetching batch stream (batch_stream.hpp).
+void bind_stream(nb::module_& m) {
   nb::class_<BatchStream>(m, "NativeStream")
       .def(
           "__init__",
@@ -549,4 +564,18 @@ NB_MODULE(_gpucache, m) {
         out["peak_blocks"] = stats.peak_blocks;
         return out;
       });
+}
+
+}  // namespace
+
+NB_MODULE(_gpucache, m) {
+  m.doc() = "gpucache runtime reader (native part; use the gpucache package)";
+  bind_error(m);
+  bind_tools(m);
+  bind_runtime_info(m);
+  bind_host_data(m);
+  bind_device_data(m);
+  bind_dataset(m);
+  bind_batch(m);
+  bind_stream(m);
 }
