@@ -3,14 +3,16 @@
 # (or $GPUCACHE_ASAN_BUILD_DIR) and runs it: every unit test, the CLI tests through the sanitized
 # binary, the corruption matrix, the crash-safety kills, and the fuzz corpora replayed through
 # the same fuzz targets (tests/test_fuzz_replay.cpp). Any sanitizer report fails the run.
-# Extra arguments go to cmake. The CUDA backend is off: nvcc cannot build sanitized code.
+# Extra arguments go to cmake. The CUDA backend is off: nvcc cannot build sanitized code; the
+# Python extension is not built either (CMakeLists.txt: a sanitized module cannot be loaded into
+# an unsanitized interpreter). Warnings are errors, as in scripts/test.sh under CI.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build_dir=${GPUCACHE_ASAN_BUILD_DIR:-$root/build-asan}
 
 "$root/scripts/install-deps.sh"
 GPUCACHE_BUILD_DIR=$build_dir GPUCACHE_BUILD_TYPE=RelWithDebInfo "$root/scripts/build.sh" \
-  -DGPUCACHE_SANITIZE=ON -DGPUCACHE_CUDA=OFF "$@"
+  -DGPUCACHE_SANITIZE=ON -DGPUCACHE_CUDA=OFF -DGPUCACHE_WERROR=ON "$@"
 # abort_on_error: a report kills the test with a signal CTest cannot mistake for a pass.
 # Suppressions cover third-party libraries only (scripts/sanitizer/*.supp say which and why).
 export ASAN_OPTIONS=${ASAN_OPTIONS:-abort_on_error=1:detect_leaks=1:check_initialization_order=1:strict_init_order=1:suppressions=$root/scripts/sanitizer/asan.supp}

@@ -6,12 +6,12 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 build_dir=${GPUCACHE_BUILD_DIR:-$root/build}
 
 "$root/scripts/install-deps.sh"
-"$root/scripts/build.sh" "$@"
-ctest --test-dir "$build_dir" --output-on-failure --parallel "$(nproc)"
 
 # The Python package, in a venv that sees Debian's torch and numpy (PEP 668 forbids installing
 # into the system interpreter). The build backend (scikit-build-core, nanobind) comes from PyPI
-# once; building without isolation then keeps the extension's build directory incremental.
+# once; building without isolation then keeps the extension's build directory incremental. The
+# venv comes first: the CMake build below builds the extension too (with nanobind from it), so a
+# broken binding fails the build and CTest before pip runs.
 venv=${GPUCACHE_VENV:-$root/.venv}
 if [ ! -x "$venv/bin/python" ]; then
   "${GPUCACHE_PYTHON:-/usr/bin/python3}" -m venv --system-site-packages "$venv"
@@ -19,6 +19,15 @@ fi
 pip=("$venv/bin/python" -m pip --quiet --disable-pip-version-check)
 "$venv/bin/python" -c "import scikit_build_core, nanobind" 2>/dev/null ||
   "${pip[@]}" install "scikit-build-core>=0.10" "nanobind>=2.0"
+
+# In CI every warning is an error and the extension must be built.
+ci_args=()
+if [ "${CI:-}" = "true" ]; then
+  ci_args=(-DGPUCACHE_WERROR=ON -DGPUCACHE_PYTHON=ON)
+fi
+"$root/scripts/build.sh" "-DPython_EXECUTABLE=$venv/bin/python" "${ci_args[@]}" "$@"
+ctest --test-dir "$build_dir" --output-on-failure --parallel "$(nproc)"
+
 # huggingface's safetensors (one small wheel, no dependencies) reads back what `gpucache export
 # --to safetensors` writes in src/python/tests/test_export.py.
 "$venv/bin/python" -c "import safetensors" 2>/dev/null || "${pip[@]}" install "safetensors>=0.4"

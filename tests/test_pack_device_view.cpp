@@ -7,7 +7,7 @@
 #include "gpucache/error.hpp"
 #include "pack_inputs.hpp"
 #include "pack_part.hpp"
-#include "source.hpp"
+#include "pack_source.hpp"
 
 using namespace gpucache;
 

@@ -4,10 +4,12 @@
 
 #include <CLI/CLI.hpp>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "gpucache/pack_options.hpp"
 #include "gpucache/schema.hpp"
 
 namespace gpucache::cli {
@@ -21,11 +23,22 @@ Runner add_export(CLI::App& app);
 Runner add_probe(CLI::App& app);
 Runner add_merge(CLI::App& app);
 
-// --kind, --field and --role, shared by pack and probe.
+// The text of each option of the pack option table (gpucache/pack_options.hpp) that was
+// registered, as given on the command line (pack_table_options.cpp).
+struct PackTableArguments {
+  std::vector<std::vector<std::string>> values;  // repeatable options
+  std::vector<std::string> single;               // options of one value
+  std::unique_ptr<bool[]> flags;                 // flags
+  std::vector<CLI::Option*> registered;          // nullptr: not registered on this command
+};
+void add_pack_table_options(CLI::App& command, PackTableArguments& arguments,
+                            bool (*wanted)(const PackOptionInfo&));
+// Parses every option that was given into `options`, through the table's parsers.
+void apply_pack_table_options(const PackTableArguments& arguments, PackOptions& options);
+
+// --kind, --field and --role, shared by pack and probe: the pack table's entries.
 struct MappingArguments {
-  std::string kind;
-  std::vector<std::string> fields;
-  std::vector<std::string> roles;
+  PackTableArguments table;
 };
 void add_mapping_options(CLI::App& command, MappingArguments& arguments);
 void apply_mapping_options(const MappingArguments& arguments, std::optional<SourceKind>& kind,

@@ -231,6 +231,105 @@ std::vector<std::unique_ptr<RowConverter>> make_converters(
   return converters;
 }
 
+// pack()'s steps, in the order it runs them.
+
+// Opens the inputs (a --part run: its share, numbered as in the whole input list) and checks
+// that they map to the same columns. `part_section` gets the manifest's "part" section.
+PackInputs open_inputs(const PackOptions& requested, const PackOptions& options,
+                       std::optional<nlohmann::ordered_json>& part_section) {
+  std::vector<detail::Source> sources = detail::open_sources(options);
+  if (options.part) {
+    if (detail::part_uses_row_ranges(requested.inputs.size(), *options.part)) {
+      sources = detail::part_row_ranges(std::move(sources), *options.part);
+    } else {
+      std::vector<std::string> sorted = requested.inputs;
+      std::sort(sorted.begin(), sorted.end());
+      const auto first = static_cast<std::uint32_t>(
+          std::find(sorted.begin(), sorted.end(), options.inputs.front()) - sorted.begin());
+      for (auto& source : sources) source.input_index += first;
+    }
+    part_section = detail::part_section(sources, requested.inputs.size(), *options.part);
+  }
+  {
+    std::vector<SourceMapping> mappings;  // copies: the sources keep what they point into
+    for (const auto& source : sources) mappings.push_back(*source.mapping);
+    check_compatible(mappings);
+  }
+  return PackInputs(std::move(sources));
+}
+
+// The kept rows as the datasets to write: one, or one per --split (each must get a row).
+std::vector<OutputDataset> split_kept_rows(RowList& kept,
+                                           const std::optional<detail::SplitRule>& split_rule,
+                                           const PackOptions& options) {
+  std::vector<OutputDataset> datasets;
+  if (!split_rule) {
+    datasets.push_back({"", nullptr, std::move(kept), 1.0, {}});
+    return datasets;
+  }
+  auto parts = split_rule->assign(kept);
+  for (std::size_t i = 0; i < parts.size(); ++i) {
+    const SplitSpec& split = split_rule->split(i);
+    if (parts[i].empty())
+      throw Error(options.output_dir, "--split " + split.name,
+                  "no row falls into this split (" + std::to_string(kept.size()) +
+                      " rows kept); give it a larger fraction or pack more rows");
+    datasets.push_back({split.name, nullptr, std::move(parts[i]), split.fraction, {}});
+  }
+  return datasets;
+}
+
+// Every dataset's shards are planned, and their bytes checked, before any directory is claimed;
+// every output directory is claimed before any is written, so a run that fails leaves none.
+void plan_and_claim(std::vector<OutputDataset>& datasets, const std::vector<Column>& specs,
+                    const PackInputs& inputs, const PackOptions& options, detail::OutputMode mode,
+                    detail::Durability durability) {
+  std::vector<const std::vector<ShardPlan>*> planned;
+  for (auto& dataset : datasets) {
+    dataset.plans = detail::plan_shards(
+        specs, inputs, dataset.rows, options,
+        [&](std::uint64_t first, std::uint64_t count) { dataset.rows.release(first, count); });
+    // (The last shard's rows are not reported by done_with.)
+    dataset.rows.release_all();
+    planned.push_back(&dataset.plans);
+  }
+  detail::check_planned_output(specs, planned, options);
+  for (auto& dataset : datasets) {
+    const std::string dir = dataset.name.empty()
+                                ? options.output_dir
+                                : (fs::path(options.output_dir) / dataset.name).string();
+    dataset.output = std::make_unique<detail::OutputDir>(dir, mode, durability);
+  }
+}
+
+// What every dataset's manifest shares: options, columns and roles, validation results, the
+// part and split sections. Not yet the inputs' hashes, which the first shard's plan waits for.
+shard::Manifest base_manifest(const PackOptions& options, const std::vector<Column>& specs,
+                              const PackInputs& inputs, const detail::ValidationOutcome& outcome,
+                              const std::optional<nlohmann::ordered_json>& part_section,
+                              const std::vector<OutputDataset>& datasets, bool split) {
+  shard::Manifest base;
+  base.tool_version = GPUCACHE_VERSION;
+  base.options = options_json(options, detail::recorded_rules(outcome.plan));
+  base.columns = specs;
+  for (const auto& column : inputs.first().columns) base.roles.push_back(column.role);
+  base.roles.resize(specs.size(), ColumnRole::tensor);  // the provenance columns
+  detail::add_validation_sections(base, outcome, inputs);
+  if (part_section) base.sections["part"] = *part_section;
+  if (split) {
+    Json fractions = Json::object(), counts = Json::object();
+    for (const auto& dataset : datasets) {
+      fractions[dataset.name] = dataset.fraction;
+      counts[dataset.name] = dataset.rows.size();
+    }
+    base.sections["split"] = {{"name", nullptr},
+                              {"fractions", fractions},
+                              {"rows", counts},
+                              {"seed", options.validation.seed}};
+  }
+  return base;
+}
+
 }  // namespace
 
 namespace detail {
@@ -251,26 +350,8 @@ PackResult pack(const PackOptions& requested) {
   const auto durability = detail::durability_for(options.fsync);
   detail::InputHashes input_hashes(detail::input_files(options), options.threads != 1,
                                    options.memory_columns);
-  std::vector<detail::Source> sources = detail::open_sources(options);
   std::optional<nlohmann::ordered_json> part_section;
-  if (options.part) {
-    if (detail::part_uses_row_ranges(requested.inputs.size(), *options.part)) {
-      sources = detail::part_row_ranges(std::move(sources), *options.part);
-    } else {
-      std::vector<std::string> sorted = requested.inputs;
-      std::sort(sorted.begin(), sorted.end());
-      const auto first = static_cast<std::uint32_t>(
-          std::find(sorted.begin(), sorted.end(), options.inputs.front()) - sorted.begin());
-      for (auto& source : sources) source.input_index += first;
-    }
-    part_section = detail::part_section(sources, requested.inputs.size(), *options.part);
-  }
-  {
-    std::vector<SourceMapping> mappings;  // copies: the sources keep what they point into
-    for (const auto& source : sources) mappings.push_back(*source.mapping);
-    check_compatible(mappings);
-  }
-  PackInputs inputs(std::move(sources));
+  PackInputs inputs = open_inputs(requested, options, part_section);
   const auto specs = detail::output_columns(inputs.first(), options);
   // An output that cannot fit even before validation drops a row is refused before it runs.
   detail::check_output_bound(specs, inputs, options);
@@ -290,61 +371,14 @@ PackResult pack(const PackOptions& requested) {
   // Pass 1: validation decides which rows are kept and in what order.
   auto outcome = detail::validate_inputs(inputs, specs, options, progress);
   if (outcome.result.rows.empty()) throw no_rows_kept(options.output_dir, outcome.result);
-  std::vector<OutputDataset> datasets;
-  if (!split_rule) {
-    datasets.push_back({"", nullptr, std::move(outcome.result.rows), 1.0, {}});
-  } else {
-    auto parts = split_rule->assign(outcome.result.rows);
-    for (std::size_t i = 0; i < parts.size(); ++i) {
-      const SplitSpec& split = split_rule->split(i);
-      if (parts[i].empty())
-        throw Error(options.output_dir, "--split " + split.name,
-                    "no row falls into this split (" + std::to_string(outcome.result.rows.size()) +
-                        " rows kept); give it a larger fraction or pack more rows");
-      datasets.push_back({split.name, nullptr, std::move(parts[i]), split.fraction, {}});
-    }
-  }
-  // Every dataset's shards are planned, and their bytes checked, before any directory is claimed.
-  std::vector<const std::vector<ShardPlan>*> planned;
-  for (auto& dataset : datasets) {
-    dataset.plans = detail::plan_shards(
-        specs, inputs, dataset.rows, options,
-        [&](std::uint64_t first, std::uint64_t count) { dataset.rows.release(first, count); });
-    // (The last shard's rows are not reported by done_with.)
-    dataset.rows.release_all();
-    planned.push_back(&dataset.plans);
-  }
-  detail::check_planned_output(specs, planned, options);
-  // Every output directory is claimed before any is written, so a run that fails leaves none.
-  for (auto& dataset : datasets) {
-    const std::string dir = dataset.name.empty()
-                                ? options.output_dir
-                                : (fs::path(options.output_dir) / dataset.name).string();
-    dataset.output = std::make_unique<detail::OutputDir>(dir, mode, durability);
-  }
+  std::vector<OutputDataset> datasets = split_kept_rows(outcome.result.rows, split_rule, options);
+  plan_and_claim(datasets, specs, inputs, options, mode, durability);
 
-  shard::Manifest base;
-  base.tool_version = GPUCACHE_VERSION;
-  base.options = options_json(options, detail::recorded_rules(outcome.plan));
+  shard::Manifest base = base_manifest(options, specs, inputs, outcome, part_section, datasets,
+                                       split_rule.has_value());
   // base.inputs (the inputs' content hashes) is filled by the first dataset's plan below: hashing
   // the inputs runs on its own thread beside the first shard's fill.
   bool inputs_hashed = false;
-  base.columns = specs;
-  for (const auto& column : inputs.first().columns) base.roles.push_back(column.role);
-  base.roles.resize(specs.size(), ColumnRole::tensor);  // the provenance columns
-  detail::add_validation_sections(base, outcome, inputs);
-  if (part_section) base.sections["part"] = *part_section;
-  if (split_rule) {
-    Json fractions = Json::object(), counts = Json::object();
-    for (const auto& dataset : datasets) {
-      fractions[dataset.name] = dataset.fraction;
-      counts[dataset.name] = dataset.rows.size();
-    }
-    base.sections["split"] = {{"name", nullptr},
-                              {"fractions", fractions},
-                              {"rows", counts},
-                              {"seed", options.validation.seed}};
-  }
 
   // Pass 2: per dataset, plan the shards, then fill, convert and write each.
   // Each converter takes its column's storage type: embedding columns may differ (--dtype A=f16).

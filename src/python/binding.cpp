@@ -18,6 +18,7 @@
 #include "binding_tools.hpp"
 #include "gpucache/batch_order.hpp"
 #include "gpucache/batch_stream.hpp"
+#include "gpucache/common/dtype_formats.hpp"
 #include "gpucache/runtime.hpp"
 
 namespace nb = nanobind;
@@ -35,40 +36,18 @@ struct Wire {
 // bool and the fp8 codes always travel as u8: the Python layer views them as bool or fp8, which
 // older PyTorch cannot import from DLPack.
 nb::dlpack::dtype wire_dtype(DType dtype, Wire wire) {
-  using code = nb::dlpack::dtype_code;
-  auto make = [](code c, int bits) {
-    return nb::dlpack::dtype{static_cast<std::uint8_t>(c), static_cast<std::uint8_t>(bits), 1};
+  auto make = [](gpucache::DLPackCode code, std::size_t bytes) {
+    return nb::dlpack::dtype{static_cast<std::uint8_t>(code), static_cast<std::uint8_t>(bytes * 8),
+                             1};
   };
-  switch (dtype) {
-    case DType::f32:
-      return make(code::Float, 32);
-    case DType::f16:
-      return make(code::Float, 16);
-    case DType::bf16:
-      return wire.bf16_as_u16 ? make(code::UInt, 16) : make(code::Bfloat, 16);
-    case DType::f64:
-      return make(code::Float, 64);
-    case DType::i64:
-      return make(code::Int, 64);
-    case DType::i32:
-      return make(code::Int, 32);
-    case DType::i16:
-      return make(code::Int, 16);
-    case DType::i8:
-      return make(code::Int, 8);
-    case DType::u16:
-      return make(wire.unsigned_as_signed ? code::Int : code::UInt, 16);
-    case DType::u32:
-      return make(wire.unsigned_as_signed ? code::Int : code::UInt, 32);
-    case DType::u64:
-      return make(wire.unsigned_as_signed ? code::Int : code::UInt, 64);
-    case DType::u8:
-    case DType::boolean:
-    case DType::fp8_e4m3:
-    case DType::fp8_e5m2:
-      return make(code::UInt, 8);
-  }
-  return make(code::UInt, 8);
+  using gpucache::DLPackCode;
+  const gpucache::DTypeInfo* info = gpucache::dtype_info(dtype);
+  if (info == nullptr || info->dlpack == DLPackCode::none || info->dlpack == DLPackCode::bool_)
+    return make(DLPackCode::uint, 1);
+  if (info->dlpack == DLPackCode::bfloat && wire.bf16_as_u16) return make(DLPackCode::uint, 2);
+  if (info->dlpack == DLPackCode::uint && info->size > 1 && wire.unsigned_as_signed)
+    return make(DLPackCode::int_, info->size);
+  return make(info->dlpack, info->size);
 }
 
 // A capsule that keeps `owner` (a mapping or device allocation) alive while an array uses it.
@@ -201,10 +180,10 @@ std::string hex(std::uint64_t value) {
   return text;
 }
 
-Placement parse_placement(const std::string& text) {
-  if (text == "device") return Placement::device;
-  if (text == "host_pinned") return Placement::host_pinned;
-  throw gpucache::Error("", "placement", "'" + text + "' is not one of device, host_pinned");
+Placement placement_of(const std::string& text) {
+  if (const auto placement = gpucache::runtime::parse_placement(text)) return *placement;
+  throw gpucache::Error("", "placement",
+                        "'" + text + "' is not one of " + gpucache::runtime::placement_names());
 }
 
 ReadMode parse_read_mode(const std::string& text) {
@@ -223,10 +202,8 @@ nb::ndarray<> batch_array(const Batch& batch, const void* data, std::vector<std:
                     device ? batch.device() : 0, wire);
 }
 
-}  // namespace
-
-NB_MODULE(_gpucache, m) {
-  m.doc() = "gpucache runtime reader (native part; use the gpucache package)";
+// gpucache.Error and the translator that raises it for gpucache::Error.
+void bind_error(nb::module_& m) {
   // gpucache.Error, a RuntimeError carrying the parts of the message as attributes: file,
   // location and cause (None where the error did not come from the library).
   static PyObject* error_type =
@@ -254,10 +231,21 @@ NB_MODULE(_gpucache, m) {
         }
       },
       nullptr);
-  bind_tools(m);
+}
 
+// What the runtime found: CUDA, its library, the placements, and the like.
+void bind_runtime_info(nb::module_& m) {
   m.def("cuda_available", &cuda_available,
         "True when a CUDA runtime library loads and sees at least one GPU");
+  m.def(
+      "placements",
+      [] {
+        std::vector<std::string> names;
+        for (const auto placement : gpucache::runtime::placements())
+          names.emplace_back(placement_name(placement));
+        return names;
+      },
+      "The placement names to_device takes (the runtime's: device, host_pinned)");
   m.def("cuda_library", &cuda_library, "The libcudart file the runtime loaded");
   m.def(
       "batch_order_rows",
@@ -281,7 +269,10 @@ NB_MODULE(_gpucache, m) {
       nb::arg("rank"), nb::arg("world_size"), nb::arg("drop_last"), nb::arg("block_rows"),
       nb::arg("window_blocks"), nb::arg("batch"),
       "The runtime's rows of one batch (gpucache/batch_order.hpp), to check the Python order");
+}
 
+// HostData: a dataset mapped on the host, its columns as zero-copy views.
+void bind_host_data(nb::module_& m) {
   nb::class_<HostData>(m, "HostData")
       .def_prop_ro("rows", &HostData::rows)
       .def("columns", [](const HostData& data) { return column_list(data.columns()); })
@@ -345,14 +336,17 @@ NB_MODULE(_gpucache, m) {
               nb::make_tuple(reinterpret_cast<std::uintptr_t>(range.data), range.size, range.path));
         return out;
       });
+}
 
+// DeviceData: a dataset loaded into one allocation (device or pinned host).
+void bind_device_data(nb::module_& m) {
   nb::class_<DeviceData>(m, "DeviceData")
       .def_prop_ro("rows", &DeviceData::rows)
       .def_prop_ro("bytes", &DeviceData::bytes)
       .def_prop_ro("device", &DeviceData::device)
       .def_prop_ro("placement",
                    [](const DeviceData& data) {
-                     return data.placement() == Placement::device ? "device" : "host_pinned";
+                     return std::string(gpucache::runtime::placement_name(data.placement()));
                    })
       .def("columns",
            [](const DeviceData& data) {
@@ -399,7 +393,10 @@ NB_MODULE(_gpucache, m) {
         out["seconds"] = stats.seconds;
         return out;
       });
+}
 
+// NativeDataset: an opened dataset, and its loads.
+void bind_dataset(nb::module_& m) {
   nb::class_<Dataset>(m, "NativeDataset")
       .def_static("open", &Dataset::open, nb::arg("path"), nb::call_guard<nb::gil_scoped_release>())
       .def_prop_ro("path", &Dataset::path)
@@ -444,7 +441,7 @@ NB_MODULE(_gpucache, m) {
              const std::string& read_mode, bool verify, unsigned threads,
              std::size_t staging_bytes) {
             DeviceOptions options;
-            options.placement = parse_placement(placement);
+            options.placement = placement_of(placement);
             options.read_mode = parse_read_mode(read_mode);
             options.verify = verify;
             options.threads = threads;
@@ -454,7 +451,10 @@ NB_MODULE(_gpucache, m) {
           },
           nb::arg("device"), nb::arg("placement") = "device", nb::arg("read_mode") = "auto",
           nb::arg("verify") = true, nb::arg("threads") = 0, nb::arg("staging_bytes") = 0);
+}
 
+// NativeBatch: one batch of the order (batch_order.hpp).
+void bind_batch(nb::module_& m) {
   nb::class_<Batch>(m, "NativeBatch")
       .def_prop_ro("rows", &Batch::rows)
       .def_prop_ro("epoch", &Batch::epoch)
@@ -517,7 +517,10 @@ NB_MODULE(_gpucache, m) {
             batch.wait(reinterpret_cast<void*>(stream));
           },
           nb::arg("stream"));
+}
 
+// NativeStream: the prefetching batch stream (batch_stream.hpp).
+void bind_stream(nb::module_& m) {
   nb::class_<BatchStream>(m, "NativeStream")
       .def(
           "__init__",
@@ -561,4 +564,18 @@ NB_MODULE(_gpucache, m) {
         out["peak_blocks"] = stats.peak_blocks;
         return out;
       });
+}
+
+}  // namespace
+
+NB_MODULE(_gpucache, m) {
+  m.doc() = "gpucache runtime reader (native part; use the gpucache package)";
+  bind_error(m);
+  bind_tools(m);
+  bind_runtime_info(m);
+  bind_host_data(m);
+  bind_device_data(m);
+  bind_dataset(m);
+  bind_batch(m);
+  bind_stream(m);
 }

@@ -17,12 +17,14 @@
 
 #include "binding_tools.hpp"
 #include "gpucache/checks.hpp"
+#include "gpucache/common/dtype_formats.hpp"
 #include "gpucache/error.hpp"
 #include "gpucache/export.hpp"
 #include "gpucache/input.hpp"
 #include "gpucache/inspect.hpp"
 #include "gpucache/merge.hpp"
 #include "gpucache/pack.hpp"
+#include "gpucache/pack_options.hpp"
 #include "gpucache/probe.hpp"
 #include "gpucache/verify.hpp"
 
@@ -83,24 +85,9 @@ class PythonProgress {
 };
 
 DType dtype_of(const nb::dlpack::dtype& dtype, const std::string& column) {
-  using code = nb::dlpack::dtype_code;
-  const auto c = static_cast<code>(dtype.code);
   const int bits = dtype.bits;
-  if (dtype.lanes == 1) {
-    if (c == code::Float && bits == 32) return DType::f32;
-    if (c == code::Float && bits == 16) return DType::f16;
-    if (c == code::Float && bits == 64) return DType::f64;
-    if (c == code::Bfloat && bits == 16) return DType::bf16;
-    if (c == code::Int && bits == 8) return DType::i8;
-    if (c == code::Int && bits == 16) return DType::i16;
-    if (c == code::Int && bits == 32) return DType::i32;
-    if (c == code::Int && bits == 64) return DType::i64;
-    if (c == code::UInt && bits == 8) return DType::u8;
-    if (c == code::UInt && bits == 16) return DType::u16;
-    if (c == code::UInt && bits == 32) return DType::u32;
-    if (c == code::UInt && bits == 64) return DType::u64;
-    if (c == code::Bool && bits == 8) return DType::boolean;
-  }
+  if (dtype.lanes == 1)
+    if (const auto found = gpucache::dtype_from_dlpack(dtype.code, dtype.bits)) return *found;
   throw gpucache::Error("memory:" + column, "dtype",
                         "DLPack type code " + std::to_string(dtype.code) + " with " +
                             std::to_string(bits) + " bits is not a type gpucache stores");
@@ -167,85 +154,16 @@ gpucache::MemoryColumn memory_column(const nb::handle& item, std::vector<HostArr
   return column;
 }
 
-std::vector<std::string> strings(const nb::handle& value) {
-  return nb::cast<std::vector<std::string>>(value);
-}
-
-// The CLI's pack options by their Python names (the Python layer has turned dicts into the CLI's
-// text forms): one assignment each, through the parsers the CLI uses.
+// pack()'s keyword arguments, which the Python layer has turned into the CLI's text forms (a list
+// of texts per keyword), applied through the pack option table's parsers.
 void apply_pack_option(gpucache::PackOptions& options, const std::string& key,
                        const nb::handle& value) {
-  auto& rules = options.validation;
-  if (key == "kind") {
-    const auto kind = gpucache::parse_source_kind(nb::cast<std::string>(value));
-    if (!kind) throw UsageError("kind must be dialogue, embeddings, llm-cache or tensors");
-    options.kind = kind;
-  } else if (key == "fields") {
-    for (const auto& text : strings(value))
-      options.fields.push_back(gpucache::parse_field_spec(text));
-  } else if (key == "roles") {
-    for (const auto& text : strings(value))
-      options.roles.push_back(gpucache::parse_role_spec(text));
-  } else if (key == "dtype") {
-    for (const auto& text : strings(value)) gpucache::apply_dtype_option(options, text);
-  } else if (key == "split") {
-    options.splits = gpucache::parse_split_spec(nb::cast<std::string>(value));
-  } else if (key == "shard_size") {
-    options.shard_size = gpucache::parse_byte_size(nb::cast<std::string>(value), "shard_size");
-  } else if (key == "max_output") {
-    options.max_output = gpucache::parse_max_output(nb::cast<std::string>(value));
-  } else if (key == "shard_rows") {
-    options.shard_rows = nb::cast<std::uint64_t>(value);
-  } else if (key == "pad_to") {
-    options.pad_to = nb::cast<std::uint64_t>(value);
-  } else if (key == "compress") {
-    options.zstd_level = gpucache::parse_compression(nb::cast<std::string>(value));
-  } else if (key == "threads") {
-    options.threads = nb::cast<unsigned>(value);
-  } else if (key == "force") {
-    options.force = nb::cast<bool>(value);
-  } else if (key == "resume") {
-    options.resume = nb::cast<bool>(value);
-  } else if (key == "no_fsync") {
-    options.fsync = !nb::cast<bool>(value);
-  } else if (key == "device") {
-    rules.device = gpucache::parse_device_option(nb::cast<std::string>(value));
-  } else if (key == "norm_min") {
-    rules.norm_min = nb::cast<double>(value);
-  } else if (key == "norm_max") {
-    rules.norm_max = nb::cast<double>(value);
-  } else if (key == "dedup") {
-    rules.dedup = nb::cast<bool>(value);
-  } else if (key == "pair_cos_min") {
-    rules.pair_cos_min = nb::cast<double>(value);
-  } else if (key == "pair_cos_max") {
-    rules.pair_cos_max = nb::cast<double>(value);
-  } else if (key == "on_overflow") {
-    rules.on_overflow = gpucache::parse_overflow_option(nb::cast<std::string>(value));
-  } else if (key == "normalize") {
-    rules.normalize = nb::cast<bool>(value);
-  } else if (key == "max_rows") {
-    rules.max_rows_per_source = nb::cast<std::uint64_t>(value);
-  } else if (key == "sample") {
-    rules.sample_fraction = nb::cast<double>(value);
-  } else if (key == "shuffle") {
-    rules.shuffle = nb::cast<bool>(value);
-  } else if (key == "seed") {
-    rules.seed = nb::cast<std::uint64_t>(value);
-  } else if (key == "rejects") {
-    options.rejects_path = nb::cast<std::string>(value);
-  } else if (key == "checks") {
-    for (const auto& text : strings(value))
-      options.checks.push_back(gpucache::parse_checks_spec(text));
-  } else if (key == "no_checks") {
-    options.no_checks = nb::cast<bool>(value);
-  } else if (key == "part") {
-    options.part = gpucache::parse_part_spec(nb::cast<std::string>(value));
-  } else if (key == "append") {
-    options.append_to = nb::cast<std::string>(value);
-  } else {
-    throw UsageError("pack() got an unknown option '" + key + "'");
-  }
+  const gpucache::PackOptionInfo* info = gpucache::find_pack_option_keyword(key);
+  if (info == nullptr) throw UsageError("pack() got an unknown option '" + key + "'");
+  const auto texts = nb::cast<std::vector<std::string>>(value);
+  if (texts.size() > 1 && info->type != gpucache::PackOptionType::texts)
+    throw UsageError("pack() option '" + key + "' takes one value");
+  for (const auto& text : texts) info->apply(options, text, info->python);
 }
 
 std::string pack_json(const std::vector<std::string>& inputs, const std::string& output,
@@ -347,6 +265,30 @@ void bind_tools(nb::module_& m) {
         return names;
       },
       "The input formats this build reads natively (\"npy\", \"parquet\", ...)");
+  m.def(
+      "dtype_table",
+      [] {
+        std::vector<nb::tuple> rows;
+        for (const auto& info : gpucache::dtype_table())
+          rows.push_back(nb::make_tuple(std::string(info.name), std::string(info.torch),
+                                        info.numpy_kind ? std::string(1, info.numpy_kind) : "",
+                                        info.size));
+        return rows;
+      },
+      "The dtype table (gpucache/common/dtype_formats.hpp): (name, torch dtype, numpy kind letter "
+      "or '' where numpy has none, bytes) per dtype");
+  m.def(
+      "pack_options",
+      [] {
+        std::vector<nb::tuple> entries;
+        for (const auto& info : gpucache::pack_option_table())
+          entries.push_back(nb::make_tuple(
+              std::string(info.python), std::string(gpucache::pack_option_type_name(info.type)),
+              std::string(info.default_text), std::string(info.flag), std::string(info.help)));
+        return entries;
+      },
+      "pack()'s keyword options from the pack option table: (keyword, type, default text, CLI "
+      "flag, help) each");
   m.def("merge_json", &merge_json, nb::arg("parts"), nb::arg("output"), nb::arg("copy") = false,
         nb::arg("fsync") = true, "gpucache merge: the result as `gpucache merge --json` prints it");
 }

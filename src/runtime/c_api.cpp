@@ -74,6 +74,10 @@ void fill_shape(const Column& column, gpucache_row_shape* out) {
 }
 
 static_assert(GPUCACHE_MAX_ROW_DIMS == gpucache::kMaxRowDims);
+// The C ABI's placement codes are Placement's values (placement_from_code reads them).
+static_assert(GPUCACHE_PLACEMENT_DEVICE == static_cast<int>(gpucache::runtime::Placement::device));
+static_assert(GPUCACHE_PLACEMENT_HOST_PINNED ==
+              static_cast<int>(gpucache::runtime::Placement::host_pinned));
 
 const HostPiece& piece_at(const gpucache_host_data* data, const char* column, size_t index) {
   const auto pieces = data->value.pieces(column);
@@ -314,8 +318,7 @@ int gpucache_to_device(const gpucache_dataset* dataset, int device,
     *out = nullptr;
     DeviceOptions device_options;
     if (options) {
-      if (options->placement != GPUCACHE_PLACEMENT_DEVICE &&
-          options->placement != GPUCACHE_PLACEMENT_HOST_PINNED)
+      if (!gpucache::runtime::placement_from_code(options->placement))
         throw gpucache::Error("", "placement",
                               "unknown value " + std::to_string(options->placement));
       if (options->read_mode < GPUCACHE_READ_AUTOMATIC || options->read_mode > GPUCACHE_READ_PREAD)

@@ -131,6 +131,47 @@ int DeviceData::device() const noexcept {
 Placement DeviceData::placement() const noexcept {
   return state_->placement;
 }
+
+namespace {
+// The one list of placements and their names.
+constexpr std::pair<Placement, std::string_view> kPlacements[] = {
+    {Placement::device, "device"},
+    {Placement::host_pinned, "host_pinned"},
+};
+constexpr Placement kPlacementValues[] = {Placement::device, Placement::host_pinned};
+static_assert(std::size(kPlacementValues) == std::size(kPlacements));
+}  // namespace
+
+std::span<const Placement> placements() noexcept {
+  return kPlacementValues;
+}
+
+std::string_view placement_name(Placement placement) noexcept {
+  for (const auto& [value, name] : kPlacements)
+    if (value == placement) return name;
+  return "unknown";
+}
+
+std::optional<Placement> parse_placement(std::string_view name) noexcept {
+  for (const auto& [value, known] : kPlacements)
+    if (known == name) return value;
+  return std::nullopt;
+}
+
+std::optional<Placement> placement_from_code(int code) noexcept {
+  for (const auto& [value, name] : kPlacements)
+    if (static_cast<int>(value) == code) return value;
+  return std::nullopt;
+}
+
+std::string placement_names() {
+  std::string text;
+  for (const auto& [value, name] : kPlacements) {
+    if (!text.empty()) text += ", ";
+    text += name;
+  }
+  return text;
+}
 std::uint64_t DeviceData::rows() const noexcept {
   return state_->rows;
 }

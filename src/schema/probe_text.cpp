@@ -178,7 +178,11 @@ void mapping_section(const detail::ProbeMapping& result, std::ostringstream& out
   for (const auto& column : mapping.columns) {
     // "embedding f32 [384]", "tensor u8 [3, 32, 32]", "sequence i64", "text".
     std::string type(column_role_name(column.role));
-    if (column.kind != ColumnKind::text) type += " " + std::string(dtype_name(column.dtype));
+    // Appended piecewise: " " + std::string() trips GCC 12's -Wrestrict.
+    if (column.kind != ColumnKind::text) {
+      type += ' ';
+      type += dtype_name(column.dtype);
+    }
     if (column.kind == ColumnKind::tensor) {
       type += " [";
       for (std::size_t d = 0; d < column.row_shape.size(); ++d)

@@ -1,6 +1,7 @@
 #include "gpucache/shard/manifest.hpp"
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <optional>
 #include <sstream>
@@ -120,7 +121,8 @@ std::string manifest_to_text(const Manifest& manifest) {
   return json.dump(2) + "\n";
 }
 
-Manifest parse_manifest(const std::string& text, const std::string& path, bool& hash_ok) {
+Manifest parse_manifest(const std::string& text, const std::string& path, bool& hash_ok,
+                        std::string* recorded_hash) {
   Json json;
   try {
     json = Json::parse(text);
@@ -145,6 +147,7 @@ Manifest parse_manifest(const std::string& text, const std::string& path, bool& 
     json.erase(it);
   }
   hash_ok = stored_hash && *stored_hash == detail::hex64(hash_of(json));
+  if (recorded_hash) *recorded_hash = stored_hash.value_or("");
 
   Manifest manifest;
   if (const auto tool = json.find("tool"); tool != json.end() && tool->is_object())
@@ -252,6 +255,22 @@ Manifest parse_manifest(const std::string& text, const std::string& path, bool& 
     if (std::find(std::begin(core_keys), std::end(core_keys), key) == std::end(core_keys))
       manifest.sections[key] = value;
   return manifest;
+}
+
+OpenedManifest open_manifest(const std::string& dir, ManifestHashCheck check,
+                             std::string_view advice) {
+  OpenedManifest opened;
+  opened.path = (std::filesystem::path(dir) / kManifestName).string();
+  std::ifstream stream(opened.path, std::ios::binary);
+  if (!stream) throw Error(opened.path, "", "cannot open: not a finished gpucache dataset");
+  std::ostringstream text;
+  text << stream.rdbuf();
+  opened.manifest =
+      parse_manifest(text.str(), opened.path, opened.hash_ok, &opened.recorded_hash);
+  if (!opened.hash_ok && check == ManifestHashCheck::required)
+    throw Error(opened.path, "manifest_hash",
+                "does not match the manifest's content: " + std::string(advice));
+  return opened;
 }
 
 Manifest read_manifest(const std::string& path, bool& hash_ok) {

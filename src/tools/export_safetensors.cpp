@@ -10,6 +10,7 @@
 #include "export_writers.hpp"
 #include "gpucache/common/atomic_file.hpp"
 #include "gpucache/common/checked_math.hpp"
+#include "gpucache/common/dtype_formats.hpp"
 #include "gpucache/error.hpp"
 
 namespace gpucache::detail {
@@ -18,40 +19,9 @@ namespace {
 namespace fs = std::filesystem;
 using Json = nlohmann::ordered_json;
 
-// The dtype names of the safetensors format, for every dtype a shard may hold.
+// The dtype names of the safetensors format, for every dtype a shard may hold (the dtype table's).
 std::string safetensors_dtype(DType dtype) {
-  switch (dtype) {
-    case DType::f64:
-      return "F64";
-    case DType::f32:
-      return "F32";
-    case DType::f16:
-      return "F16";
-    case DType::bf16:
-      return "BF16";
-    case DType::i64:
-      return "I64";
-    case DType::i32:
-      return "I32";
-    case DType::i16:
-      return "I16";
-    case DType::i8:
-      return "I8";
-    case DType::u8:
-      return "U8";
-    case DType::boolean:
-      return "BOOL";
-    case DType::u16:
-      return "U16";
-    case DType::u32:
-      return "U32";
-    case DType::u64:
-      return "U64";
-    case DType::fp8_e4m3:
-      return "F8_E4M3";
-    case DType::fp8_e5m2:
-      return "F8_E5M2";
-  }
+  if (const DTypeInfo* info = dtype_info(dtype)) return std::string(info->safetensors);
   throw Error("", "",
               "no safetensors dtype for dtype code " + std::to_string(static_cast<int>(dtype)));
 }

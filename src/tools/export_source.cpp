@@ -30,14 +30,6 @@ shard::Layout read_layout(const std::string& path) {
   return shard::decode_layout(file->bytes(), path);
 }
 
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(path, "", "cannot open: not a finished dataset (no manifest)");
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 std::string names_of(const std::vector<shard::ColumnEntry>& columns) {
   std::string names;
   for (const auto& column : columns) names += (names.empty() ? "" : ", ") + column.name;
@@ -52,13 +44,12 @@ ExportSource::ExportSource(std::string dataset, const std::vector<std::string>& 
   std::error_code error;
   if (fs::is_directory(path_, error)) {
     const std::string manifest_path = (fs::path(path_) / shard::kManifestName).string();
-    const std::string text = read_text(manifest_path);
-    bool hash_ok = false;
-    const auto manifest = shard::parse_manifest(text, manifest_path, hash_ok);
-    if (!hash_ok)
-      throw Error(manifest_path, "manifest_hash",
-                  "does not match the manifest's content: run gpucache verify");
-    manifest_hash_ = nlohmann::json::parse(text).at("manifest_hash").get<std::string>();
+    if (!fs::exists(manifest_path, error))
+      throw Error(manifest_path, "", "cannot open: not a finished dataset (no manifest)");
+    auto opened =
+        shard::open_manifest(path_, shard::ManifestHashCheck::required, "run gpucache verify");
+    const auto& manifest = opened.manifest;
+    manifest_hash_ = std::move(opened.recorded_hash);
     tool_version_ = manifest.tool_version;
 
     std::vector<shard::DatasetProblem> problems;

@@ -143,9 +143,10 @@ VerifyReport verify(const std::string& path, const VerifyOptions& options) {
           "missing: the dataset is incomplete (interrupted pack?) or not a gpucache dataset"));
     } else {
       try {
-        bool hash_ok = false;
-        manifest = shard::read_manifest(manifest_path.string(), hash_ok);
-        if (!hash_ok)
+        const auto opened = shard::open_manifest(path, shard::ManifestHashCheck::reported,
+                                                 "manifest.json was edited or corrupted");
+        manifest = opened.manifest;
+        if (!opened.hash_ok)
           problems.push_back(problem(
               shard::kManifestName, "manifest_hash",
               "does not match the manifest's content: manifest.json was edited or corrupted"));

@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 
+#include "gpucache/common/dtype_formats.hpp"
 #include "gpucache/common/float_convert.hpp"
 #include "gpucache/error.hpp"
 #include "gpucache/shard_io/shard_reader.hpp"
@@ -17,19 +18,6 @@ namespace gpucache::detail {
 namespace {
 
 namespace fs = std::filesystem;
-
-// Relative error a stored value may carry from rounding to its storage type, with a margin: the
-// rules were checked on f32 values before conversion.
-double storage_tolerance(DType dtype) {
-  switch (dtype) {
-    case DType::f16:
-      return std::ldexp(1.0, -9);
-    case DType::bf16:
-      return std::ldexp(1.0, -6);
-    default:
-      return 1e-6;
-  }
-}
 
 // "norm_low (the L2 norm is below norm_min; norm 0.0123)": the reason as kDropReasons names and
 // documents it, with the value that broke it.
@@ -53,7 +41,7 @@ ValidationOptions deep_check_rules(const ValidationOptions& recorded,
   rules.columns.emplace();
   double pair_tolerance = 0.0;
   for (std::size_t k = 0; k < checks.size(); ++k) {
-    const double tolerance = storage_tolerance(stored[k]);
+    const double tolerance = dtype_rounding_tolerance(stored[k]);
     ColumnChecks column = checks[k];
     if (column.normalized) {
       column.norm_min = 1.0 - 4 * tolerance;

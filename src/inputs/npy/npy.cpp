@@ -8,6 +8,7 @@
 
 #include "gpucache/common/atomic_file.hpp"
 #include "gpucache/common/checked_math.hpp"
+#include "gpucache/common/dtype_formats.hpp"
 #include "gpucache/common/mapped_file.hpp"
 #include "gpucache/error.hpp"
 #include "npy/npy_header.hpp"
@@ -25,31 +26,10 @@ Value read_npy(const std::string& path, const ReadOptions&) {
 }
 
 std::string npy_descr(DType dtype) {
-  char kind;
-  switch (dtype) {
-    case DType::f16:
-    case DType::f32:
-    case DType::f64:
-      kind = 'f';
-      break;
-    case DType::i8:
-    case DType::i16:
-    case DType::i32:
-    case DType::i64:
-      kind = 'i';
-      break;
-    case DType::u8:
-    case DType::u16:
-    case DType::u32:
-    case DType::u64:
-      kind = 'u';
-      break;
-    case DType::boolean:
-      kind = 'b';
-      break;
-    default:
-      throw Error("", "", std::string("numpy has no dtype for ") + std::string(dtype_name(dtype)));
-  }
+  const DTypeInfo* info = dtype_info(dtype);
+  if (info == nullptr || info->numpy_kind == 0)
+    throw Error("", "", std::string("numpy has no dtype for ") + std::string(dtype_name(dtype)));
+  const char kind = info->numpy_kind;
   const std::size_t size = dtype_size(dtype);
   // Built in place: g++ 12 warns (-Wrestrict, a false positive) on `"<" + std::string(...)` here.
   std::string descr(1, size == 1 ? '|' : '<');

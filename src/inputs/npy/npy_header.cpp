@@ -6,6 +6,7 @@
 
 #include "gpucache/common/byte_reader.hpp"
 #include "gpucache/common/checked_math.hpp"
+#include "gpucache/common/dtype_formats.hpp"
 #include "gpucache/common/error_text.hpp"
 #include "gpucache/common/utf8.hpp"
 #include "gpucache/error.hpp"
@@ -323,31 +324,7 @@ Value string_level(const NpyHeader& header, const std::byte* data, std::size_t d
 }  // namespace
 
 std::optional<DType> numpy_dtype(char kind, std::uint64_t itemsize) noexcept {
-  switch (kind) {
-    case 'f':
-      if (itemsize == 2) return DType::f16;
-      if (itemsize == 4) return DType::f32;
-      if (itemsize == 8) return DType::f64;
-      break;
-    case 'i':
-      if (itemsize == 1) return DType::i8;
-      if (itemsize == 2) return DType::i16;
-      if (itemsize == 4) return DType::i32;
-      if (itemsize == 8) return DType::i64;
-      break;
-    case 'u':
-      if (itemsize == 1) return DType::u8;
-      if (itemsize == 2) return DType::u16;
-      if (itemsize == 4) return DType::u32;
-      if (itemsize == 8) return DType::u64;
-      break;
-    case 'b':
-      if (itemsize == 1) return DType::boolean;
-      break;
-    default:
-      break;
-  }
-  return std::nullopt;
+  return dtype_from_numpy(kind, itemsize);
 }
 
 std::uint64_t npy_prefix_size(std::span<const std::byte> first_bytes) noexcept {

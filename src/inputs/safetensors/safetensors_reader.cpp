@@ -17,6 +17,7 @@
 
 #include "gpucache/common/byte_reader.hpp"
 #include "gpucache/common/checked_math.hpp"
+#include "gpucache/common/dtype_formats.hpp"
 #include "gpucache/common/error_text.hpp"
 #include "gpucache/common/mapped_file.hpp"
 #include "gpucache/error.hpp"
@@ -31,34 +32,12 @@ using Json = nlohmann::json;  // its SAX interface only: no document is built
 constexpr std::uint64_t kMaxHeaderBytes = 100'000'000;
 constexpr std::string_view kMetadataKey = "__metadata__";
 
-struct SafetensorsDType {
-  std::string_view name;
-  DType dtype;
-};
-
-constexpr std::array<SafetensorsDType, 15> kDTypes{{
-    {"F64", DType::f64},
-    {"F32", DType::f32},
-    {"F16", DType::f16},
-    {"BF16", DType::bf16},
-    {"I64", DType::i64},
-    {"I32", DType::i32},
-    {"I16", DType::i16},
-    {"I8", DType::i8},
-    {"U8", DType::u8},
-    {"BOOL", DType::boolean},
-    {"U16", DType::u16},
-    {"U32", DType::u32},
-    {"U64", DType::u64},
-    {"F8_E4M3", DType::fp8_e4m3},
-    {"F8_E5M2", DType::fp8_e5m2},
-}};
-
+// The names safetensors files may carry: the dtype table's (gpucache/common/dtype_formats.hpp).
 std::string accepted_dtypes() {
   std::string text;
-  for (const auto& entry : kDTypes) {
+  for (const auto& info : dtype_table()) {
     if (!text.empty()) text += ", ";
-    text += entry.name;
+    text += info.safetensors;
   }
   return text;
 }
@@ -285,12 +264,11 @@ class HeaderParser final : public nlohmann::json_sax<Json> {
 
   void finish_dtype() {
     TensorEntry& entry = entries.back();
-    auto known = std::find_if(kDTypes.begin(), kDTypes.end(),
-                              [&](const auto& candidate) { return candidate.name == dtype_text_; });
-    if (known == kDTypes.end())
+    const auto known = dtype_from_safetensors(dtype_text_);
+    if (!known)
       fail(where(), "dtype " + detail::quoted(dtype_text_) +
                         " is not supported (accepted: " + accepted_dtypes() + ")");
-    entry.dtype = known->dtype;
+    entry.dtype = *known;
   }
 
   const std::string& path_;

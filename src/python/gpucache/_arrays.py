@@ -11,7 +11,7 @@ try:
 except ImportError:
     numpy = None
 
-from ._gpucache import Error
+from ._gpucache import Error, dtype_table
 
 # PyTorch before 2.3 has no uint16/32/64; the native layer then sends those columns as signed
 # integers of the same width (same bits).
@@ -26,30 +26,26 @@ def backend() -> str:
     raise Error("gpucache needs PyTorch or numpy to return arrays; install one of them")
 
 
+# The dtype table's rows (src/common/dtype.cpp): name -> (torch dtype name, numpy kind letter or
+# "" where numpy has none, bytes).
+_DTYPES = {name: (torch_name, kind, size) for name, torch_name, kind, size in dtype_table()}
+
+
 def _torch_dtype(name: str):
-    table = {
-        "f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16, "f64": torch.float64,
-        "i64": torch.int64, "i32": torch.int32, "i16": torch.int16, "i8": torch.int8,
-        "u8": torch.uint8, "bool": torch.bool,
-        "fp8_e4m3": getattr(torch, "float8_e4m3fn", torch.uint8),
-        "fp8_e5m2": getattr(torch, "float8_e5m2", torch.uint8),
-    }
-    wide = {"u16": (torch.int16, "uint16"), "u32": (torch.int32, "uint32"),
-            "u64": (torch.int64, "uint64")}
-    if name in wide:
-        signed, unsigned = wide[name]
-        return getattr(torch, unsigned) if TORCH_HAS_WIDE_UNSIGNED else signed
-    return table[name]
+    torch_name, kind, size = _DTYPES[name]
+    found = getattr(torch, torch_name, None)
+    if found is not None:
+        return found
+    if kind == "u":
+        # Same bits, signed: what the native layer sends when unsigned_as_signed.
+        return getattr(torch, f"int{size * 8}")
+    return torch.uint8  # fp8 before torch has it: its bytes
 
 
 def _numpy_dtype(name: str):
-    table = {
-        "f32": numpy.float32, "f16": numpy.float16, "bf16": numpy.uint16, "f64": numpy.float64,
-        "i64": numpy.int64, "i32": numpy.int32, "i16": numpy.int16, "i8": numpy.int8,
-        "u8": numpy.uint8, "u16": numpy.uint16, "u32": numpy.uint32, "u64": numpy.uint64,
-        "bool": numpy.bool_, "fp8_e4m3": numpy.uint8, "fp8_e5m2": numpy.uint8,
-    }
-    return table[name]
+    _, kind, size = _DTYPES[name]
+    # numpy has no bf16 or fp8: their bits, as unsigned integers of their size.
+    return numpy.dtype(f"{kind or 'u'}{size}").type
 
 
 def dtype_for(name: str):

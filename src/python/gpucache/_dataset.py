@@ -7,7 +7,7 @@ import os
 from typing import Dict, List, Optional, Sequence
 
 from . import _arrays
-from ._gpucache import Error, NativeDataset
+from ._gpucache import Error, NativeDataset, placements
 from ._sequences import Sequences
 
 
@@ -23,7 +23,7 @@ def _distributed_defaults(rank, world_size):
     return 0, 1
 
 
-_PLACEMENTS = ("device", "host_pinned", "auto")
+_PLACEMENTS = tuple(placements()) + ("auto",)  # the runtime's names, and auto
 _READ_MODES = ("auto", "mmap", "pread")
 
 

@@ -4,6 +4,7 @@ files: a list of them), and raises gpucache.Error where the command exits 2."""
 from __future__ import annotations
 
 import json
+import numbers
 import os
 from typing import Callable, Optional, Sequence, Union
 
@@ -13,10 +14,6 @@ from ._memory import memory_columns
 
 ProgressArg = Union[bool, Callable[[int, int], None], None]
 
-# Keyword arguments of pack() that are passed on as they are (numbers and flags).
-_PLAIN_OPTIONS = ("kind", "shard_rows", "pad_to", "threads", "force", "resume", "device",
-                  "norm_min", "norm_max", "dedup", "pair_cos_min", "pair_cos_max", "on_overflow",
-                  "normalize", "max_rows", "sample", "shuffle", "seed", "no_checks", "no_fsync")
 _PARQUET_SUFFIXES = (".parquet", ".pq")
 _TABLE_SUFFIXES = _PARQUET_SUFFIXES + (".arrow", ".feather")
 
@@ -171,9 +168,41 @@ def _part_text(value) -> Optional[str]:
     return f"{index}/{count}"
 
 
-def pack(inputs, out=None, *, progress: ProgressArg = False, fields=None, roles=None, dtype=None,
-         split=None, shard_size=None, max_output=None, compress=None, rejects=None, checks=None, part=None,
-         append=None, **options) -> dict:
+def _texts(value) -> list:
+    """An option's value as the CLI's text forms, one per value (repeatable options take a
+    list): True -> "true", 3 -> "3", 0.5 -> "0.5", a path -> its text."""
+    if isinstance(value, bool):
+        return ["true" if value else "false"]
+    if isinstance(value, (str, os.PathLike)):
+        return [os.fspath(value)]
+    if isinstance(value, numbers.Number):
+        return [str(value)]
+    try:
+        return [item for element in value for item in _texts(element)]
+    except TypeError:
+        raise Error(f"cannot pass a {type(value).__name__} as a pack option") from None
+
+
+# Keywords whose Python forms (dicts, pairs, True) have a text form of their own; every other
+# keyword's value is written as _texts writes it. Which keywords exist, their defaults and
+# parsers are the pack option table's (gpucache/pack_options.hpp, _gpucache.pack_options()).
+_TEXT_FORMS = {
+    "fields": lambda value: _pairs(value, "fields"),
+    "roles": lambda value: _pairs(value, "roles"),
+    "dtype": lambda value: _pairs(value, "dtype"),
+    "split": _split_text,
+    "checks": _checks_texts,
+    "part": _part_text,
+    "compress": _compress_text,
+}
+
+
+def pack_option_keywords() -> list:
+    """The keyword options pack() takes, from the pack option table."""
+    return [entry[0] for entry in _gpucache.pack_options()]
+
+
+def pack(inputs, out=None, *, progress: ProgressArg = False, **options) -> dict:
     """Packs inputs into the dataset folder `out`, like `gpucache pack`, and returns the result
     `gpucache pack --json` prints.
 
@@ -199,30 +228,19 @@ def pack(inputs, out=None, *, progress: ProgressArg = False, fields=None, roles=
         when tqdm is missing), False for nothing.
     """
     files, memory = _sources(inputs)
-    keywords = {key: options.pop(key) for key in _PLAIN_OPTIONS if key in options}
-    if options:
-        raise Error(f"pack() got unknown options: {', '.join(sorted(options))}")
+    unknown = sorted(set(options) - set(pack_option_keywords()))
+    if unknown:
+        raise Error(f"pack() got unknown options: {', '.join(unknown)}")
+    append = options.get("append")
     if (out is None) == (append is None):
         raise Error("pack() needs out= (a new dataset folder) or append= (an existing dataset), "
                     "one of them")
-    if append is not None:
-        keywords["append"] = os.fspath(append)
-    if checks is not None:
-        keywords["checks"] = _checks_texts(checks)
-    if part is not None:
-        keywords["part"] = _part_text(part)
-    keywords["fields"] = _pairs(fields, "fields")
-    keywords["roles"] = _pairs(roles, "roles")
-    if dtype is not None:
-        keywords["dtype"] = _pairs(dtype, "dtype")
-    keywords["split"] = _split_text(split)
-    if shard_size is not None:
-        keywords["shard_size"] = str(shard_size)
-    if max_output is not None:
-        keywords["max_output"] = str(max_output)
-    keywords["compress"] = _compress_text(compress)
-    if rejects is not None:
-        keywords["rejects"] = os.fspath(rejects)
+    keywords = {}
+    for key, value in options.items():
+        if key in _TEXT_FORMS:
+            value = _TEXT_FORMS[key](value)
+        if value is not None:
+            keywords[key] = _texts(value)
     reporter = _Reporter(progress, "pack")
     try:
         text = _gpucache.pack_json(files, os.fspath(out) if out is not None else "", memory,

@@ -40,6 +40,9 @@ PartSpec parse_part_spec(std::string_view text);
 // rows, an easy accident, exceeds it and is refused at once.
 inline constexpr std::uint64_t kDefaultMaxOutput = 16ull << 40;
 
+// Every member a CLI flag or Python keyword sets is an entry of the pack option table
+// (gpucache/pack_options.hpp), whose default text must mean these initialisers
+// (tests/test_pack_options.cpp checks it).
 struct PackOptions {
   std::vector<std::string> inputs;  // .pt/.pth, .safetensors, .npy, .npz, .jsonl, mixed freely
   // Instead of input files: columns in the caller's memory (gpucache.pack from Python), packed as

@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -106,10 +107,20 @@ class GPUCACHE_API HostData {
   std::shared_ptr<const detail::HostState> state_;
 };
 
+// The codes are the C ABI's GPUCACHE_PLACEMENT_* (gpucache.h).
 enum class Placement : std::uint8_t {
   device = 0,       // one cudaMalloc on the GPU
   host_pinned = 1,  // one pinned, device-mapped host allocation that kernels read over PCIe
 };
+// The one spelling of each placement ("device", "host_pinned": Python's placement=, messages).
+GPUCACHE_API std::string_view placement_name(Placement placement) noexcept;
+// The placement of a name or of a C ABI code; nullopt for anything else.
+GPUCACHE_API std::optional<Placement> parse_placement(std::string_view name) noexcept;
+GPUCACHE_API std::optional<Placement> placement_from_code(int code) noexcept;
+// Every placement, in code order.
+GPUCACHE_API std::span<const Placement> placements() noexcept;
+// "device, host_pinned": the names, for messages.
+GPUCACHE_API std::string placement_names();
 
 enum class ReadMode : std::uint8_t {
   automatic = 0,      // register the mapping as pinned memory; fall back to pread when that fails

@@ -42,8 +42,9 @@ struct FieldSpec {
   std::string path;
   // Set when the column comes from a file of its own (--field images=images.npy, or
   // --field emb=ann.h5:/train with a path inside it): the column is joined to the others row by
-  // row. Empty for a path in every input.
-  std::string file;
+  // row. Empty for a path in every input. (Initialised so that FieldSpec{column, path} says so
+  // without -Wmissing-field-initializers.)
+  std::string file = {};
   bool operator==(const FieldSpec&) const = default;
 };
 

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "gpucache/shard/dataset_files.hpp"
@@ -59,8 +60,28 @@ struct Manifest {
 // Serialises with a trailing manifest_hash; the text is deterministic for equal manifests.
 std::string manifest_to_text(const Manifest& manifest);
 // Parses manifest text. Throws gpucache::Error(path, key, cause) for malformed content. Sets
-// hash_ok to whether manifest_hash matches the content.
-Manifest parse_manifest(const std::string& text, const std::string& path, bool& hash_ok);
+// hash_ok to whether manifest_hash matches the content, and *recorded_hash (when given) to the
+// manifest_hash the text carries ("" when none).
+Manifest parse_manifest(const std::string& text, const std::string& path, bool& hash_ok,
+                        std::string* recorded_hash = nullptr);
 Manifest read_manifest(const std::string& path, bool& hash_ok);
+
+// The one dataset opener: DIR/manifest.json read, parsed and its hash checked, for the runtime,
+// merge and --append, export, verify and inspect alike. Whether the file exists is the caller's
+// to say first (each names what a missing manifest means to it).
+enum class ManifestHashCheck {
+  required,  // a hash that does not match the content throws Error(path, "manifest_hash", ...)
+  reported,  // returned with hash_ok false, for the caller to report (verify, inspect)
+};
+struct OpenedManifest {
+  std::string path;           // DIR/manifest.json
+  Manifest manifest;
+  std::string recorded_hash;  // the manifest_hash the file carries
+  bool hash_ok = false;
+};
+// `advice`: what to do about a hash that does not match, ending its message ("run gpucache
+// verify"). Throws Error for an unreadable or malformed manifest.
+OpenedManifest open_manifest(const std::string& dir, ManifestHashCheck check,
+                             std::string_view advice);
 
 }  // namespace gpucache::shard

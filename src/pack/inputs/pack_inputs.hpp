@@ -7,7 +7,7 @@
 #include <string_view>
 #include <vector>
 
-#include "source.hpp"
+#include "pack_source.hpp"
 
 namespace gpucache::detail {
 

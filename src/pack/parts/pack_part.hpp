@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "gpucache/pack.hpp"
-#include "source.hpp"
+#include "pack_source.hpp"
 
 namespace gpucache::detail {
 

@@ -15,14 +15,6 @@ namespace {
 namespace fs = std::filesystem;
 using Json = nlohmann::ordered_json;
 
-std::string read_text(const std::string& path) {
-  std::ifstream stream(path, std::ios::binary);
-  if (!stream) throw Error(path, "", "cannot open: not a finished gpucache dataset");
-  std::ostringstream text;
-  text << stream.rdbuf();
-  return text.str();
-}
-
 std::string describe(const Column& column) {
   std::string shape;
   for (auto extent : column.row_shape)
@@ -95,13 +87,10 @@ DatasetPart read_part(const std::string& dir) {
   if (!fs::exists(manifest_path, error))
     throw Error(dir, shard::kManifestName,
                 "missing: the part is unfinished (pack --resume finishes it)");
-  const std::string text = read_text(manifest_path);
-  bool hash_ok = false;
-  part.manifest = shard::parse_manifest(text, manifest_path, hash_ok);
-  if (!hash_ok)
-    throw Error(manifest_path, "manifest_hash",
-                "does not match the manifest's content: run gpucache verify on the part");
-  part.manifest_hash = Json::parse(text).at("manifest_hash").get<std::string>();
+  auto opened = shard::open_manifest(dir, shard::ManifestHashCheck::required,
+                                     "run gpucache verify on the part");
+  part.manifest = std::move(opened.manifest);
+  part.manifest_hash = std::move(opened.recorded_hash);
   if (part.manifest.shards.empty())
     throw Error(manifest_path, "shards", "the dataset has no shards");
   // Every shard's header (the hash of which covers its tables and data) must be the one the

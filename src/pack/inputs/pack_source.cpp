@@ -1,4 +1,4 @@
-#include "source.hpp"
+#include "pack_source.hpp"
 
 #include <algorithm>
 
