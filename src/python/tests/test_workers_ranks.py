@@ -14,7 +14,7 @@ from torch.utils.data import DataLoader
 
 import gpucache
 
-TIMEOUT = 60  # seconds for any child process; a hang fails instead of blocking CI
+TIMEOUT = 180  # seconds for any child process; a hang fails instead of blocking CI
 
 
 def run_child(code: str, *args, timeout=TIMEOUT):
@@ -34,41 +34,64 @@ LOADER = """
 import json, sys, torch
 from torch.utils.data import DataLoader
 import gpucache
-path, kind, workers, method, persistent = sys.argv[1:6]
-workers, persistent = int(workers), persistent == "1"
-if kind == "stream":
-    data = gpucache.stream(path, device="cpu", batch_size=8, seed=1, columns=["source_row"])
-    options = dict(batch_size=None)
-else:
-    data = gpucache.load(path, device="cpu", columns=["source_row"])
-    options = dict(batch_size=8, shuffle=True, generator=torch.Generator().manual_seed(0))
-if workers:
-    options.update(num_workers=workers, multiprocessing_context=method,
-                   persistent_workers=persistent)
-loader = DataLoader(data, **options)
-epochs = []
-for epoch in range(2):
+path, method, configurations = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+results = []
+for kind, workers, persistent in configurations:
     if kind == "stream":
-        data.set_epoch(epoch)
-    epochs.append([r for b in loader for r in b["source_row"].tolist()])
-print(json.dumps(epochs))
+        data = gpucache.stream(path, device="cpu", batch_size=8, seed=1, columns=["source_row"])
+        options = dict(batch_size=None)
+    else:
+        data = gpucache.load(path, device="cpu", columns=["source_row"])
+        options = dict(batch_size=8, shuffle=True, generator=torch.Generator().manual_seed(0))
+    if workers:
+        options.update(num_workers=workers, multiprocessing_context=method,
+                       persistent_workers=persistent)
+    loader = DataLoader(data, **options)
+    epochs = []
+    for epoch in range(2):
+        if kind == "stream":
+            data.set_epoch(epoch)
+        epochs.append([r for b in loader for r in b["source_row"].tolist()])
+    results.append(epochs)
+print(json.dumps(results))
 """
 
+# One interpreter per start method runs every configuration (each start of torch costs seconds).
+CONFIGURATIONS = {
+    "fork": [[kind, workers, persistent] for kind in ("stream", "dataset")
+             for workers, persistent in ((0, False), (2, False), (4, True))],
+    "spawn": [["stream", 2, True], ["dataset", 2, True]],  # fork covers non-persistent
+}
 
-@pytest.mark.parametrize("kind", ["stream", "dataset"])
-@pytest.mark.parametrize("workers,method,persistent", [
-    (0, "fork", False), (2, "fork", False), (4, "fork", True), (2, "spawn", True),
-])
-def test_dataloader_workers_yield_every_row_once_per_epoch(packed, kind, workers, method,
-                                                           persistent):
-    epochs = run_child(LOADER, packed, kind, workers, method, int(persistent))
-    for rows in epochs:
-        assert sorted(rows) == list(range(103))
-    if kind == "stream":  # the workers' batches come in the epoch's order, as without workers
-        alone = gpucache.stream(packed, device="cpu", batch_size=8, seed=1,
-                                columns=["source_row"])
-        assert epochs[0] == [r for b in alone for r in b["source_row"].tolist()]
-        assert epochs[1] == [r for b in alone for r in b["source_row"].tolist()]
+
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_dataloader_workers_yield_every_row_once_per_epoch(packed, method):
+    configurations = CONFIGURATIONS[method]
+    results = run_child(LOADER, packed, method, json.dumps(configurations))
+    alone = gpucache.stream(packed, device="cpu", batch_size=8, seed=1, columns=["source_row"])
+    order = [[r for b in alone for r in b["source_row"].tolist()] for _ in range(2)]
+    for (kind, workers, persistent), epochs in zip(configurations, results):
+        for rows in epochs:
+            assert sorted(rows) == list(range(103)), (kind, workers, persistent)
+        if kind == "stream":  # the workers' batches come in the epoch's order, as without them
+            assert epochs == order, (workers, persistent)
+
+
+def test_ranks_times_workers_cover_every_row_once(packed):
+    per_rank = run_child("""
+        import json, sys
+        from torch.utils.data import DataLoader
+        import gpucache
+        out = []
+        for rank in range(2):
+            s = gpucache.stream(sys.argv[1], device="cpu", batch_size=8, seed=4, rank=rank,
+                                world_size=2, columns=["source_row"])
+            loader = DataLoader(s, batch_size=None, num_workers=2)
+            out.append([r for b in loader for r in b["source_row"].tolist()])
+        print(json.dumps(out))
+    """, packed)
+    assert not set(per_rank[0]) & set(per_rank[1])
+    assert sorted(per_rank[0] + per_rank[1]) == list(range(103))
 
 
 def test_a_stream_opened_in_the_parent_runs_in_forked_workers(packed):
