@@ -249,3 +249,24 @@ def test_a_cpu_dataset_pickles_by_loading_again(packed):
     again = pickle.loads(pickle.dumps(ds))
     assert torch.equal(again.tensors["source_row"], ds.tensors["source_row"])
     assert (again.rank, again.world_size) == (1, 2)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available() or not gpucache.cuda_available(),
+                    reason="needs a CUDA GPU")
+def test_transform_on_the_gpu_adds_no_host_synchronisation(packed):
+    ds = gpucache.load(packed, device="cuda")
+    mean = torch.full((1, 10), 0.5, device="cuda")
+
+    def normalise(batch):
+        return {"x": ((batch["embedding"] - mean) * 2).to(torch.bfloat16)}
+
+    batches = gpucache.GPUBatches(ds, batch_size=8, seed=1, transform=normalise)
+    iterator = iter(batches)
+    first = next(iterator)  # the epoch's order is copied to the GPU once, here
+    assert first["x"].device.type == "cuda" and first["x"].dtype == torch.bfloat16
+    torch.cuda.set_sync_debug_mode("error")  # any synchronising call now raises
+    try:
+        rest = [batch["x"] for batch in iterator]
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    assert sum(len(x) for x in rest) + len(first["x"]) == 103
