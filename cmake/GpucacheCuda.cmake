@@ -17,8 +17,17 @@ if(NOT GPUCACHE_CUDA STREQUAL "OFF")
       if(DEFINED ENV{CUDAARCHS})
         set(CMAKE_CUDA_ARCHITECTURES "$ENV{CUDAARCHS}")
       else()
-        # Ampere, Ampere consumer, Ada, Hopper, Blackwell consumer, plus PTX for newer parts.
-        set(CMAKE_CUDA_ARCHITECTURES "80-real;86-real;89-real;90-real;120-real;120-virtual")
+        # Code for the GPUs this machine has ("native": one architecture, minutes less than a
+        # list), else one portable target: PTX for sm_80, which every GPU from Ampere on compiles
+        # when it loads the kernels. A wheel meant for other machines names its list
+        # (CUDAARCHS="80-real;90-real;120-virtual" or -DCMAKE_CUDA_ARCHITECTURES=...).
+        execute_process(COMMAND nvidia-smi -L RESULT_VARIABLE gpucache_smi_status
+                        OUTPUT_VARIABLE gpucache_smi_gpus ERROR_QUIET)
+        if(gpucache_smi_status EQUAL 0 AND gpucache_smi_gpus MATCHES "GPU [0-9]")
+          set(CMAKE_CUDA_ARCHITECTURES native)
+        else()
+          set(CMAKE_CUDA_ARCHITECTURES 80-virtual)
+        endif()
       endif()
     endif()
     enable_language(CUDA)
