@@ -52,7 +52,7 @@ Runner add_pack(CLI::App& app) {
     PackOptions options;
     std::vector<std::string> dtypes;
     std::string split, part, shard_size = "1G", max_output = "16T", compress, device = "auto",
-                             on_overflow = "error";
+                             on_overflow = "error", on_null = "drop";
     MappingArguments mapping;
     std::vector<std::string> checks;
     bool json = false, quiet = false;
@@ -128,6 +128,11 @@ Runner add_pack(CLI::App& app) {
       ->add_option("--on-overflow", args->on_overflow,
                    "Values too large for --dtype: drop the row, clamp, or error")
       ->capture_default_str();
+  command
+      ->add_option("--on-null", args->on_null,
+                   "Rows with a null in a packed column (Parquet): drop them (reason null) or "
+                   "error")
+      ->capture_default_str();
   command->add_flag("--normalize", rules.normalize, "Scale every kept row to unit L2 norm");
   command->add_option("--max-rows", rules.max_rows_per_source,
                       "Keep at most N rows of each input (sampled with --seed)");
@@ -173,6 +178,7 @@ Examples:
     for (const auto& spec : args->checks) options.checks.push_back(parse_checks_spec(spec));
     options.validation.device = parse_device_option(args->device);
     options.validation.on_overflow = parse_overflow_option(args->on_overflow);
+    options.on_null = parse_null_option(args->on_null);
     options.zstd_level = parse_compression(args->compress);
     options.show_progress = show_progress(args->quiet || args->json);
     const auto result = pack(options);

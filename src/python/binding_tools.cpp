@@ -222,6 +222,8 @@ void apply_pack_option(gpucache::PackOptions& options, const std::string& key,
     rules.pair_cos_max = nb::cast<double>(value);
   } else if (key == "on_overflow") {
     rules.on_overflow = gpucache::parse_overflow_option(nb::cast<std::string>(value));
+  } else if (key == "on_null") {
+    options.on_null = gpucache::parse_null_option(nb::cast<std::string>(value));
   } else if (key == "normalize") {
     rules.normalize = nb::cast<bool>(value);
   } else if (key == "max_rows") {

@@ -16,7 +16,8 @@ ProgressArg = Union[bool, Callable[[int, int], None], None]
 # Keyword arguments of pack() that are passed on as they are (numbers and flags).
 _PLAIN_OPTIONS = ("kind", "shard_rows", "pad_to", "threads", "force", "resume", "device",
                   "norm_min", "norm_max", "dedup", "pair_cos_min", "pair_cos_max", "on_overflow",
-                  "normalize", "max_rows", "sample", "shuffle", "seed", "no_checks", "no_fsync")
+                  "on_null", "normalize", "max_rows", "sample", "shuffle", "seed", "no_checks",
+                  "no_fsync")
 _PARQUET_SUFFIXES = (".parquet", ".pq")
 _TABLE_SUFFIXES = _PARQUET_SUFFIXES + (".arrow", ".feather")
 
@@ -190,7 +191,8 @@ def pack(inputs, out=None, *, progress: ProgressArg = False, fields=None, roles=
     compress ("zstd", "zstd:9", 9 or True), threads, force, resume, no_fsync (do not wait for the
     disk: faster, but a power failure soon after may leave a shard short), device ("auto", "cpu",
     "cuda"),
-    norm_min, norm_max, dedup, pair_cos_min, pair_cos_max, on_overflow, normalize, max_rows,
+    norm_min, norm_max, dedup, pair_cos_min, pair_cos_max, on_overflow, on_null ("drop": rows
+    with a null in a packed column are dropped with the reason null; "error"), normalize, max_rows,
     sample, shuffle, seed, rejects (a path), checks ({column: "finite,norm"} or
     {column: ["norm:0:1"]}; [] or "none" for no check), no_checks, part ("K/N" or (K, N): pack
     partition K of N, see docs/scale.md), append (a dataset folder to add the rows to, instead of

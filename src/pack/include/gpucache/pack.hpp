@@ -40,6 +40,10 @@ PartSpec parse_part_spec(std::string_view text);
 // rows, an easy accident, exceeds it and is refused at once.
 inline constexpr std::uint64_t kDefaultMaxOutput = 16ull << 40;
 
+// --on-null: what pack does with a row that holds a null (no value) in a packed column
+// (InputColumn::null_rows): drop it with the reason `null`, or refuse the pack naming the first.
+enum class NullPolicy { drop, error };
+
 struct PackOptions {
   std::vector<std::string> inputs;  // .pt/.pth, .safetensors, .npy, .npz, .jsonl, mixed freely
   // Instead of input files: columns in the caller's memory (gpucache.pack from Python), packed as
@@ -83,6 +87,10 @@ struct PackOptions {
   std::vector<ChecksSpec> checks;
   // --no-checks: no column has any check; conversion overflow still obeys on_overflow.
   bool no_checks = false;
+  // --on-null: rows with a null in a packed column are dropped (reason `null`, before every
+  // check, even with --no-checks) or refused. Columns not packed do not matter. Not recorded in
+  // the manifest: a pack either drops them, which the "dropped" counts record, or writes nothing.
+  NullPolicy on_null = NullPolicy::drop;
   std::string rejects_path;  // when set, one JSON line per dropped row
   // With splits: output_dir/<name> holds each split's dataset; every kept row goes to one split,
   // chosen from its input row and validation.seed.
@@ -154,5 +162,7 @@ void apply_dtype_option(PackOptions& options, std::string_view text);
 Device parse_device_option(std::string_view text);
 // --on-overflow: drop, clamp or error.
 OverflowPolicy parse_overflow_option(std::string_view text);
+// --on-null: drop or error.
+NullPolicy parse_null_option(std::string_view text);
 
 }  // namespace gpucache
