@@ -67,12 +67,15 @@ def test_a_folder_of_parquet_files_packs_them_in_name_order(tmp_path):
 
 
 @needs_native
-def test_parquet_errors_are_gpucache_errors_naming_the_row(tmp_path):
-    with pytest.raises(gpucache.Error, match=r"nulls.parquet: column 'embedding' .*row 7 is null"):
-        gpucache.pack(DATA / "nulls.parquet", tmp_path / "ds")
-    with pytest.raises(gpucache.Error, match="DELTA_BINARY_PACKED"):
-        gpucache.pack(DATA / "delta.parquet", tmp_path / "ds")
-    assert not (tmp_path / "ds").exists()
+def test_parquet_nulls_are_dropped_or_refused_naming_the_row(tmp_path):
+    # nulls.parquet: embedding row 7, label row 3 and name row 5 are null.
+    result = gpucache.pack(DATA / "nulls.parquet", tmp_path / "ds")
+    assert result["rows"] == 7 and result["dropped"]["null"] == 3
+    with pytest.raises(gpucache.Error, match=r"nulls.parquet: column 'label' row 3: is null"):
+        gpucache.pack(DATA / "nulls.parquet", tmp_path / "refused", on_null="error")
+    assert not (tmp_path / "refused").exists()
+    with pytest.raises(gpucache.Error, match="--on-null must be drop or error"):
+        gpucache.pack(DATA / "nulls.parquet", tmp_path / "bad", on_null="keep")
 
 
 def test_without_the_reader_parquet_goes_through_pyarrow(tmp_path, monkeypatch):
