@@ -157,6 +157,7 @@ TEST_CASE("DELTA encodings, v1 and v2 pages, as pyarrow writes them") {
   if (!parquet_built()) return;
   check_values("pyarrow_delta");
   check_values("pyarrow_delta_v2");
+  check_values("delta_empty_first");  // a fuzzing finding (docs/reliability.md)
 }
 
 TEST_CASE("DuckDB: its default, PARQUET_VERSION V2 and every codec") {
@@ -222,4 +223,12 @@ TEST_CASE("a field name of 70 bytes makes a column name a shard can store, and p
   INFO("stderr: " << packed.err);
   REQUIRE(packed.exit_code == 0);
   CHECK(Json::parse(packed.out)["rows"] == 4);
+}
+
+TEST_CASE("a struct nested 40 levels deep is left out with its reason; the file is read") {
+  if (!parquet_built()) return;
+  const InputData data = read_input(fixture("deep_struct.parquet"));
+  REQUIRE(data.columns.size() == 1);
+  CHECK(data.columns[0].path == "ok");
+  CHECK(data.left_out == std::vector<std::string>{"deep (nested more than 32 levels deep)"});
 }

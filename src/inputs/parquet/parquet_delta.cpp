@@ -185,8 +185,11 @@ void decode_delta_byte_array(std::span<const std::byte> bytes, std::uint64_t cou
     const std::uint64_t begin = text.size();
     // The prefix is copied out of `text` itself: grow it first, then copy within.
     text.resize(begin + length);
-    std::memmove(text.data() + begin, text.data() + previous_begin, prefixes[i]);
-    std::memcpy(text.data() + begin + prefixes[i], bytes.data() + at, lengths[i]);
+    // (An empty text has no storage: memmove and memcpy may not be given its null pointer.)
+    if (prefixes[i] > 0)
+      std::memmove(text.data() + begin, text.data() + previous_begin, prefixes[i]);
+    if (lengths[i] > 0)
+      std::memcpy(text.data() + begin + prefixes[i], bytes.data() + at, lengths[i]);
     at += lengths[i];
     offsets.push_back(text.size());
     previous_begin = begin;

@@ -22,7 +22,10 @@ namespace {
 
 constexpr std::string_view kMagic("PAR1", 4);
 constexpr std::string_view kEncryptedMagic("PARE", 4);
+// A field nested deeper than this below the root is left out; the tree itself may be deeper,
+// up to kMaxTreeDepth (beyond it the file is refused: the walk is recursive).
 constexpr int kMaxSchemaDepth = 32;
+constexpr int kMaxTreeDepth = 1024;
 
 // A schema element and its children, from the depth-first list.
 struct SchemaNode {
@@ -32,7 +35,7 @@ struct SchemaNode {
 
 SchemaNode build_tree(const std::vector<SchemaElement>& schema, std::size_t& next, int depth,
                       const std::string& origin) {
-  if (depth > kMaxSchemaDepth) throw Error(origin, "schema", "nested too deeply");
+  if (depth > kMaxTreeDepth) throw Error(origin, "schema", "nested too deeply");
   if (next >= schema.size()) throw Error(origin, "schema", "ends before its children do");
   SchemaNode node{&schema[next++], {}};
   const std::int32_t children = node.element->num_children;
@@ -42,6 +45,13 @@ SchemaNode build_tree(const std::vector<SchemaElement>& schema, std::size_t& nex
   for (std::int32_t i = 0; i < children; ++i)
     node.children.push_back(build_tree(schema, next, depth + 1, origin));
   return node;
+}
+
+// Levels below `node` (0 for a leaf).
+int depth_below(const SchemaNode& node) {
+  int deepest = 0;
+  for (const auto& child : node.children) deepest = std::max(deepest, 1 + depth_below(child));
+  return deepest;
 }
 
 std::size_t count_leaves(const SchemaNode& node) {
@@ -500,8 +510,16 @@ InputData read_parquet(const std::string& path, const ReadOptions& options) {
   std::vector<std::string> left_out;  // "when (dates, times, ...)"
   std::size_t leaf_index = 0;
   for (const auto& field : root.children) {
+    const std::size_t field_leaves = count_leaves(field);
+    if (depth_below(field) >= kMaxSchemaDepth) {
+      // Too deep to read, not too deep to skip: the field is left out, the file read.
+      left_out.push_back(field.element->name + " (nested more than " +
+                         std::to_string(kMaxSchemaDepth) + " levels deep)");
+      leaf_index += field_leaves;
+      continue;
+    }
     FieldPlan plan = plan_field(field, leaf_index);
-    leaf_index += count_leaves(field);
+    leaf_index += field_leaves;
     if (plan.column)
       columns.push_back(std::move(*plan.column));
     else
