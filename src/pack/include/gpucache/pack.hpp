@@ -2,6 +2,7 @@
 // dataset directory of hash-checked shards plus manifest.json (src/shard/SPEC.md).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -43,6 +44,10 @@ inline constexpr std::uint64_t kDefaultMaxOutput = 16ull << 40;
 // --on-null: what pack does with a row that holds a null (no value) in a packed column
 // (InputColumn::null_rows): drop it with the reason `null`, or refuse the pack naming the first.
 enum class NullPolicy { drop, error };
+
+// The most columns one pack takes (the Validator names a row's failing column in 16 bits). An
+// input that maps to more (a JSON object of 200,000 keys, one column each) is refused at once.
+inline constexpr std::size_t kMaxPackColumns = 65535;
 
 struct PackOptions {
   std::vector<std::string> inputs;  // .pt/.pth, .safetensors, .npy, .npz, .jsonl, mixed freely
