@@ -2,9 +2,13 @@
 
 #include <climits>
 #include <cstddef>
+#include <cstdint>
+#include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <random>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "gpucache/common/atomic_file.hpp"
@@ -71,4 +75,59 @@ TEST_CASE("a flushed file is fsynced with its folder; an unflushed one is rename
   CHECK(test_support::read_bytes(scratch / "unflushed") == std::vector<char>{'x', 'y', 'z'});
   CHECK(test_support::read_bytes(scratch / "small") == std::vector<char>{'s'});
   CHECK_FALSE(fs::exists(scratch / "unflushed.tmp"));
+}
+
+TEST_CASE("remove_temporary_files unlinks the temporaries being written, not committed files") {
+  test_support::ScratchDir scratch;
+  const std::string committed = scratch / "committed.bin", open = scratch / "open.bin";
+  {
+    detail::AtomicFile done(committed);
+    done.write(std::as_bytes(std::span("x", 1)));
+    done.commit();
+  }
+  detail::AtomicFile writing(open);
+  writing.write(std::as_bytes(std::span("y", 1)));
+  REQUIRE(std::filesystem::exists(open + ".tmp"));
+  // What the CLI's SIGINT/SIGTERM/SIGHUP handler does before it dies of the signal.
+  detail::remove_temporary_files();
+  CHECK_FALSE(std::filesystem::exists(open + ".tmp"));
+  CHECK(std::filesystem::exists(committed));
+}
+
+TEST_CASE("a pack ended by SIGTERM leaves no temporary file") {
+  // A pack of many rows into small shards, stopped after a moment: wherever the signal lands
+  // (while a shard, the manifest or nothing is being written) no *.tmp may remain, and the
+  // process dies of the signal.
+  test_support::ScratchDir scratch;
+  const std::string input = scratch / "rows.npy";
+  {
+    std::vector<float> values(std::size_t{1} << 22, 1.0f);
+    std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': (65536, 64), }";
+    header.resize(118, ' ');
+    header += '\n';
+    std::ofstream out(input, std::ios::binary);
+    out.write("\x93NUMPY\x01\x00", 8);
+    const std::uint16_t length = static_cast<std::uint16_t>(header.size());
+    out.write(reinterpret_cast<const char*>(&length), 2);
+    out << header;
+    out.write(reinterpret_cast<const char*>(values.data()),
+              static_cast<std::streamsize>(values.size() * 4));
+  }
+  const std::string command =
+      "exec " + test_support::shell_quote(GPUCACHE_CLI_PATH) + " pack " +
+      test_support::shell_quote(input) + " -o " + test_support::shell_quote(scratch / "ds") +
+      " -q --shard-rows 64 --no-checks & pid=$!; sleep 0.3; kill -TERM $pid;"
+      " wait $pid; echo $?";
+  const std::string wrapped = "sh -c " + test_support::shell_quote(command);
+  FILE* pipe = ::popen(wrapped.c_str(), "r");
+  REQUIRE(pipe != nullptr);
+  char status[32] = {};
+  REQUIRE(std::fgets(status, sizeof status, pipe) != nullptr);
+  ::pclose(pipe);
+  INFO("exit status " << status);
+  std::size_t temporaries = 0;
+  if (std::filesystem::exists(scratch / "ds"))
+    for (const auto& entry : std::filesystem::directory_iterator(scratch / "ds"))
+      temporaries += entry.path().string().ends_with(".tmp");
+  CHECK(temporaries == 0);
 }

@@ -15,7 +15,7 @@
 using namespace gpucache;
 
 TEST_CASE("the check table: names, reasons, what --checks takes") {
-  CHECK(kCheckCount == 6);
+  CHECK(kCheckCount == 7);
   for (const CheckInfo& info : kChecks) {
     CAPTURE(info.name);
     CHECK(check_name(info.check) == info.name);
@@ -26,6 +26,9 @@ TEST_CASE("the check table: names, reasons, what --checks takes") {
   CHECK(check_info(Check::finite).reasons[0] == DropReason::nan_inf);
   CHECK_FALSE(parse_check("sharp"));
   CHECK_FALSE(parse_check("overflow"));  // every f16/bf16 column has it; --on-overflow decides
+  CHECK_FALSE(parse_check("null"));      // every packed column has it; --on-null decides
+  CHECK(check_info(Check::null).reasons[0] == DropReason::null);
+  CHECK_THROWS_WITH_AS(parse_checks_spec("a=null"), doctest::Contains("--on-null"), UsageError);
   CHECK(describe_checks({}) == "none");
   CHECK(describe_checks({Check::dedup, Check::finite, Check::norm}) == "finite, norm, dedup");
 }

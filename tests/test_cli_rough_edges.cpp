@@ -2,6 +2,7 @@
 // failures, the pack result's device, export -q, and folders pack and export refuse to write.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -121,4 +122,23 @@ TEST_CASE("pack refuses a folder that holds other files; export refuses a datase
   }
   CHECK(!fs::exists(dataset + "/embedding.npy"));
   CHECK(!fs::exists(dataset + "/all.safetensors"));
+}
+
+TEST_CASE("an input of more than 65,535 columns is refused at once, naming the file") {
+  // One JSON object of 70,000 keys: a column each (a hidden-corpus file of 200,000 keys made pack
+  // run past a minute).
+  test_support::ScratchDir scratch;
+  const std::string input = scratch / "wide.jsonl";
+  {
+    std::ofstream out(input);
+    out << '{';
+    for (int i = 0; i < 70000; ++i) out << (i ? "," : "") << "\"k" << i << "\":" << i;
+    out << "}\n";
+  }
+  const auto result = run_cli({"pack", input, "-o", scratch / "ds"});
+  CHECK(result.exit_code == 2);
+  CHECK(result.err.find("wide.jsonl: maps to 70000 columns; pack takes at most 65535") !=
+        std::string::npos);
+  CHECK(std::count(result.err.begin(), result.err.end(), '\n') == 1);
+  CHECK_FALSE(std::filesystem::exists(scratch / "ds"));
 }

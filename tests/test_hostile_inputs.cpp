@@ -327,6 +327,31 @@ TEST_CASE("probe reads a deflate bomb's header, not its data") {
   }
 }
 
+TEST_CASE("a large deflated member is inflated into a mapped file, not onto the heap") {
+  // deflate_rows.pt: a [2^18, 64] f32 storage (64 MiB of 0.5) deflated to 64 KB. It inflates into
+  // an unlinked temporary file that is then mapped like an input: its pages are the page cache's
+  // (reclaimable, and dropped by pack once read where it can), where a 3 GiB member used to cost
+  // 3 GiB of heap.
+  const InputData full = read_input(data_path("hostile/deflate_rows.pt"));
+  const Tensor* tensor = full.tree.as_dict()->items[0].second.as_tensor();
+  REQUIRE(tensor != nullptr);
+  REQUIRE(tensor->has_data());
+  CHECK(tensor->shape == std::vector<std::int64_t>{1 << 18, 64});
+  const auto bytes = tensor->storage->bytes;
+  REQUIRE(bytes.size() == std::size_t{64} << 20);
+  CHECK(detail::release_if_mapped_file(bytes.data(), bytes.size()));
+  // Its values, read back after the pages were dropped, come from the file.
+  std::vector<float> last(64);
+  tensor->copy_row_major((std::uint64_t{1} << 24) - 64, std::as_writable_bytes(std::span(last)));
+  CHECK(last == std::vector<float>(64, 0.5f));
+
+  ScratchDir scratch;
+  const auto packed = run_cli({"pack", data_path("hostile/deflate_rows.pt"), "-o", scratch / "ds",
+                               "-q", "--shard-size", "4M", "--json"});
+  CAPTURE(packed.err);
+  CHECK(packed.exit_code == 0);
+}
+
 TEST_CASE("a torch view repeating one row 2^40 times is refused at once, in one line") {
   for (const char* fixture : {"hostile/expand_huge.pt", "hostile/strided_huge.pt"}) {
     CAPTURE(fixture);

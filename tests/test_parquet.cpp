@@ -177,34 +177,77 @@ TEST_CASE("fields gpucache cannot store are left out; the others read") {
   CHECK(packed.err.find("left out: when (") != std::string::npos);
 }
 
-TEST_CASE("a null is an error naming the column and the row") {
+TEST_CASE("nulls: each column lists its null rows and holds placeholders there") {
   if (!parquet_built()) return;
-  const std::string error = error_of("nulls.parquet");
-  CHECK(error.find("column 'embedding'") != std::string::npos);
-  CHECK(error.find("row 7 is null") != std::string::npos);
+  const Json expected = expected_of("nulls");
+  const InputData data = read_input(fixture("nulls.parquet"));
+  for (const auto& want : expected["columns"]) {
+    const std::string name = want["name"];
+    INFO("column " << name);
+    const InputColumn* column = find_column(data, name);
+    if (want["gpucache"].is_null()) {
+      // A null inside a list: the field is left out, with the reason, not the whole file.
+      CHECK(column == nullptr);
+      const std::string reason = name + " (" + want["left_out"].get<std::string>() + ")";
+      CHECK(std::find(data.left_out.begin(), data.left_out.end(), reason) != data.left_out.end());
+      continue;
+    }
+    REQUIRE(column != nullptr);
+    CHECK(column->null_rows == want["null_rows"].get<std::vector<std::uint64_t>>());
+    CHECK(column_kind_name(column->kind) == want["gpucache"]["kind"].get<std::string>());
+    const Json& values = want["values"];
+    REQUIRE(column->rows == values.size());
+    for (std::uint64_t row = 0; row < column->rows; ++row) {
+      INFO("row " << row);
+      if (column->kind == ColumnKind::text) {
+        CHECK(read_text(*column, row) ==
+              (values[row].is_null() ? std::string() : values[row].get<std::string>()));
+        continue;
+      }
+      const auto bytes = rows_of(*column, row, 1);
+      if (column->dtype == DType::i64) {
+        std::int64_t value;
+        std::memcpy(&value, bytes.data(), 8);
+        CHECK(value == (values[row].is_null() ? 0 : values[row].get<std::int64_t>()));
+      } else {
+        std::vector<float> got(column->row_elements());
+        std::memcpy(got.data(), bytes.data(), bytes.size());
+        const std::vector<float> want_row = values[row].is_null()
+                                                ? std::vector<float>(got.size(), 0.0f)
+                                                : values[row].get<std::vector<float>>();
+        CHECK(got == want_row);
+      }
+    }
+  }
 }
 
 TEST_CASE("with several bad chunks the error is the first in file order, whatever the threads") {
   if (!parquet_built()) return;
-  // nulls.parquet: embedding row 7, label row 3, name row 5 and inner row 2 are all bad.
+  // invalid_utf8.parquet (parquet_writers_fixtures.py): column a's row group 1 and column b's
+  // row group 0 hold invalid UTF-8; row group 0 comes first in the file.
+  const std::string file = data_path("parquet_writers/invalid_utf8.parquet");
   for (int attempt = 0; attempt < 20; ++attempt) {
     try {
-      read_parquet(fixture("nulls.parquet"), {.threads = 8});
+      read_parquet(file, {.threads = 8});
       FAIL("read");
     } catch (const Error& error) {
-      CHECK(std::string(error.what()).find("column 'embedding' row group 0: row 7 is null") !=
+      CHECK(std::string(error.what()).find("column 'b' row group 0: row 2 is not valid UTF-8") !=
             std::string::npos);
     }
   }
 }
 
-TEST_CASE("encodings and codecs this reader lacks are refused by name, with what to do instead") {
+TEST_CASE("DELTA_BINARY_PACKED, DELTA_LENGTH_BYTE_ARRAY, BYTE_STREAM_SPLIT and BROTLI read") {
   if (!parquet_built()) return;
-  const std::string delta = error_of("delta.parquet");
-  CHECK(delta.find("DELTA_BINARY_PACKED") != std::string::npos);
-  CHECK(delta.find("read_table") != std::string::npos);
-  const std::string brotli = error_of("brotli.parquet");
-  CHECK(brotli.find("BROTLI") != std::string::npos);
+  check_fixture("delta");
+  try {
+    check_fixture("brotli");
+  } catch (const Error& error) {
+    // A build without libbrotli refuses BROTLI pages by name, saying what to install.
+    CHECK(std::string(error.what())
+              .find("BROTLI, which gpucache cannot read (this gpucache was "
+                    "built without libbrotli") != std::string::npos);
+  }
 }
 
 TEST_CASE(
@@ -294,9 +337,42 @@ TEST_CASE("CLI: probe lists a Parquet file's columns; pack gives the values of t
   CHECK(npy_bytes(scratch / "out/embedding.npy") == npy_bytes(fixture("pack_twin.embedding.npy")));
   CHECK(npy_bytes(scratch / "out/label.npy") == npy_bytes(fixture("pack_twin.label.npy")));
 
-  const auto refused = run_cli({"pack", fixture("nulls.parquet"), "-o", scratch / "nulls"});
+  // Nulls: the rows dropped with the reason null, listed in --rejects, counted per column.
+  const auto dropped = run_cli({"pack", fixture("nulls.parquet"), "-o", scratch / "nulls",
+                                "--rejects", scratch / "rejects.jsonl", "--json", "-q"});
+  INFO("stderr: " << dropped.err);
+  REQUIRE(dropped.exit_code == 0);
+  CHECK(Json::parse(dropped.out)["dropped"]["null"] == 3);
+  CHECK(Json::parse(dropped.out)["rows"] == 7);
+  std::ifstream rejects(scratch / "rejects.jsonl");
+  std::vector<std::pair<std::uint64_t, std::string>> lines;
+  for (std::string line; std::getline(rejects, line);) {
+    const Json reject = Json::parse(line);
+    CHECK(reject["reason"] == "null");
+    lines.emplace_back(reject["row"].get<std::uint64_t>(), reject["column"].get<std::string>());
+  }
+  CHECK(lines == std::vector<std::pair<std::uint64_t, std::string>>{
+                     {3, "label"}, {5, "name"}, {7, "embedding"}});
+  const auto inspected = run_cli({"inspect", scratch / "nulls"});
+  CHECK(inspected.out.find("3 null") != std::string::npos);
+  CHECK(inspected.out.find("rows with a null, per column: embedding 1, label 1, name 1") !=
+        std::string::npos);
+  REQUIRE(run_cli({"export", scratch / "nulls", "--to", "npy", scratch / "nulls_out"}).exit_code ==
+          0);
+  // A column that is not packed does not matter: --field label keeps every row but row 3.
+  const auto one = run_cli({"pack", fixture("nulls.parquet"), "--field", "label=label", "-o",
+                            scratch / "label", "--json", "-q"});
+  INFO("stderr: " << one.err);
+  REQUIRE(one.exit_code == 0);
+  CHECK(Json::parse(one.out)["rows"] == 9);
+  // --on-null error refuses, naming the input, the column and the row.
+  const auto refused =
+      run_cli({"pack", fixture("nulls.parquet"), "--on-null", "error", "-o", scratch / "refused"});
   CHECK(refused.exit_code == 2);
-  CHECK(refused.err.find("row 7 is null") != std::string::npos);
+  CHECK(refused.err.find("nulls.parquet") != std::string::npos);
+  CHECK(refused.err.find("column 'label' row 3") != std::string::npos);
   CHECK(std::count(refused.err.begin(), refused.err.end(), '\n') == 1);
-  CHECK_FALSE(fs::exists(scratch / "nulls"));
+  CHECK_FALSE(fs::exists(scratch / "refused"));
+  CHECK(run_cli({"pack", fixture("nulls.parquet"), "--on-null", "keep", "-o", scratch / "k"})
+            .exit_code == 2);
 }

@@ -392,8 +392,11 @@ TEST_CASE("every reason is counted, per source too, with the first failing reaso
   CHECK(reasons[7] == DropReason::overflow);
   CHECK(reasons[8] == DropReason::nan_inf);
   CHECK(result.rows == std::vector<std::uint64_t>{0, 9});
+  // Every reason the rows' values can give (null comes from the inputs: its own test).
   for (std::size_t reason = 1; reason < kDropReasonCount; ++reason)
-    CHECK(result.reasons[reason] == (reason == size_t(DropReason::nan_inf) ? 2u : 1u));
+    CHECK(result.reasons[reason] == (reason == size_t(DropReason::nan_inf) ? 2u
+                                     : reason == size_t(DropReason::null)  ? 0u
+                                                                           : 1u));
   CHECK(result.reasons[0] == 2);
   CHECK(result.rows_checked == 10);
   for (const auto& reject : result.rejects) {
@@ -426,7 +429,8 @@ TEST_CASE("the drop-reason table keeps the codes, names and check order datasets
       {DropReason::kept, "kept"},         {DropReason::nan_inf, "nan_inf"},
       {DropReason::norm_low, "norm_low"}, {DropReason::norm_high, "norm_high"},
       {DropReason::zero, "zero"},         {DropReason::duplicate, "duplicate"},
-      {DropReason::pair_cos, "pair_cos"}, {DropReason::overflow, "overflow"}};
+      {DropReason::pair_cos, "pair_cos"}, {DropReason::overflow, "overflow"},
+      {DropReason::null, "null"}};
   REQUIRE(kDropReasonCount == pinned.size());
   for (std::size_t code = 0; code < pinned.size(); ++code) {
     CAPTURE(code);
@@ -435,10 +439,10 @@ TEST_CASE("the drop-reason table keeps the codes, names and check order datasets
     CHECK(drop_reason_name(pinned[code].first) == pinned[code].second);
     CHECK(&drop_reason_info(pinned[code].first) == &kDropReasons[code]);
   }
-  CHECK(drop_reasons_in_check_order() == std::array{DropReason::nan_inf, DropReason::zero,
-                                                    DropReason::norm_low, DropReason::norm_high,
-                                                    DropReason::pair_cos, DropReason::duplicate,
-                                                    DropReason::overflow});
+  CHECK(drop_reasons_in_check_order() == std::array{DropReason::null, DropReason::nan_inf,
+                                                    DropReason::zero, DropReason::norm_low,
+                                                    DropReason::norm_high, DropReason::pair_cos,
+                                                    DropReason::duplicate, DropReason::overflow});
   CHECK(drop_reasons().size() == kDropReasonCount - 1);
   CHECK(drop_reasons().front().reason == DropReason::nan_inf);
   CHECK(drop_reason_name(static_cast<DropReason>(200)) == "unknown");
@@ -492,8 +496,9 @@ TEST_CASE("a row failing two checks gets the one first in the table's check orde
       // Keeps the sign, so the pair's cosine stays positive.
       {DropReason::overflow, [](auto& v, auto*) { v[3] = std::copysign(70000.0f, v[3]); }},
   };
+  // null is not planted in values: the inputs report null rows (its own test below).
   for (const auto& reason : drop_reasons())
-    if (reason.reason != DropReason::pair_cos)
+    if (reason.reason != DropReason::pair_cos && reason.reason != DropReason::null)
       CHECK_MESSAGE(planters.count(reason.reason), "no planter for ", reason.name);
 
   ValidationOptions options;
@@ -549,6 +554,44 @@ TEST_CASE("a row failing two checks gets the one first in the table's check orde
       CHECK(verdict(planted) == std::pair{winner, winner == x ? c : 0u});
     }
   }
+}
+
+TEST_CASE("null rows are dropped first, whatever their values, and name the caller's column") {
+  // Rows 1 and 4 are null (their values zeros, as a reader's placeholders); row 4 also holds a NaN,
+  // and row 2 (not null) a zero row. Batches split the rows so a null lies in each.
+  Matrix m = random_matrix(6, 8, 3);
+  std::fill(m.row(1), m.row(1) + 8, 0.0f);
+  std::fill(m.row(2), m.row(2) + 8, 0.0f);
+  std::fill(m.row(4), m.row(4) + 8, 0.0f);
+  m.row(4)[0] = kNan;
+  ValidationOptions options;
+  options.device = Device::cpu;
+  options.dedup = true;
+  Validator validator(options, std::vector<std::uint64_t>{8});
+  validator.drop_null_rows({{1, 7}, {4, 2}});
+  const float* first[] = {m.row(0)};
+  validator.check_batch(first, 0, 3, 0);
+  const float* second[] = {m.row(3)};
+  validator.check_batch(second, 3, 3, 1);
+  int fetches = 0;
+  const ValidationResult result = validator.finish(fetcher_for({&m}, &fetches));
+  CHECK(result.rows == std::vector<std::uint64_t>{0, 3, 5});
+  CHECK(result.reasons[static_cast<std::size_t>(DropReason::null)] == 2);
+  CHECK(result.reasons[static_cast<std::size_t>(DropReason::zero)] == 1);
+  CHECK(result.sources[1].reasons[static_cast<std::size_t>(DropReason::null)] == 1);
+  REQUIRE(result.rejects.size() == 3);
+  CHECK(result.rejects[0].row == 1);
+  CHECK(result.rejects[0].reason == DropReason::null);
+  CHECK(result.rejects[0].column == 7);
+  CHECK(result.rejects[2].row == 4);
+  CHECK(result.rejects[2].reason == DropReason::null);
+  CHECK(result.rejects[2].column == 2);
+
+  Validator unordered(options, std::vector<std::uint64_t>{8});
+  CHECK_THROWS_AS(unordered.drop_null_rows({{4, 0}, {1, 0}}), Error);
+  CHECK_THROWS_AS(unordered.drop_null_rows({{1, 0}, {1, 1}}), Error);
+  unordered.check_batch(first, 0, 3, 0);
+  CHECK_THROWS_AS(unordered.drop_null_rows({{1, 0}}), Error);
 }
 
 TEST_CASE("pair cosine is q.a / (|q| |a|) and its bounds are inclusive") {

@@ -217,7 +217,7 @@ TEST_CASE("drop counts are named and ordered as in the drop-reason table") {
   const Json json = reason_counts_to_json(counts);
   CHECK(json.dump() ==
         R"({"nan_inf":11,"norm_low":12,"norm_high":13,"zero":14,"duplicate":15,"pair_cos":16,)"
-        R"("overflow":17})");
+        R"("overflow":17,"null":18})");
   REQUIRE(json.size() == drop_reasons().size());
   std::size_t i = 0;
   for (const auto& [key, value] : json.items()) {

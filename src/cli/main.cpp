@@ -1,6 +1,7 @@
 // The gpucache command line: parses arguments with CLI11 and calls the library. Nothing else.
 // Exit codes: 0 ok, 1 a problem was found (verify), 2 bad usage or unreadable input.
 #include <algorithm>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <map>
@@ -8,6 +9,7 @@
 #include <string>
 
 #include "commands.hpp"
+#include "gpucache/common/atomic_file.hpp"
 #include "gpucache/common/error_text.hpp"
 #include "gpucache/error.hpp"
 
@@ -41,7 +43,17 @@ int fail(bool json, const std::string& message, const gpucache::Error* error = n
 
 }  // namespace
 
+// SIGINT, SIGTERM, SIGHUP (Ctrl-C, timeout, a closed terminal): remove the temporaries of files
+// being written, then die of the signal as before (the shell sees the same status).
+extern "C" void remove_temporaries_and_die(int signal) {
+  gpucache::detail::remove_temporary_files();
+  std::signal(signal, SIG_DFL);
+  std::raise(signal);
+}
+
 int main(int argc, char** argv) {
+  for (const int signal : {SIGINT, SIGTERM, SIGHUP})
+    std::signal(signal, remove_temporaries_and_die);
   CLI::App app{"gpucache: verified, GPU-ready training datasets"};
   app.set_version_flag("--version", GPUCACHE_VERSION);
   app.require_subcommand(1);

@@ -10,6 +10,7 @@
 #include <climits>
 #include <cstring>
 #include <filesystem>
+#include <utility>
 #include <vector>
 
 #include "gpucache/error.hpp"
@@ -31,15 +32,41 @@ int counted_fsync(int fd) {
   throw Error(path, "", cause);
 }
 
+// The temporaries being written, for remove_temporary_files() to unlink from a signal handler:
+// fixed slots of atomic pointers (no allocation, no lock there). A writer that finds no free
+// slot (more than kSlots files open at once) is simply not listed; the next pack into its folder
+// still removes what it leaves (output_dir.cpp).
+constexpr std::size_t kSlots = 256;
+std::atomic<const char*> live_temporaries[kSlots];
+
+int register_temporary(const char* path) noexcept {
+  for (std::size_t i = 0; i < kSlots; ++i) {
+    const char* expected = nullptr;
+    if (live_temporaries[i].compare_exchange_strong(expected, path)) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+void unregister_temporary(int slot) noexcept {
+  if (slot >= 0) live_temporaries[slot].store(nullptr);
+}
+
 }  // namespace
+
+void remove_temporary_files() noexcept {
+  for (auto& slot : live_temporaries)
+    if (const char* path = slot.load()) ::unlink(path);
+}
 
 AtomicFile::AtomicFile(std::string path, Durability durability)
     : path_(std::move(path)), temporary_path_(path_ + ".tmp"), durability_(durability) {
   fd_ = ::open(temporary_path_.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd_ < 0) fail_errno(path_, "cannot create");
+  slot_ = register_temporary(temporary_path_.c_str());
 }
 
 AtomicFile::~AtomicFile() {
+  unregister_temporary(slot_);
   if (fd_ >= 0) {
     ::close(fd_);
     ::unlink(temporary_path_.c_str());
@@ -149,6 +176,8 @@ void AtomicFile::commit() {
     fail_errno(path_, "cannot close");
   }
   fd_ = -1;
+  // Renamed from here on: a signal must not unlink a name that is about to be the final file's.
+  unregister_temporary(std::exchange(slot_, -1));
   if (::rename(temporary_path_.c_str(), path_.c_str()) != 0) {
     const int saved = errno;
     ::unlink(temporary_path_.c_str());

@@ -68,14 +68,17 @@ std::string_view read_text(const InputColumn& column, std::uint64_t row) {
 }
 
 std::string column_name_from_path(std::string_view path) {
+  // 63 bytes: the most a shard stores (shard_layout.hpp's kMaxColumnNameBytes). A name cut to 64
+  // was listed by probe and then refused by pack without naming the input.
+  constexpr std::size_t kLongest = 63;
   while (!path.empty() && path.front() == '/') path.remove_prefix(1);
   std::string name;
-  for (char c : path.substr(0, 64)) {
+  for (char c : path.substr(0, kLongest)) {
     const char lower = static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
     name += (lower >= 'a' && lower <= 'z') || (lower >= '0' && lower <= '9') ? lower : '_';
   }
   if (name.empty() || (name.front() >= '0' && name.front() <= '9')) name = "_" + name;
-  return name.substr(0, 64);
+  return name.substr(0, kLongest);
 }
 
 void make_column_names_unique(std::vector<InputColumn>& columns) {

@@ -255,6 +255,14 @@ PackInputs open_inputs(const PackOptions& requested, const PackOptions& options,
     for (const auto& source : sources) mappings.push_back(*source.mapping);
     check_compatible(mappings);
   }
+  // A JSON object of 200,000 keys mapped to as many columns, and the pack ran past a minute
+  // (its per-column work grows faster than the columns): such an input is refused at once.
+  if (!sources.empty() && sources.front().columns.size() > kMaxPackColumns)
+    throw Error(sources.front().path, "",
+                "maps to " + std::to_string(sources.front().columns.size()) +
+                    " columns; pack takes at most " + std::to_string(kMaxPackColumns) +
+                    " (choose the columns with --field COLUMN=PATH, or store the values as one "
+                    "array per row)");
   return PackInputs(std::move(sources));
 }
 

@@ -5,10 +5,12 @@
 #include <Python.h>
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
+#include <nanobind/stl/map.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -265,6 +267,25 @@ void bind_tools(nb::module_& m) {
         return names;
       },
       "The input formats this build reads natively (\"npy\", \"parquet\", ...)");
+  m.def(
+      "input_format_suffixes",
+      [] {
+        // From the input registry, so Python recognises the files the library does.
+        std::map<std::string, std::vector<std::string>> suffixes;
+        for (const auto& format : gpucache::input_formats()) {
+          auto& list = suffixes[std::string(format.name)];
+          std::string_view rest = format.extensions;
+          while (!rest.empty()) {
+            const auto space = rest.find(' ');
+            const auto word = rest.substr(0, space);
+            if (!word.empty()) list.push_back("." + std::string(word));
+            rest = space == std::string_view::npos ? std::string_view() : rest.substr(space + 1);
+          }
+        }
+        return suffixes;
+      },
+      "Every input format's file suffixes from the library's registry: {\"parquet\": "
+      "[\".parquet\", \".pq\"], ...}, built or not");
   m.def(
       "dtype_table",
       [] {

@@ -225,6 +225,13 @@ std::string render_text(const Json& json) {
             " rows checked, " + std::to_string(total) + " dropped" +
             (reasons.empty() ? "" : " (" + reasons + ")") + "\n";
   }
+  if (json.contains("null_rows")) {
+    // Per column, the rows that held a null in it (pack dropped them with the reason null).
+    std::string columns;
+    for (const auto& [column, count] : json["null_rows"].items())
+      columns += (columns.empty() ? "" : ", ") + column + " " + count.dump();
+    text += "  rows with a null, per column: " + columns + "\n";
+  }
   if (json.contains("norm_stats")) {
     for (const auto& [column, stats] : json["norm_stats"].items()) {
       char line[160];

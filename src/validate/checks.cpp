@@ -66,6 +66,10 @@ CheckSet default_checks(ColumnRole role, DType dtype, bool dedup) noexcept {
 
 std::string check_refusal(Check check, const std::string& column, ColumnRole role, DType dtype) {
   const std::string name(check_name(check));
+  if (check == Check::null)
+    return name +
+           " is not chosen per column: every packed column has it, and --on-null says what it "
+           "does";
   if (!check_info(check).selectable)
     return name +
            " is not chosen per column: every column stored as f16 or bf16 has it, and "
@@ -104,9 +108,10 @@ ChecksSpec parse_checks_spec(std::string_view text) {
     }
     const auto check = parse_check(name);
     if (!check) {
-      if (name == check_name(Check::overflow))
-        throw UsageError(
-            quoted + check_refusal(Check::overflow, spec.column, ColumnRole::tensor, DType::f32));
+      for (const auto& info : kChecks)
+        if (!info.selectable && name == info.name)
+          throw UsageError(quoted +
+                           check_refusal(info.check, spec.column, ColumnRole::tensor, DType::f32));
       throw UsageError(quoted + "unknown check '" + std::string(name) + "'; the checks are " +
                        selectable_names() + " (or none)");
     }

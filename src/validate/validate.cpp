@@ -239,6 +239,22 @@ void Validator::spill_to(std::string directory, std::uint64_t heap_limit_bytes) 
   state.cosines = detail::SpillArray<double>(state.spill);
 }
 
+void Validator::drop_null_rows(std::vector<NullRow> rows) {
+  detail::ValidatorState& state = *state_;
+  if (!state.status.empty() || state.finished)
+    throw Error("", "Validator::drop_null_rows", "called after the first batch");
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    if (i > 0 && rows[i].row <= rows[i - 1].row)
+      throw Error("", fmt::format("null row {}", rows[i].row),
+                  "null rows must be ascending and each row given once");
+    if (rows[i].column > detail::RowStatus::kMaxColumns)
+      throw Error(
+          "", fmt::format("null row {}", rows[i].row),
+          fmt::format("column {} is above {}", rows[i].column, detail::RowStatus::kMaxColumns));
+  }
+  state.null_rows = std::move(rows);
+}
+
 Validator::Validator(ValidationOptions options, std::vector<std::uint64_t> column_dims)
     : Validator(options, legacy_layouts(options, column_dims)) {}
 
@@ -286,6 +302,18 @@ void run_batch(detail::ValidatorState& state, std::uint64_t first_row, std::uint
   auto order = [](DropReason reason) {
     return reason == DropReason::kept ? ~0u : drop_reason_info(reason).check_order;
   };
+  // Rows holding a null are dropped before any check: null is first in check order, so no
+  // column's verdict replaces it.
+  std::vector<bool> null_row(rows, false);
+  for (auto it =
+           std::lower_bound(state.null_rows.begin(), state.null_rows.end(), first_row,
+                            [](const NullRow&null, std::uint64_t row) { return null.row < row; });
+       it != state.null_rows.end() && it->row < end; ++it) {
+    const std::uint64_t i = it->row - first_row;
+    reasons[i] = DropReason::null;
+    failing[i] = it->column;
+    null_row[i] = true;
+  }
   std::vector<detail::ColumnSummary> summaries(column_count ? rows : 0);
   for (unsigned c = 0; c < column_count; ++c) {
     const detail::ValidatorColumn& column = state.columns[c];
@@ -335,7 +363,7 @@ void run_batch(detail::ValidatorState& state, std::uint64_t first_row, std::uint
     const bool overflows = kept && overflowing[i] != kNone;
     state.status[r] =
         detail::RowStatus::checked(reasons[i], overflows ? overflowing[i] : failing[i], overflows);
-    if (!kept && !state.columns[failing[i]].keeps_norms)
+    if (!kept && !null_row[i] && !state.columns[failing[i]].keeps_norms)
       state.drop_norms.push_back({r, failing[i], failing_norms[i]});
     if (overflows && sparse_overflow_norms && !state.columns[overflowing[i]].keeps_norms)
       state.drop_norms.push_back({r, overflowing[i], overflowing_norms[i]});

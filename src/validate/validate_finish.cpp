@@ -287,6 +287,7 @@ NormStats norm_stats(detail::ValidatorState& state, unsigned column) {
 double reject_norm(const detail::ValidatorState& state,
                    const std::vector<detail::ValidatorState::DropNorm>& duplicate_norms,
                    std::uint64_t row, DropReason reason, unsigned column) {
+  if (reason == DropReason::null) return 0.0;  // its column is no Validator column
   if (state.columns[column].keeps_norms) return state.norms[column][row];
   const auto& recorded = reason == DropReason::duplicate ? duplicate_norms : state.drop_norms;
   const auto found = std::lower_bound(recorded.begin(), recorded.end(),
@@ -381,6 +382,7 @@ ValidationResult Validator::finish(const RowFetcher& fetch_row) {
   for (auto& norms : state.norms) norms = {};
   state.cosines = {};
   state.drop_norms = {};
+  state.null_rows = {};
   state.batches = {};
   return result;
 }

@@ -63,6 +63,7 @@ struct ValidatorState {
   std::vector<SpillArray<std::uint64_t>> hashes;  // per column; empty unless dedup
   std::vector<DropNorm> drop_norms;               // in batch order until finish() sorts them
   std::vector<Batch> batches;
+  std::vector<NullRow> null_rows;  // ascending by row (Validator::drop_null_rows)
   bool finished = false;
 
   // Drops the resident pages of rows [first, first + count) of every per-row array.

@@ -16,6 +16,7 @@
 #include "gpucache/common/utf8.hpp"
 #include "gpucache/error.hpp"
 #include "parquet_codec.hpp"
+#include "parquet_delta.hpp"
 #include "parquet_rle.hpp"
 
 namespace gpucache::detail::parquet {
@@ -108,6 +109,14 @@ class RowBuilder {
       open_to_ = reach + 1;
     }
     return true;
+  }
+  // A row that is null (the list field itself): a row of no lists, whose length (0) is kept
+  // but which takes no part in the uniform lengths.
+  void null_row() {
+    close_below(0);
+    ++rows_;
+    open_to_ = 0;
+    if (keep_row_lengths_) row_lengths_.push_back(0);
   }
   // `n` more values continuing the innermost list (repetition level == depth).
   void more_values(std::uint64_t n) { open_[depth_] += n; }
@@ -212,6 +221,12 @@ class ChunkDecoder {
         fail("its pages hold more values than its metadata says (" +
              std::to_string(expected_entries) + ")");
       read_data_page(page, payload);
+      if (!out_.left_out.empty()) {
+        // A null inside a list: the field is left out (the reader says why), nothing more read.
+        out_.values = {};
+        out_.text = {};
+        return std::move(out_);
+      }
       entries += count;
     }
     rows_.finish();
@@ -358,7 +373,12 @@ class ChunkDecoder {
       definition = payload.subspan(page.repetition_levels_bytes, page.definition_levels_bytes);
       const auto rest = payload.subspan(static_cast<std::size_t>(levels));
       const auto size = static_cast<std::uint64_t>(page.uncompressed_size - levels);
-      if (page.values_compressed && metadata_.codec != Codec::uncompressed) {
+      if (size == 0) {
+        // No values (a page of nulls only, or of no entries: parquet-testing's
+        // datapage_v2_empty_datapage): whatever bytes follow are not decompressed, as pyarrow
+        // does not; zstd, for one, refuses an empty input.
+        values = {};
+      } else if (page.values_compressed && metadata_.codec != Codec::uncompressed) {
         check_claim(size, 1, "a page claims " + std::to_string(size) + " bytes decompressed");
         scratch_.resize(size);
         decompress(metadata_.codec, rest, scratch_, origin_, where_);
@@ -370,16 +390,18 @@ class ChunkDecoder {
     }
     const std::uint64_t present = read_levels(count, repetition, definition);
     decode_values(page.encoding, values, present);
+    if (page_nulls_) spread_nulls(count, present);
   }
 
   // Walks the page's levels into rows; returns how many of its entries hold a value.
   std::uint64_t read_levels(std::uint64_t count, std::span<const std::byte> repetition,
                             std::span<const std::byte> definition) {
     const bool all_defined = column_.max_definition == 0 || all_at_max(definition, count);
+    page_nulls_ = false;
     if (column_.max_repetition == 0) {
-      if (!all_defined) refuse_null(definition, count);
+      const std::uint64_t present = all_defined ? count : read_nulls(definition, count);
       flat_rows_ += count;
-      return count;
+      return present;
     }
     if (all_defined) {
       read_repetition_runs(repetition, count);
@@ -410,22 +432,55 @@ class ChunkDecoder {
     return true;
   }
 
-  [[noreturn]] void refuse_null_at(std::uint64_t row) const {
-    fail("row " + std::to_string(first_row_ + row) +
-         " is null; gpucache columns have no nulls (fill or drop them first)");
-  }
-
-  void refuse_null(std::span<const std::byte> definition, std::uint64_t count) {
-    std::vector<std::uint32_t> levels(count);
+  // A page of a column without lists that holds nulls: which of its `count` rows have a value
+  // (defined_, for spread_nulls) and which are null (out_.null_rows); returns the values' count.
+  std::uint64_t read_nulls(std::span<const std::byte> definition, std::uint64_t count) {
+    defined_.resize(count);
     RleRuns runs(definition, bit_width_of(column_.max_definition), origin_,
                  where_ + " definition levels");
-    decode_rle(runs, count, levels.data());
+    decode_rle(runs, count, defined_.data());
+    std::uint64_t present = 0;
+    const auto max = static_cast<std::uint32_t>(column_.max_definition);
     for (std::uint64_t i = 0; i < count; ++i) {
-      if (levels[i] > static_cast<std::uint32_t>(column_.max_definition))
-        fail("a definition level (" + std::to_string(levels[i]) + ") is above the maximum");
-      if (levels[i] != static_cast<std::uint32_t>(column_.max_definition))
-        refuse_null_at(flat_rows_ + i);
+      if (defined_[i] > max)
+        fail("a definition level (" + std::to_string(defined_[i]) + ") is above the maximum");
+      if (defined_[i] == max) {
+        ++present;
+      } else {
+        out_.null_rows.push_back(flat_rows_ + i);
+      }
     }
+    page_nulls_ = true;
+    return present;
+  }
+
+  // After a page of `count` rows of which `present` had values, decoded one after another: each
+  // row in its place, a null row holding a placeholder (zeros, or an empty string). Moves run
+  // from the last row back, so that no value is overwritten before it has moved.
+  void spread_nulls(std::uint64_t count, std::uint64_t present) {
+    const auto max = static_cast<std::uint32_t>(column_.max_definition);
+    const std::uint64_t base = out_.value_count - present;
+    std::uint64_t j = present;  // values in rows [0, i]
+    if (column_.text) {
+      auto& offsets = out_.text_offsets;  // base + present + 1 entries so far
+      offsets.resize(base + count + 1);
+      for (std::uint64_t i = count; i-- > 0;) {
+        offsets[base + 1 + i] = offsets[base + j];
+        if (defined_[i] == max) --j;
+      }
+    } else {
+      const std::size_t size = dtype_size(column_.dtype);
+      std::byte* values = out_.values.get() + base * size;
+      for (std::uint64_t i = count; i-- > 0;) {
+        if (defined_[i] == max) {
+          --j;
+          if (j != i) std::memmove(values + i * size, values + j * size, size);
+        } else {
+          std::memset(values + i * size, 0, size);
+        }
+      }
+    }
+    out_.value_count = base + count;
   }
 
   void read_repetition_runs(std::span<const std::byte> repetition, std::uint64_t count) {
@@ -478,7 +533,15 @@ class ChunkDecoder {
         continue;
       }
       const auto& below = column_.below_max[defs[i]];
-      if (below.null) refuse_null_at(reps[i] == 0 ? rows_.rows() : rows_.rows() - 1);
+      if (below.null && below.list_depth == 0 && reps[i] == 0) {
+        rows_.null_row();
+        out_.null_rows.push_back(rows_.rows() - 1);
+        continue;
+      }
+      if (below.null) {
+        out_.left_out = "nulls inside lists";
+        return 0;
+      }
       if (reps[i] > static_cast<std::uint32_t>(column_.max_repetition) ||
           static_cast<int>(reps[i]) >= below.empty_depth ||
           !rows_.entry(reps[i], below.empty_depth - 1, true))
@@ -489,6 +552,9 @@ class ChunkDecoder {
   }
 
   void decode_values(Encoding encoding, std::span<const std::byte> bytes, std::uint64_t present) {
+    // A page of nothing but nulls (or of no entries: parquet-testing's datapage_v2 empty data
+    // page) needs no values, whatever its encoding; pyarrow reads such pages without their bytes.
+    if (present == 0) return;
     if (column_.text) {
       decode_text(encoding, bytes, present);
       return;
@@ -510,16 +576,63 @@ class ChunkDecoder {
       case Encoding::byte_stream_split:
         decode_byte_stream_split(bytes, present, out);
         break;
+      case Encoding::delta_binary_packed:
+        decode_delta_integers(bytes, present, out);
+        break;
+      case Encoding::delta_byte_array:
+        decode_delta_fixed(bytes, present, out);
+        break;
       default:
         unsupported(encoding);
     }
     out_.value_count += present;
   }
 
+  // DELTA_BINARY_PACKED INT32 or INT64 values, converted as PLAIN ones are.
+  void decode_delta_integers(std::span<const std::byte> bytes, std::uint64_t count,
+                             std::byte* out) {
+    const auto type = *column_.leaf.type;
+    if (type != PhysicalType::int32 && type != PhysicalType::int64)
+      unsupported(Encoding::delta_binary_packed);
+    std::vector<std::uint64_t> values;
+    try {
+      decode_delta_binary_packed(bytes, count, values);
+    } catch (const DeltaError& error) {
+      fail(error.what());
+    }
+    if (type == PhysicalType::int64) {
+      convert_fixed(reinterpret_cast<const std::byte*>(values.data()), count, out);
+      return;
+    }
+    std::vector<std::uint32_t> narrow(values.begin(), values.end());  // the low 32 bits
+    convert_fixed(reinterpret_cast<const std::byte*>(narrow.data()), count, out);
+  }
+
+  // DELTA_BYTE_ARRAY FIXED_LEN_BYTE_ARRAY values (float16): every string must be type_length
+  // bytes.
+  void decode_delta_fixed(std::span<const std::byte> bytes, std::uint64_t count, std::byte* out) {
+    if (*column_.leaf.type != PhysicalType::fixed_len_byte_array)
+      unsupported(Encoding::delta_byte_array);
+    std::vector<std::byte> text;
+    std::vector<std::uint64_t> offsets{0};
+    try {
+      decode_delta_byte_array(bytes, count, text, offsets, cap_);
+    } catch (const DeltaError& error) {
+      fail(error.what());
+    }
+    const auto width = static_cast<std::uint64_t>(column_.leaf.type_length);
+    for (std::uint64_t i = 0; i < count; ++i)
+      if (offsets[i + 1] - offsets[i] != width)
+        fail("a DELTA_BYTE_ARRAY value of " + std::to_string(offsets[i + 1] - offsets[i]) +
+             " bytes in a column of " + std::to_string(width) + "-byte values");
+    convert_fixed(text.data(), count, out);
+  }
+
   [[noreturn]] void unsupported(Encoding encoding) const {
     fail("its values are " + encoding_name(encoding) +
-         " encoded, which gpucache does not decode yet (it reads PLAIN, dictionary, RLE booleans "
-         "and BYTE_STREAM_SPLIT); rewrite the file with pyarrow's default encodings or pack "
+         " encoded, which gpucache does not decode for this type (it reads PLAIN, dictionary, RLE "
+         "booleans, BYTE_STREAM_SPLIT, DELTA_BINARY_PACKED integers and DELTA_LENGTH_BYTE_ARRAY / "
+         "DELTA_BYTE_ARRAY strings); rewrite the file with pyarrow's default encodings or pack "
          "pyarrow.parquet.read_table(PATH) from Python");
   }
 
@@ -671,6 +784,16 @@ class ChunkDecoder {
         text_.insert(text_.end(), values + offsets[indices_[i]], values + offsets[indices_[i] + 1]);
         out_.text_offsets.push_back(text_.size());
       }
+    } else if (encoding == Encoding::delta_length_byte_array ||
+               encoding == Encoding::delta_byte_array) {
+      try {
+        if (encoding == Encoding::delta_length_byte_array)
+          decode_delta_length_byte_array(bytes, present, text_, out_.text_offsets, cap_);
+        else
+          decode_delta_byte_array(bytes, present, text_, out_.text_offsets, cap_);
+      } catch (const DeltaError& error) {
+        fail(error.what());
+      }
     } else {
       unsupported(encoding);
     }
@@ -701,6 +824,9 @@ class ChunkDecoder {
   std::uint64_t start_ = 0, end_ = 0;
   RowBuilder rows_;
   std::uint64_t flat_rows_ = 0;
+  // The page's definition levels when it holds nulls (read_nulls), and whether it does.
+  std::vector<std::uint32_t> defined_;
+  bool page_nulls_ = false;
   std::optional<Dictionary> dictionary_;
   std::vector<std::byte> scratch_;
   std::vector<std::uint32_t> indices_;
@@ -728,10 +854,20 @@ constexpr std::size_t kHugePage = std::size_t{2} << 20;
 
 ValueBuffer::ValueBuffer(std::size_t bytes) {
   if (bytes == 0) return;
-#ifdef GPUCACHE_PARQUET_VALUES_ON_HEAP
-  data_ = static_cast<std::byte*>(::operator new(bytes));
-  return;
+#ifndef GPUCACHE_PARQUET_VALUES_ON_HEAP
+  // Below one huge page the heap: a 2 MiB-aligned mapping would cost a whole huge page (with
+  // transparent huge pages on "always") for each small chunk, so a file of many small row groups
+  // took 2 MiB per (column, row group) chunk whatever its data (4 GB for a 958 KB file of 1000 row
+  // groups of 2 columns). From one huge page up the rounding costs less than the data.
+  if (bytes >= kHugePage) {
+    map_huge(bytes);
+    return;
+  }
 #endif
+  data_ = static_cast<std::byte*>(::operator new(bytes));
+}
+
+void ValueBuffer::map_huge(std::size_t bytes) {
   // A huge page must be 2 MiB aligned: map one more and trim both ends.
   const std::size_t rounded = (bytes + kHugePage - 1) / kHugePage * kHugePage;
   void* mapping = ::mmap(nullptr, rounded + kHugePage, PROT_READ | PROT_WRITE,

@@ -1,5 +1,5 @@
 // Decoding one column chunk (one leaf column of one row group) into gpucache's values: pages are
-// decompressed, their levels turned into rows (nulls refused, list lengths kept) and their
+// decompressed, their levels turned into rows (nulls noted, list lengths kept) and their
 // values, PLAIN, dictionary or BYTE_STREAM_SPLIT encoded, converted to the column's dtype.
 #pragma once
 
@@ -29,16 +29,20 @@ struct LeafColumn {
   struct BelowMax {
     bool null = true;
     int empty_depth = 0;
+    // The lists open above the node that stops it: 0 for a null row (the field itself is null),
+    // which is read as a null row; deeper, a null inside a list, which is refused.
+    int list_depth = 0;
   };
   std::vector<BelowMax> below_max;
   bool text = false;        // UTF-8 strings; else fixed-width values of dtype
   DType dtype = DType::u8;  // the values' gpucache dtype (u8 for text)
 };
 
-// Memory for a chunk's decoded values: anonymous pages that the kernel may back with transparent
-// huge pages (madvise), so that filling hundreds of MiB takes hundreds of page faults, each
-// zeroing 2 MiB, instead of tens of thousands of 4 KiB ones (which made the page faults most of
-// a decode: 0.23 s of system time for 288 MiB of embeddings on the 2-core VM).
+// Memory for a chunk's decoded values: from 2 MiB up, anonymous pages that the kernel may back with
+// transparent huge pages (madvise), so that filling hundreds of MiB takes hundreds of page faults,
+// each zeroing 2 MiB, instead of tens of thousands of 4 KiB ones (which made the page faults most
+// of a decode: 0.23 s of system time for 288 MiB of embeddings on the 2-core VM); below that, the
+// heap, so that a small chunk costs its size and not a huge page.
 class ValueBuffer {
  public:
   ValueBuffer() = default;
@@ -50,6 +54,7 @@ class ValueBuffer {
 
  private:
   void release() noexcept;
+  void map_huge(std::size_t bytes);
 
   std::byte* data_ = nullptr;
   std::size_t mapped_ = 0;
@@ -58,10 +63,17 @@ class ValueBuffer {
 struct DecodedChunk {
   std::uint64_t rows = 0;
   std::uint64_t value_count = 0;
-  ValueBuffer values;  // fixed width: value_count values of the column's dtype
+  ValueBuffer values;                       // fixed width: value_count values of the column's dtype
   std::vector<std::byte> text;              // text: the rows' UTF-8 bytes
   std::vector<std::uint64_t> text_offsets;  // text: value_count + 1 offsets into text
   std::vector<std::uint64_t> row_lengths;   // one list level: each row's length
+  // The chunk's rows (from 0) that are null, ascending. In a column without lists their values
+  // are placeholders (zeros, or an empty string); a null list row has no values here (its
+  // row_lengths entry is 0, and make_column puts a row of zeros in its place in a tensor).
+  std::vector<std::uint64_t> null_rows;
+  // Set when the chunk cannot make a column though it is sound ("nulls inside lists"): the
+  // field is left out with this reason, and nothing else here is filled.
+  std::string left_out;
   // Per list depth 1..max_repetition: the length every list there has, kVaried when they differ,
   // kNoList when there was none.
   std::vector<std::int64_t> uniform_lengths;

@@ -1,6 +1,6 @@
 // Parquet's codecs through the libraries Debian packages: snappy (libsnappy), gzip (zlib), zstd
-// (libzstd) and LZ4_RAW (liblz4, when the build found it). LZO, BROTLI and the Hadoop-framed LZ4
-// are recognised and refused by name.
+// (libzstd), LZ4_RAW and the Hadoop-framed LZ4 (liblz4) and BROTLI (libbrotlidec), the last two
+// when the build found them. LZO is recognised and refused by name.
 #include "parquet_codec.hpp"
 
 #include <snappy.h>
@@ -15,6 +15,9 @@
 
 #if GPUCACHE_PARQUET_LZ4
 #include <lz4.h>
+#endif
+#if GPUCACHE_PARQUET_BROTLI
+#include <brotli/decode.h>
 #endif
 
 namespace gpucache::detail::parquet {
@@ -72,8 +75,51 @@ bool decompress_lz4_raw(std::span<const std::byte> in, std::span<std::byte> out)
   return written >= 0 && static_cast<std::size_t>(written) == out.size();
 }
 constexpr DecompressFn kLz4Raw = decompress_lz4_raw;
+
+std::uint32_t big_endian_u32(const std::byte* at) {
+  return (std::uint32_t(at[0]) << 24) | (std::uint32_t(at[1]) << 16) | (std::uint32_t(at[2]) << 8) |
+         std::uint32_t(at[3]);
+}
+
+// Codec 5, LZ4: Hadoop's framing (blocks of a big-endian decompressed size, a big-endian
+// compressed size and that many bytes of an LZ4 block), as parquet-mr and old Spark wrote it;
+// when the bytes are not such blocks, one plain LZ4 block, as fastparquet and old pyarrow wrote
+// it. Arrow reads codec 5 the same way (Lz4HadoopCodec, with its raw fallback).
+bool decompress_lz4_hadoop(std::span<const std::byte> in, std::span<std::byte> out) {
+  std::size_t read = 0, written = 0;
+  bool framed = in.size() >= 8;
+  while (framed && in.size() - read >= 8) {
+    const std::uint32_t size = big_endian_u32(in.data() + read);
+    const std::uint32_t compressed = big_endian_u32(in.data() + read + 4);
+    read += 8;
+    if (compressed > in.size() - read || size > out.size() - written ||
+        !decompress_lz4_raw(in.subspan(read, compressed), out.subspan(written, size))) {
+      framed = false;
+      break;
+    }
+    read += compressed;
+    written += size;
+  }
+  if (framed && read == in.size() && written == out.size()) return true;
+  return decompress_lz4_raw(in, out);
+}
+constexpr DecompressFn kLz4Hadoop = decompress_lz4_hadoop;
 #else
 constexpr DecompressFn kLz4Raw = nullptr;
+constexpr DecompressFn kLz4Hadoop = nullptr;
+#endif
+
+#if GPUCACHE_PARQUET_BROTLI
+bool decompress_brotli(std::span<const std::byte> in, std::span<std::byte> out) {
+  std::size_t size = out.size();
+  return BrotliDecoderDecompress(in.size(), reinterpret_cast<const std::uint8_t*>(in.data()), &size,
+                                 reinterpret_cast<std::uint8_t*>(out.data())) ==
+             BROTLI_DECODER_RESULT_SUCCESS &&
+         size == out.size();
+}
+constexpr DecompressFn kBrotli = decompress_brotli;
+#else
+constexpr DecompressFn kBrotli = nullptr;
 #endif
 
 struct CodecEntry {
@@ -88,9 +134,10 @@ constexpr std::array kCodecs{
     CodecEntry{Codec::snappy, "SNAPPY", decompress_snappy},
     CodecEntry{Codec::gzip, "GZIP", decompress_gzip},
     CodecEntry{Codec::lzo, "LZO", nullptr, "no writer of today's Parquet uses it"},
-    CodecEntry{Codec::brotli, "BROTLI", nullptr, "this reader does not include brotli"},
-    CodecEntry{Codec::lz4, "LZ4", nullptr,
-               "the deprecated Hadoop-framed LZ4; writers now use LZ4_RAW"},
+    CodecEntry{Codec::brotli, "BROTLI", kBrotli,
+               "this gpucache was built without libbrotli (install libbrotli-dev and rebuild)"},
+    CodecEntry{Codec::lz4, "LZ4", kLz4Hadoop,
+               "this gpucache was built without liblz4 (install liblz4-dev and rebuild)"},
     CodecEntry{Codec::zstd, "ZSTD", decompress_zstd},
     CodecEntry{Codec::lz4_raw, "LZ4_RAW", kLz4Raw,
                "this gpucache was built without liblz4 (install liblz4-dev and rebuild)"},

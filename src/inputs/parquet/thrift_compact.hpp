@@ -51,12 +51,25 @@ class ThriftReader {
       const std::int16_t id = delta != 0 ? static_cast<std::int16_t>(last_id + delta)
                                          : static_cast<std::int16_t>(read_zigzag("a field id"));
       last_id = id;
-      if (!on_field(id, type)) skip(type);
+      // A field of another wire type than its reader expects is skipped, as Thrift's generated
+      // code (and so pyarrow) skips it: fastparquet's has_nulls="infer" writes one such field.
+      // The reads throw WrongWireType before they take a byte, so the value is still there.
+      bool read = false;
+      try {
+        read = on_field(id, type);
+      } catch (const WrongWireType&) {
+        read = false;
+      }
+      if (!read) skip(type);
     }
     leave();
   }
 
-  // An integer field of any width (i8, i16, i32 or i64); fails for another type.
+  // Thrown by the reads below for a field of another wire type, before they read anything;
+  // read_struct catches it and skips the field.
+  struct WrongWireType {};
+
+  // An integer field of any width (i8, i16, i32 or i64); WrongWireType for another type.
   std::int64_t read_integer(WireType type);
   // read_integer, failing unless the value fits an int32.
   std::int32_t read_i32(WireType type);

@@ -90,6 +90,8 @@ class ZipArchive {
   void parse();
   void check_readable(const ZipMember& member) const;
   Storage inflate(const ZipMember& member, std::uint64_t max_bytes) const;
+  // A large whole member, inflated into the unlinked file `fd` (closed here) and mapped.
+  Storage inflate_to_file(const ZipMember& member, int fd) const;
 
   std::shared_ptr<const MappedFile> file_;
   Limits limits_;

@@ -218,6 +218,14 @@ constexpr PackOptionInfo kPackOptions[] = {
        o.validation.on_overflow = parse_overflow_option(text);
      },
      "clamp"},
+    {"--on-null", "on_null", PackOptionType::text, "drop|error", "drop",
+     "Rows with a null in a packed column (Parquet, Arrow, databases): drop them with the reason "
+     "null, or error",
+     "", false,
+     [](PackOptions& o, std::string_view text, std::string_view) {
+       o.on_null = parse_null_option(text);
+     },
+     "error"},
     {"--normalize", "normalize", PackOptionType::flag, "", "",
      "Scale every kept row to unit L2 norm", "validation.normalize", true,
      [](PackOptions& o, std::string_view text, std::string_view name) {

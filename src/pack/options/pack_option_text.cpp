@@ -88,6 +88,12 @@ OverflowPolicy parse_overflow_option(std::string_view text) {
   return *policy;
 }
 
+NullPolicy parse_null_option(std::string_view text) {
+  if (text == "drop") return NullPolicy::drop;
+  if (text == "error") return NullPolicy::error;
+  throw UsageError("--on-null must be drop or error");
+}
+
 PartSpec parse_part_spec(std::string_view text) {
   const auto slash = text.find('/');
   auto number = [&](std::string_view digits) -> std::optional<std::uint32_t> {

@@ -181,7 +181,7 @@ shard::Manifest combine_parts(const std::vector<DatasetPart>& parts) {
   merged.roles = parts.front().manifest.roles;
   merged.options = comparable_options(parts.front().manifest.options);
   Json provenance = Json::array(), dropped = Json::object(), norms = Json::object(),
-       sources = Json::array();
+       null_rows = Json::object(), sources = Json::array();
   std::uint64_t rows_checked = 0, sampled_out = 0, clamped = 0;
   for (std::size_t p = 0; p < parts.size(); ++p) {
     const DatasetPart& part = parts[p];
@@ -250,6 +250,7 @@ shard::Manifest combine_parts(const std::vector<DatasetPart>& parts) {
     sampled_out += count_of(sections, "sampled_out");
     clamped += count_of(sections, "clamped_rows");
     if (sections.contains("dropped")) add_counts(dropped, sections["dropped"]);
+    if (sections.contains("null_rows")) add_counts(null_rows, sections["null_rows"]);
     if (sections.contains("norm_stats")) add_norm_stats(norms, sections["norm_stats"]);
     if (sections.contains("sources"))
       for (Json source : sections["sources"]) {
@@ -266,6 +267,7 @@ shard::Manifest combine_parts(const std::vector<DatasetPart>& parts) {
   merged.sections["clamped_rows"] = clamped;
   merged.sections["sources"] = sources;
   merged.sections["norm_stats"] = norms;
+  if (!null_rows.empty()) merged.sections["null_rows"] = null_rows;
   const auto& validation =
       merged.options.contains("validation") ? merged.options["validation"] : Json::object();
   // Checks that need every row at once ran within each part; docs/scale.md says why.

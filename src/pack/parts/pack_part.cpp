@@ -15,6 +15,11 @@ std::uint64_t share_begin(std::uint64_t total, const PartSpec& part, std::uint32
 // Rows [first, first + count) of a column, renumbered from 0.
 InputColumn window_column(InputColumn column, std::uint64_t first, std::uint64_t count) {
   column.rows = count;
+  std::vector<std::uint64_t> nulls;
+  for (auto it = std::lower_bound(column.null_rows.begin(), column.null_rows.end(), first);
+       it != column.null_rows.end() && *it < first + count; ++it)
+    nulls.push_back(*it - first);
+  column.null_rows = std::move(nulls);
   if (auto read = column.read_rows)
     column.read_rows = [read, first](std::uint64_t r, std::uint64_t n, std::span<std::byte> out) {
       read(first + r, n, out);

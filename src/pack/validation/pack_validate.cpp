@@ -83,6 +83,39 @@ bool may_overflow(const PackInputs& inputs, std::size_t c, DType stored, bool no
   });
 }
 
+// Rows with a null in some packed column, by global row, each with its first such column; or,
+// with --on-null error, the refusal of the first (in input order, then column order).
+std::vector<NullRow> null_rows(const PackInputs& inputs, NullPolicy policy) {
+  std::vector<NullRow> rows;
+  std::uint64_t start = 0;
+  for (const Source& source : inputs.sources()) {
+    std::vector<NullRow> own;
+    for (std::size_t c = 0; c < source.columns.size(); ++c)
+      for (const std::uint64_t row : source.columns[c].null_rows)
+        if (row < source.rows) own.push_back({row, static_cast<std::uint32_t>(c)});
+    if (!own.empty()) {
+      // The first null column of each row (the sort puts it first among the row's entries).
+      std::sort(own.begin(), own.end(), [](const NullRow& a, const NullRow& b) {
+        return a.row != b.row ? a.row < b.row : a.column < b.column;
+      });
+      own.erase(std::unique(own.begin(), own.end(),
+                            [](const NullRow& a, const NullRow& b) { return a.row == b.row; }),
+                own.end());
+      if (policy == NullPolicy::error) {
+        const NullRow& first = own.front();
+        throw Error(source.path,
+                    "column '" + source.columns[first.column].name + "' row " +
+                        std::to_string(source.row_offset + first.row),
+                    "is null (--on-null error; drop such rows with --on-null drop, the default, "
+                    "or fill the nulls first)");
+      }
+      for (NullRow& row : own) rows.push_back({start + row.row, row.column});
+    }
+    start += source.rows;
+  }
+  return rows;
+}
+
 }  // namespace
 
 std::vector<std::size_t> embedding_columns(const Source& source) {
@@ -205,7 +238,8 @@ ValidationOutcome validate_inputs(const PackInputs& inputs, const std::vector<Co
   outcome.plan = plan_validation(inputs, specs, options);
   const ValidationPlan& plan = outcome.plan;
   const SpillPolicy spill = row_spill_policy(options.output_dir);
-  if (!plan.runs) {
+  std::vector<NullRow> nulls = null_rows(inputs, options.on_null);
+  if (!plan.runs && nulls.empty()) {
     // Nothing to check, sample or shuffle: every row is kept, in input order.
     outcome.result.rows = identity(inputs.total_rows(), spill);
     outcome.result.rows_checked = inputs.total_rows();
@@ -213,6 +247,7 @@ ValidationOutcome validate_inputs(const PackInputs& inputs, const std::vector<Co
   }
   Validator validator(plan.rules, plan.layouts);
   validator.spill_to(spill.directory, spill.heap_limit_bytes);
+  validator.drop_null_rows(std::move(nulls));
   outcome.device_description = validator.device_description();
 
   const std::size_t count_columns = plan.columns.size();
@@ -338,6 +373,16 @@ void add_validation_sections(shard::Manifest& manifest, const ValidationOutcome&
         {"mean", stats.mean},
         {"histogram", {{"edges", stats.bin_edges}, {"counts", stats.bin_counts}}}};
   manifest.sections["norm_stats"] = norms;
+  // Per column, the rows holding a null in it (a row null in two columns counts in both; the
+  // "dropped" count of `null` counts each row once).
+  Json nulls = Json::object();
+  for (std::size_t c = 0; c < inputs.first().columns.size(); ++c) {
+    std::uint64_t count = 0;
+    for (const Source& source : inputs.sources())
+      if (c < source.columns.size()) count += source.columns[c].null_rows.size();
+    if (count) nulls[inputs.first().columns[c].name] = count;
+  }
+  if (!nulls.empty()) manifest.sections["null_rows"] = nulls;
 }
 
 void write_rejects(const std::string& path, const ValidationOutcome& outcome,
@@ -348,6 +393,12 @@ void write_rejects(const std::string& path, const ValidationOutcome& outcome,
     line["source"] = inputs.sources()[reject.source].path;
     line["row"] = inputs.sources()[reject.source].row_offset + reject.source_row;
     line["reason"] = drop_reason_name(reject.reason);
+    if (reject.reason == DropReason::null) {
+      // A null row names a packed column (NullRow::column), which need not be a checked one.
+      line["column"] = inputs.first().columns.at(reject.column).name;
+      text += line.dump() + "\n";
+      continue;
+    }
     if (reject.column < outcome.plan.columns.size())
       line["column"] = inputs.first().columns[outcome.plan.columns[reject.column]].name;
     line["norm"] = number_or_text(reject.norm);

@@ -84,11 +84,23 @@ def table_columns(obj) -> dict:
             for i, name in enumerate(table.schema.names)}
 
 
+def _parquet_suffixes() -> tuple:
+    """The Parquet suffixes of the library's input registry (".parquet", ".pq")."""
+    from . import _gpucache
+
+    return tuple(_gpucache.input_format_suffixes()["parquet"])
+
+
+def _is_parquet_file(path: pathlib.Path) -> bool:
+    return path.suffix.lower() in _parquet_suffixes()
+
+
 def _is_parquet_path(obj) -> bool:
     if not isinstance(obj, (str, os.PathLike)):
         return False
     path = pathlib.Path(obj)
-    return path.suffix.lower() == ".parquet" or (path.is_dir() and any(path.rglob("*.parquet")))
+    return _is_parquet_file(path) or (
+        path.is_dir() and any(_is_parquet_file(p) for p in path.rglob("*")))
 
 
 def _is_arrow_file(obj) -> bool:
@@ -125,7 +137,7 @@ def _is_hf_dataset(obj) -> bool:
 def _read_parquet(pa, path: pathlib.Path):
     import pyarrow.parquet as pq
 
-    files = sorted(path.rglob("*.parquet")) if path.is_dir() else [path]
+    files = sorted(p for p in path.rglob("*") if _is_parquet_file(p)) if path.is_dir() else [path]
     tables = []
     for file in files:
         try:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import numbers
 import os
+import warnings
 from typing import Callable, Optional, Sequence, Union
 
 from . import _gpucache
@@ -14,7 +15,8 @@ from ._memory import memory_columns
 
 ProgressArg = Union[bool, Callable[[int, int], None], None]
 
-_PARQUET_SUFFIXES = (".parquet", ".pq")
+# The library's own list (its input registry), so Python recognises the Parquet files it reads.
+_PARQUET_SUFFIXES = tuple(_gpucache.input_format_suffixes()["parquet"])
 _TABLE_SUFFIXES = _PARQUET_SUFFIXES + (".arrow", ".feather")
 
 
@@ -211,7 +213,9 @@ def pack(inputs, out=None, *, progress: ProgressArg = False, **options) -> dict:
         (sequences) or gpucache.VarColumn; a pyarrow Table / RecordBatch, a pandas DataFrame, a
         Hugging Face Dataset or an Arrow IPC file (.arrow; these need pyarrow). Parquet files
         (or a folder of them) are read by gpucache's own reader, as the CLI reads them, without
-        pyarrow; a build without that reader reads them through pyarrow.
+        pyarrow; a build without that reader reads them through pyarrow, and so does a pack
+        whose file that reader refuses while pyarrow reads it (with a RuntimeWarning naming the
+        file and why).
     The CLI's options as keyword arguments, '-' written '_': kind, fields ({column: path} or
     ["column=path"]), roles ({column: role}), dtype ("f16" or {column: "bf16"}), split
     ({"train": 0.9, "val": 0.1}), shard_size (bytes or "512M"), max_output (bytes or "2T", "none"
@@ -219,7 +223,8 @@ def pack(inputs, out=None, *, progress: ProgressArg = False, **options) -> dict:
     compress ("zstd", "zstd:9", 9 or True), threads, force, resume, no_fsync (do not wait for the
     disk: faster, but a power failure soon after may leave a shard short), device ("auto", "cpu",
     "cuda"),
-    norm_min, norm_max, dedup, pair_cos_min, pair_cos_max, on_overflow, normalize, max_rows,
+    norm_min, norm_max, dedup, pair_cos_min, pair_cos_max, on_overflow, on_null ("drop": rows
+    with a null in a packed column are dropped with the reason null; "error"), normalize, max_rows,
     sample, shuffle, seed, rejects (a path), checks ({column: "finite,norm"} or
     {column: ["norm:0:1"]}; [] or "none" for no check), no_checks, part ("K/N" or (K, N): pack
     partition K of N, see docs/scale.md), append (a dataset folder to add the rows to, instead of
@@ -243,12 +248,53 @@ def pack(inputs, out=None, *, progress: ProgressArg = False, **options) -> dict:
             keywords[key] = _texts(value)
     reporter = _Reporter(progress, "pack")
     try:
-        text = _gpucache.pack_json(files, os.fspath(out) if out is not None else "", memory,
-                                   keywords,
-                                   reporter.show_line, reporter.callback)
+        try:
+            text = _gpucache.pack_json(files, os.fspath(out) if out is not None else "", memory,
+                                       keywords, reporter.show_line, reporter.callback)
+        except Error as error:
+            fallback = _pyarrow_fallback(files, memory, error)
+            if fallback is None:
+                raise
+            text = _gpucache.pack_json([], os.fspath(out) if out is not None else "", fallback,
+                                       keywords, reporter.show_line, reporter.callback)
     finally:
         reporter.close()
     return json.loads(text)
+
+
+# What the native Parquet reader's refusals of a feature it lacks say (src/inputs/parquet/
+# FORMAT.md): a codec or encoding, chunks in other files, old BIT_PACKED levels, no column at all.
+_UNSUPPORTED_MARKERS = ("which gpucache cannot read", "which gpucache does not decode",
+                        "which gpucache does not follow", "holds no column gpucache can read",
+                        "(only RLE is read)")
+
+
+def _pyarrow_fallback(files: list, memory: list, error: Error):
+    """When gpucache's own reader refused one of the Parquet files being packed and pyarrow
+    reads them all: their columns through pyarrow (with a warning that says so), to pack the
+    same way; else None, and the error stands. Only the refusal of a file (the message starts
+    with its path) for a feature the reader lacks counts: not an option's, not bad data's."""
+    if memory or not files or not all(f.lower().endswith(_PARQUET_SUFFIXES) for f in files):
+        return None
+    message = str(error)
+    refused = next((f for f in files if message.startswith(f + ":")), None)
+    # Only a feature the reader lacks, never bad data: pyarrow reads invalid UTF-8 unchecked and
+    # narrows an INT(8) value of 300 to 44 without a word, which gpucache refuses to pass on.
+    if refused is None or not any(marker in message for marker in _UNSUPPORTED_MARKERS):
+        return None
+    try:
+        import pyarrow
+        import pyarrow.parquet as pq
+    except ImportError:
+        return None
+    try:
+        table = pyarrow.concat_tables([pq.read_table(f) for f in files])
+    except Exception:  # pyarrow cannot read it either: gpucache's refusal stands
+        return None
+    warnings.warn(f"gpucache's Parquet reader refused {refused} ({message[len(refused) + 2:]}); "
+                  f"packing {'it' if len(files) == 1 else 'the files'} through pyarrow instead",
+                  RuntimeWarning, stacklevel=3)
+    return memory_columns(_table_columns(table))
 
 
 def verify(path, deep: bool = False, *, threads: int = 0, device: str = "auto",

@@ -67,12 +67,15 @@ def test_a_folder_of_parquet_files_packs_them_in_name_order(tmp_path):
 
 
 @needs_native
-def test_parquet_errors_are_gpucache_errors_naming_the_row(tmp_path):
-    with pytest.raises(gpucache.Error, match=r"nulls.parquet: column 'embedding' .*row 7 is null"):
-        gpucache.pack(DATA / "nulls.parquet", tmp_path / "ds")
-    with pytest.raises(gpucache.Error, match="DELTA_BINARY_PACKED"):
-        gpucache.pack(DATA / "delta.parquet", tmp_path / "ds")
-    assert not (tmp_path / "ds").exists()
+def test_parquet_nulls_are_dropped_or_refused_naming_the_row(tmp_path):
+    # nulls.parquet: embedding row 7, label row 3 and name row 5 are null.
+    result = gpucache.pack(DATA / "nulls.parquet", tmp_path / "ds")
+    assert result["rows"] == 7 and result["dropped"]["null"] == 3
+    with pytest.raises(gpucache.Error, match=r"nulls.parquet: column 'label' row 3: is null"):
+        gpucache.pack(DATA / "nulls.parquet", tmp_path / "refused", on_null="error")
+    assert not (tmp_path / "refused").exists()
+    with pytest.raises(gpucache.Error, match="--on-null must be drop or error"):
+        gpucache.pack(DATA / "nulls.parquet", tmp_path / "bad", on_null="keep")
 
 
 def test_without_the_reader_parquet_goes_through_pyarrow(tmp_path, monkeypatch):
@@ -82,6 +85,42 @@ def test_without_the_reader_parquet_goes_through_pyarrow(tmp_path, monkeypatch):
     assert result["rows"] == 200 and input_paths(tmp_path / "ds")[0] == "memory:embedding"
     numpy.testing.assert_array_equal(packed_column(tmp_path / "ds", "embedding"),
                                      numpy.load(DATA / "pack_twin.embedding.npy"))
+
+
+def test_the_parquet_suffixes_come_from_the_library():
+    from gpucache import _tools
+    assert _gpucache.input_format_suffixes()["parquet"] == [".parquet", ".pq"]
+    assert _tools._PARQUET_SUFFIXES == (".parquet", ".pq")
+
+
+@needs_native
+def test_a_file_the_reader_refuses_for_a_feature_it_lacks_goes_through_pyarrow(tmp_path,
+                                                                                monkeypatch):
+    pytest.importorskip("pyarrow.parquet")
+    # No writer of today uses a feature the reader lacks (LZO pages): the native pack refuses the
+    # file as it would such a file, and the pack falls back to pyarrow with a warning.
+    real = _gpucache.pack_json
+    file = str(DATA / "pack_twin.parquet")
+
+    def refuse_natively(files, *args):
+        if files:
+            raise gpucache.Error(f"{file}: column 'label' row group 0: compressed with LZO, which "
+                                 "gpucache cannot read (no writer of today's Parquet uses it)")
+        return real(files, *args)
+    monkeypatch.setattr(_gpucache, "pack_json", refuse_natively)
+    with pytest.warns(RuntimeWarning, match="refused .*pack_twin.parquet .*LZO.* through pyarrow"):
+        result = gpucache.pack(file, tmp_path / "ds")
+    assert result["rows"] == 200 and input_paths(tmp_path / "ds")[0] == "memory:embedding"
+    numpy.testing.assert_array_equal(packed_column(tmp_path / "ds", "embedding"),
+                                     numpy.load(DATA / "pack_twin.embedding.npy"))
+
+    # Bad data is not passed on through pyarrow: the refusal stands.
+    def refuse_data(files, *args):
+        raise gpucache.Error(f"{file}: column 'label' row group 0: value 300 is out of range for "
+                             "its i8 annotation")
+    monkeypatch.setattr(_gpucache, "pack_json", refuse_data)
+    with pytest.raises(gpucache.Error, match="out of range"):
+        gpucache.pack(file, tmp_path / "bad")
 
 
 def test_arrow_ipc_files_are_read_memory_mapped(tmp_path):

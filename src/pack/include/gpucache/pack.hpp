@@ -2,6 +2,7 @@
 // dataset directory of hash-checked shards plus manifest.json (src/shard/SPEC.md).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -39,6 +40,14 @@ PartSpec parse_part_spec(std::string_view text);
 // are packed as --part runs and merged), while a repeated (stride-0) view of 2^34 or more 1 KiB
 // rows, an easy accident, exceeds it and is refused at once.
 inline constexpr std::uint64_t kDefaultMaxOutput = 16ull << 40;
+
+// --on-null: what pack does with a row that holds a null (no value) in a packed column
+// (InputColumn::null_rows): drop it with the reason `null`, or refuse the pack naming the first.
+enum class NullPolicy { drop, error };
+
+// The most columns one pack takes (the Validator names a row's failing column in 16 bits). An
+// input that maps to more (a JSON object of 200,000 keys, one column each) is refused at once.
+inline constexpr std::size_t kMaxPackColumns = 65535;
 
 // Every member a CLI flag or Python keyword sets is an entry of the pack option table
 // (gpucache/pack_options.hpp), whose default text must mean these initialisers
@@ -86,6 +95,10 @@ struct PackOptions {
   std::vector<ChecksSpec> checks;
   // --no-checks: no column has any check; conversion overflow still obeys on_overflow.
   bool no_checks = false;
+  // --on-null: rows with a null in a packed column are dropped (reason `null`, before every
+  // check, even with --no-checks) or refused. Columns not packed do not matter. Not recorded in
+  // the manifest: a pack either drops them, which the "dropped" counts record, or writes nothing.
+  NullPolicy on_null = NullPolicy::drop;
   std::string rejects_path;  // when set, one JSON line per dropped row
   // With splits: output_dir/<name> holds each split's dataset; every kept row goes to one split,
   // chosen from its input row and validation.seed.
@@ -157,5 +170,7 @@ void apply_dtype_option(PackOptions& options, std::string_view text);
 Device parse_device_option(std::string_view text);
 // --on-overflow: drop, clamp or error.
 OverflowPolicy parse_overflow_option(std::string_view text);
+// --on-null: drop or error.
+NullPolicy parse_null_option(std::string_view text);
 
 }  // namespace gpucache

@@ -25,12 +25,13 @@ namespace gpucache {
 // Indices into kChecks, which lists them in check order. Stored nowhere as numbers: the manifest
 // spells checks by name.
 enum class Check : std::uint8_t {
-  finite = 0,
-  nonzero = 1,
-  norm = 2,
-  pair_cos = 3,
-  dedup = 4,
-  overflow = 5,
+  null = 0,
+  finite = 1,
+  nonzero = 2,
+  norm = 3,
+  pair_cos = 4,
+  dedup = 5,
+  overflow = 6,
 };
 
 struct CheckInfo {
@@ -38,8 +39,9 @@ struct CheckInfo {
   std::string_view name;  // spelled so in --checks, manifest.json and `inspect`
   // The reasons it drops a row with, in check order; `kept` fills the unused places.
   std::array<DropReason, 2> reasons;
-  // Named in --checks. overflow is not: every column stored as f16 or bf16 has it, and
-  // on_overflow (--on-overflow) says what it does.
+  // Named in --checks. overflow and null are not: every column stored as f16 or bf16 has the
+  // first, every packed column the second, and on_overflow (--on-overflow) and on_null
+  // (--on-null) say what they do.
   bool selectable;
   std::string_view doc;  // one line
 };
@@ -48,6 +50,11 @@ struct CheckInfo {
 // being tried for one check before the next check. The reasons in table order are exactly the
 // drop-reason table's check order (static_asserted below).
 inline constexpr CheckInfo kChecks[] = {
+    {Check::null,
+     "null",
+     {DropReason::null, DropReason::kept},
+     false,
+     "holds a value, not a null (every packed column of any kind; on_null decides)"},
     {Check::finite,
      "finite",
      {DropReason::nan_inf, DropReason::kept},

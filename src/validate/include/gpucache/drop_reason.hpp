@@ -25,6 +25,7 @@ enum class DropReason : std::uint8_t {
   duplicate = 5,
   pair_cos = 6,
   overflow = 7,
+  null = 8,
 };
 
 struct DropReasonInfo {
@@ -37,21 +38,24 @@ struct DropReasonInfo {
 
 // In storage-code order, which is also the order of the "dropped" keys in --json and manifest.json.
 // The checks themselves are in row_verdict() (kernels/row_checks.cuh: nan_inf, zero, norm_low,
-// norm_high, pair_cos) and Validator::finish() (validate_finish.cpp: duplicate, overflow), each
-// placed at its check_order; tests/test_validate.cpp checks that the order here is the one they
-// apply.
+// norm_high, pair_cos), run_batch() (validate.cpp: null, from the rows the inputs report) and
+// Validator::finish() (validate_finish.cpp: duplicate, overflow), each placed at its check_order;
+// tests/test_validate.cpp checks that the order here is the one they apply.
 inline constexpr DropReasonInfo kDropReasons[] = {
     {DropReason::kept, "kept", 0, "passed every check"},
-    {DropReason::nan_inf, "nan_inf", 1, "a value is NaN or infinite"},
-    {DropReason::norm_low, "norm_low", 3, "the L2 norm is below norm_min"},
-    {DropReason::norm_high, "norm_high", 4, "the L2 norm is above norm_max"},
-    {DropReason::zero, "zero", 2, "every value is +0 or -0"},
-    {DropReason::duplicate, "duplicate", 6,
+    {DropReason::nan_inf, "nan_inf", 2, "a value is NaN or infinite"},
+    {DropReason::norm_low, "norm_low", 4, "the L2 norm is below norm_min"},
+    {DropReason::norm_high, "norm_high", 5, "the L2 norm is above norm_max"},
+    {DropReason::zero, "zero", 3, "every value is +0 or -0"},
+    {DropReason::duplicate, "duplicate", 7,
      "with dedup: byte-identical to an earlier kept row in some column"},
-    {DropReason::pair_cos, "pair_cos", 5,
+    {DropReason::pair_cos, "pair_cos", 6,
      "the question/answer cosine is outside [pair_cos_min, pair_cos_max]"},
-    {DropReason::overflow, "overflow", 7,
+    {DropReason::overflow, "overflow", 8,
      "a value overflows the output dtype and on_overflow is drop"},
+    // First: a null row's values are placeholders (zeros), which no other check may judge.
+    {DropReason::null, "null", 1,
+     "a packed column holds a null (no value) in this row and on_null is drop"},
 };
 inline constexpr std::size_t kDropReasonCount = sizeof(kDropReasons) / sizeof(kDropReasons[0]);
 

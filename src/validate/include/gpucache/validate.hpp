@@ -96,14 +96,24 @@ struct SourceReport {
   std::uint64_t sampled_out = 0;  // valid rows left out by max_rows_per_source/sample_fraction
 };
 
+// A row that holds a null (no value) in a packed column: dropped with the reason `null` before
+// any check runs on it (its values are placeholders). `column` is the caller's number for the
+// column (pack's column index, not a Validator column); RejectedRow::column carries it back.
+struct NullRow {
+  std::uint64_t row = 0;  // global row index
+  std::uint32_t column = 0;
+  bool operator==(const NullRow&) const = default;
+};
+
 struct RejectedRow {
   std::uint64_t row = 0;  // global row index
   std::uint32_t source = 0;
   std::uint64_t source_row = 0;  // index among the rows of `source`, in global row order
   DropReason reason = DropReason::kept;
-  std::uint32_t column =
-      0;              // the Validator column that failed (the first pair column for pair_cos)
-  double norm = 0.0;  // canonical fp64 norm of that column (NaN or inf for nan_inf)
+  // The Validator column that failed (the first pair column for pair_cos); for `null`, the
+  // column of the NullRow.
+  std::uint32_t column = 0;
+  double norm = 0.0;  // canonical fp64 norm of that column (NaN or inf for nan_inf; 0 for null)
   double pair_cosine = 0.0;  // the cosine for pair_cos rejects, else 0
 };
 
@@ -198,6 +208,12 @@ class Validator {
   // much disk until finish() returns (the result's rows until it is dropped). Call before the
   // first batch. Without it everything stays on the heap.
   void spill_to(std::string directory, std::uint64_t heap_limit_bytes = std::uint64_t(64) << 20);
+
+  // The rows that hold a null in some column, ascending by row and one per row (its first null
+  // column): each is dropped with the reason `null` when a batch covers it, whatever its values.
+  // Call before the first batch. Throws gpucache::Error for rows out of order or repeated, or a
+  // column above RowStatus's 65535.
+  void drop_null_rows(std::vector<NullRow> rows);
 
   // Checks rows [first_row, first_row + rows) of source `source`: columns[c] holds them for column
   // c. Batches may come in any order but must not overlap, and by finish() they must cover

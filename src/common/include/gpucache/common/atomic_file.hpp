@@ -56,7 +56,14 @@ class AtomicFile {
   Durability durability_;
   int fd_ = -1;
   std::uint64_t written_ = 0;
+  int slot_ = -1;  // its entry in the list remove_temporary_files() reads; -1 when unlisted
 };
+
+// Unlinks the "<path>.tmp" of every AtomicFile not yet committed or destroyed. Async-signal-safe
+// (atomic loads and unlink only): the CLI calls it when SIGINT, SIGTERM or SIGHUP ends it, so a
+// pack stopped that way leaves no temporary behind. (SIGKILL cannot be caught: the next pack
+// into the folder removes what it leaves.)
+void remove_temporary_files() noexcept;
 
 // Writes a whole small file atomically.
 void write_file_atomic(const std::string& path, std::span<const std::byte> bytes,
