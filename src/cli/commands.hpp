@@ -20,6 +20,7 @@ Runner add_inspect(CLI::App& app);
 Runner add_export(CLI::App& app);
 Runner add_probe(CLI::App& app);
 Runner add_merge(CLI::App& app);
+Runner add_push(CLI::App& app);
 
 // --kind, --field and --role, shared by pack and probe.
 struct MappingArguments {

@@ -11,6 +11,7 @@
 
 #include "gpucache/error.hpp"
 #include "gpucache/progress.hpp"
+#include "gpucache/remote/remote.hpp"
 #include "gpucache/shard/manifest.hpp"
 #include "gpucache/validation_json.hpp"
 
@@ -240,6 +241,11 @@ std::string render_text(const Json& json) {
 }  // namespace
 
 InspectReport inspect(const std::string& path) {
+  if (remote::is_remote_path(path)) {  // the shards into the cache (GPUCACHE_CACHE), then as local
+    const auto copy = remote::RemoteDataset::open(path, {});
+    copy->fetch_all();
+    return inspect(copy->local_dir());
+  }
   std::error_code error;
   if (!fs::exists(path, error)) throw Error(path, "", "does not exist");
   Json json;

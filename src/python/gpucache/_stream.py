@@ -136,7 +136,8 @@ def stream(path, device: str = "cuda", batch_size: int = 1024, shuffle: bool = T
            world_size: Optional[int] = None, prefetch: int = 4, *, drop_last: bool = True,
            block_rows: Optional[int] = None, window_blocks: int = 1, verify: bool = True,
            threads: int = 0, rows: Optional[tuple] = None, padded: bool = False,
-           max_length: Optional[int] = None, pad_value=0, with_indices: bool = False) -> Stream:
+           max_length: Optional[int] = None, pad_value=0, with_indices: bool = False,
+           cache_dir=None) -> Stream:
     """Streams batches of a packed dataset without loading it whole (docs/python.md
     "gpucache.stream").
 
@@ -147,11 +148,13 @@ def stream(path, device: str = "cuda", batch_size: int = 1024, shuffle: bool = T
     prefetch: batches gathered ahead by the reader threads (and in flight to the GPU).
     Other options as GPUBatches: drop_last, block_rows, window_blocks, padded, max_length,
     pad_value, with_indices (the indices are on the CPU here).
+    cache_dir: for a remote dataset (s3://, http(s)://), where its shards are fetched to, as for
+        gpucache.load.
     """
     path = os.fspath(path)
     rank, world_size = _distributed_defaults(rank, world_size)
     device_name, device_index = _resolve_device(device)
-    native = NativeDataset.open(path)
+    native = NativeDataset.open(path, "" if cache_dir is None else os.fspath(cache_dir))
     if rows is not None:
         native = native.select_rows(int(rows[0]), int(rows[1]))
     known = native.columns()
