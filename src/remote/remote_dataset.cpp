@@ -69,7 +69,8 @@ bool RemoteDataset::Impl::cached_copy_ok(std::size_t k) const {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return false;
   struct stat info {};
-  std::byte header[shard::kHeaderSize];
+  // decode_header wants room for a footer too (a shorter file cannot be a shard).
+  std::byte header[shard::kHeaderSize + shard::kFooterSize];
   const bool read_ok = ::fstat(fd, &info) == 0 &&
                        static_cast<std::uint64_t>(info.st_size) == shards[k].bytes &&
                        ::pread(fd, header, sizeof header, 0) == static_cast<ssize_t>(sizeof header);
