@@ -1,11 +1,12 @@
-// Credentials, region and endpoint from the environment and the shared AWS files, with a fake
-// environment and fake files (nothing of this machine's is read).
+// Credentials, region and endpoint from the environment and the shared AWS files (with a fake
+// environment and fake files: nothing of this machine's is read), and which requests are signed.
 #include <doctest/doctest.h>
 
 #include <map>
 
 #include "aws_config.hpp"
 #include "gpucache/error.hpp"
+#include "http_session.hpp"
 
 using namespace gpucache::remote::detail;
 
@@ -121,4 +122,20 @@ TEST_CASE("inconsistent settings are refused naming the variable or file") {
   fake.env = {{"HOME", "/h"}};
   fake.files = {{"/h/.aws/credentials", "[default]\naws_access_key_id=K\n"}};
   CHECK_THROWS_WITH_AS(fake.resolve(), doctest::Contains("only one of"), gpucache::Error);
+}
+
+TEST_CASE("requests are signed (SigV4) only for S3 with credentials") {
+  AwsConfig aws;
+  aws.region = "eu-west-3";
+  CHECK_FALSE(Signing::for_config(aws, true).sigv4);  // no keys: unsigned (public buckets)
+  aws.access_key = "K";
+  aws.secret_key = "S";
+  aws.session_token = "T";
+  const Signing s3 = Signing::for_config(aws, true);
+  CHECK(s3.sigv4);
+  CHECK(s3.region == "eu-west-3");
+  CHECK(s3.access_key == "K");
+  CHECK(s3.secret_key == "S");
+  CHECK(s3.session_token == "T");
+  CHECK_FALSE(Signing::for_config(aws, false).sigv4);  // http(s) datasets are never signed
 }
