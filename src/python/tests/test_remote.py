@@ -90,21 +90,24 @@ class RangeHandler(http.server.BaseHTTPRequestHandler):
         if not target.is_file():
             self.server.log.add(status=404, bytes=0, **entry)
             return self._send(404)
-        data = target.read_bytes()
-        etag = '"' + hashlib.md5(data).hexdigest() + '"'
+        info = target.stat()
+        size = info.st_size
+        etag = '"' + hashlib.md5(f"{info.st_mtime_ns}-{size}".encode()).hexdigest() + '"'
         if self.headers.get("If-None-Match") == etag:
             self.server.log.add(status=304, bytes=0, **entry)
             return self._send(304, headers=[("ETag", etag)])
         header = self.headers.get("Range")
+        begin, end = _parse_range(header, size) if header else (0, size)
+        with open(target, "rb") as file:  # only the bytes asked for
+            file.seek(begin)
+            body = file.read(end - begin)
         if header:
-            begin, end = _parse_range(header, len(data))
             entry["range"] = (begin, end)
-            body = data[begin:end]
             self.server.log.add(status=206, bytes=len(body), **entry)
             return self._send(206, body, [("ETag", etag),
-                                          ("Content-Range", f"bytes {begin}-{end - 1}/{len(data)}")])
-        self.server.log.add(status=200, bytes=len(data), **entry)
-        return self._send(200, data, [("ETag", etag)])
+                                          ("Content-Range", f"bytes {begin}-{end - 1}/{size}")])
+        self.server.log.add(status=200, bytes=len(body), **entry)
+        return self._send(200, body, [("ETag", etag)])
 
     def do_PUT(self):
         path, target = self._target()
