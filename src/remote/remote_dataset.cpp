@@ -107,6 +107,8 @@ RemoteDataset::~RemoteDataset() {
 
 std::shared_ptr<RemoteDataset> RemoteDataset::open(const std::string& url,
                                                    const CacheOptions& options) {
+  // First, so that a build without libcurl refuses before anything is created on disk.
+  HttpSession session;
   auto impl = std::make_unique<Impl>();
   const EnvLookup env = process_environment();
   RemoteLocation location = parse_location(url);
@@ -164,7 +166,6 @@ std::shared_ptr<RemoteDataset> RemoteDataset::open(const std::string& url,
       std::ifstream etag_file(etag_path);
       std::getline(etag_file, cached_etag);
     }
-    HttpSession session;
     std::string etag;
     const auto check = [&](std::span<const std::byte> body) -> std::optional<std::string> {
       bool hash_ok = false;
