@@ -7,8 +7,9 @@
 
 The whole dataset is loaded (and hash-checked) onto the GPU once; every batch is then a gather on
 the device, with no host work and no synchronisation per step. Runs on the CPU when there is no
-GPU. Without a path, it packs a small synthetic dataset first with the gpucache CLI
-($GPUCACHE_CLI, else build/src/cli/gpucache).
+GPU. Without a path, it packs a small synthetic dataset first with the gpucache command that pip
+installed with the package (`python -m gpucache pack ...`: no PATH or build folder needed;
+$GPUCACHE_CLI names another one), so it runs from any directory.
 
 The task is made up: predict whether an embedding's first half sums to more than its second half.
 """
@@ -16,6 +17,7 @@ import argparse
 import os
 import pathlib
 import subprocess
+import sys
 import tempfile
 
 import numpy
@@ -25,11 +27,10 @@ import gpucache
 
 
 def demo_dataset(folder: pathlib.Path) -> pathlib.Path:
-    cli = os.environ.get("GPUCACHE_CLI",
-                         pathlib.Path(__file__).resolve().parent.parent / "build/src/cli/gpucache")
     embeddings = numpy.random.default_rng(0).standard_normal((4096, 96)).astype(numpy.float32)
     numpy.save(folder / "emb.npy", embeddings)
-    subprocess.run([str(cli), "pack", str(folder / "emb.npy"), "-o", str(folder / "ds"),
+    subprocess.run([sys.executable, "-m", "gpucache", "pack", str(folder / "emb.npy"), "-o",
+                    str(folder / "ds"),
                     "--dtype", "f16", "--shard-rows", "1000", "--quiet"], check=True,
                    capture_output=True)
     return folder / "ds"

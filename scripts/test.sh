@@ -47,10 +47,27 @@ if [ -z "${CUDAARCHS:-}" ]; then
 fi
 "${pip[@]}" install --no-build-isolation "$root"
 status=0
-GPUCACHE_BUILD_DIR="$build_dir" "$venv/bin/python" -m pytest -q -p no:cacheprovider \
-  "$root/src/python/tests" || status=$?
+# The wheel is built and tried below, once; test_install.py's own wheel test would build it again.
+GPUCACHE_SKIP_WHEEL_TEST=1 GPUCACHE_BUILD_DIR="$build_dir" "$venv/bin/python" -m pytest -q \
+  -p no:cacheprovider "$root/src/python/tests" || status=$?
 if [ "$status" -eq 5 ]; then
   echo "gpucache: pytest collected no Python tests" >&2
   exit 1
 fi
-exit "$status"
+[ "$status" -eq 0 ] || exit "$status"
+
+# The wheel as users get it: built once (incrementally, in the build-python/ folder `pip install`
+# used above), installed into a fresh venv that sees only Debian's packages, and every example
+# under examples/ run from another directory with the venv's bin off PATH, so the examples find
+# the command through the package (python -m gpucache), never through the source tree.
+scratch=$(mktemp -d)
+trap 'rm -rf "$scratch"' EXIT
+"${pip[@]}" wheel --no-deps --no-build-isolation -w "$scratch/dist" "$root"
+"${GPUCACHE_PYTHON:-/usr/bin/python3}" -m venv --system-site-packages "$scratch/venv"
+"$scratch/venv/bin/python" -m pip --quiet --disable-pip-version-check install --no-deps \
+  "$scratch"/dist/gpucache-*.whl
+for example in "$root"/examples/*.py; do
+  echo "example from the wheel: ${example#"$root"/}"
+  (cd "$scratch" && env -u GPUCACHE_CLI PATH=/usr/bin:/bin CUDA_VISIBLE_DEVICES="" \
+    timeout 300 "$scratch/venv/bin/python" "$example" >/dev/null)
+done

@@ -131,6 +131,46 @@ TEST_CASE("ranks split every epoch into disjoint parts with equal batch counts")
   }
 }
 
+TEST_CASE("without padding ranks take every row exactly once") {
+  for (const std::uint64_t rows : {0ull, 1ull, 2ull, 103ull, 1000ull}) {
+    for (const std::uint32_t world : {1u, 2u, 3u, 7u}) {
+      CAPTURE(rows);
+      CAPTURE(world);
+      std::vector<std::uint64_t> seen;
+      for (std::uint32_t rank = 0; rank < world; ++rank) {
+        OrderOptions options;
+        options.rows = rows;
+        options.batch_size = 8;
+        options.seed = 5;
+        options.rank = rank;
+        options.world_size = world;
+        options.drop_last = false;
+        options.pad = false;
+        const BatchOrder order(options);
+        // Positions rank, rank + world, ... below rows: rows / world, or one more.
+        CHECK(order.rank_rows() == rows / world + (rank < rows % world ? 1 : 0));
+        for (std::uint64_t b = 0; b < order.batches(); ++b) {
+          const auto batch = order.batch(b);
+          seen.insert(seen.end(), batch.begin(), batch.end());
+        }
+      }
+      std::sort(seen.begin(), seen.end());
+      std::vector<std::uint64_t> expected(rows);
+      std::iota(expected.begin(), expected.end(), 0);
+      CHECK(seen == expected);
+    }
+  }
+}
+
+TEST_CASE("resume_batch rounds the saved global progress down to a whole batch of the new ranks") {
+  CHECK(resume_batch(4, 5, 2, 5, 1) == 8);   // 40 positions
+  CHECK(resume_batch(4, 5, 2, 3, 1) == 13);  // 40 positions, 39 of them in 13 batches of 3
+  CHECK(resume_batch(7, 3, 1, 4, 2) == 2);   // 21 positions, batches of 8 across two ranks
+  CHECK(resume_batch(0, 9, 9, 1, 1) == 0);
+  CHECK_THROWS_AS(resume_batch(1, 1, 1, 0, 1), gpucache::Error);
+  CHECK_THROWS_AS(resume_batch(1, 1, 1, 1, 0), gpucache::Error);
+}
+
 TEST_CASE("a batch comes from its index alone") {
   OrderOptions options;
   options.rows = 5000;

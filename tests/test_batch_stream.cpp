@@ -108,6 +108,39 @@ TEST_CASE("host batches hold BatchOrder's rows with every column kind") {
   CHECK(stream.position() == 0);
 }
 
+TEST_CASE("streams with a stride share an epoch: each takes every stride-th batch") {
+  TempDir dir;
+  const auto in = columns(300);
+  test::write_dataset(dir.path(), in, {100, 100, 100});
+  const Dataset dataset = Dataset::open(dir.path().string());
+  const auto whole = [&] {
+    BatchStream stream(dataset, options_for(16, 3));
+    return epoch_rows(stream);
+  }();
+  for (const std::uint64_t stride : {2ull, 4ull}) {
+    CAPTURE(stride);
+    for (std::uint64_t worker = 0; worker < stride; ++worker) {
+      StreamOptions options = options_for(16, 3);
+      options.stride = stride;
+      BatchStream stream(dataset, options);
+      stream.seek(0, worker);
+      std::uint64_t expected = worker;
+      while (auto batch = stream.next()) {
+        CHECK(batch->index() == expected);
+        CHECK(batch->row_indices() == whole[expected]);
+        check_batch(*batch, in);
+        expected += stride;
+      }
+      CHECK(expected >= whole.size());
+      CHECK(stream.epoch() == 1);
+    }
+  }
+  StreamOptions zero = options_for(16, 3);
+  zero.stride = 0;
+  CHECK_THROWS_WITH_AS(BatchStream(dataset, zero), doctest::Contains("stride must be at least 1"),
+                       gpucache::Error);
+}
+
 TEST_CASE("epochs reshuffle, seek resumes exactly, selections are honoured") {
   TempDir dir;
   const auto in = columns(300);

@@ -232,6 +232,44 @@ TEST_CASE("rank slicing gives equal contiguous slices covering every kept row on
   CHECK(error_of([&] { dataset.for_rank(0, 0); }).find("world_size") != std::string::npos);
 }
 
+TEST_CASE("rank shares keep every row: the first rows % world ranks get one more") {
+  TempDir dir;
+  test::write_dataset(dir.path(), standard_columns(), kShardRows);
+  const Dataset dataset = Dataset::open(dir.path().string());
+  for (std::uint32_t world = 1; world <= 6; ++world) {
+    CAPTURE(world);
+    std::uint64_t next = 0;
+    for (std::uint32_t rank = 0; rank < world; ++rank) {
+      const Dataset share = dataset.share_for_rank(rank, world);
+      CHECK(share.rows() == kRows / world + (rank < kRows % world ? 1 : 0));
+      CHECK(share.row_begin() == next);  // contiguous, in rank order
+      next += share.rows();
+    }
+    CHECK(next == kRows);
+  }
+  CHECK(dataset.share_for_rank(16, 17).rows() == (kRows > 16 ? 1u : 0u));
+  CHECK(error_of([&] { dataset.share_for_rank(2, 2); }).find("must be below world_size 2") !=
+        std::string::npos);
+}
+
+TEST_CASE("host loads report what they hashed; the device bound needs no mapping") {
+  TempDir dir;
+  test::write_dataset(dir.path(), standard_columns(), kShardRows);
+  const Dataset dataset = Dataset::open(dir.path().string());
+  const HostData verified = dataset.to_host();
+  CHECK(verified.stats().bytes_copied == 0);
+  CHECK(verified.stats().bytes_verified > 0);
+  CHECK(verified.stats().seconds >= 0);
+  HostOptions unverified;
+  unverified.verify = false;
+  CHECK(dataset.to_host(unverified).stats().bytes_verified == 0);
+  // Tensor columns exactly: rows × row pitch, each rounded up to 4096 bytes.
+  const Dataset tensors = dataset.select_columns({"emb"});
+  const std::uint64_t pitch = tensors.columns()[0].row_pitch_bytes();
+  CHECK(tensors.device_bytes_bound() == (kRows * pitch + 4095) / 4096 * 4096);
+  CHECK(dataset.select_rows(0, 0).select_columns({"emb"}).device_bytes_bound() == 0);
+}
+
 TEST_CASE("a corrupted chunk fails the load with the shard, chunk and byte range") {
   TempDir dir;
   const std::uint64_t rows = 150;

@@ -18,6 +18,7 @@
 #include "binding_tools.hpp"
 #include "gpucache/batch_order.hpp"
 #include "gpucache/batch_stream.hpp"
+#include "gpucache/common/parallel.hpp"
 #include "gpucache/runtime.hpp"
 
 namespace nb = nanobind;
@@ -69,6 +70,17 @@ nb::dlpack::dtype wire_dtype(DType dtype, Wire wire) {
       return make(code::UInt, 8);
   }
   return make(code::UInt, 8);
+}
+
+// LoadStats as the dict Dataset.load_stats returns, for host and device loads alike.
+nb::dict stats_dict(const LoadStats& stats) {
+  nb::dict out;
+  out["bytes_copied"] = stats.bytes_copied;
+  out["bytes_verified"] = stats.bytes_verified;
+  out["shards_registered"] = stats.shards_registered;
+  out["shards_staged"] = stats.shards_staged;
+  out["seconds"] = stats.seconds;
+  return out;
 }
 
 // A capsule that keeps `owner` (a mapping or device allocation) alive while an array uses it.
@@ -282,6 +294,64 @@ NB_MODULE(_gpucache, m) {
       nb::arg("window_blocks"), nb::arg("batch"),
       "The runtime's rows of one batch (gpucache/batch_order.hpp), to check the Python order");
 
+  nb::class_<BatchOrder>(m, "NativeOrder")
+      .def(
+          "__init__",
+          [](BatchOrder* self, std::uint64_t rows, std::uint64_t batch_size, bool shuffle,
+             std::uint64_t seed, std::uint64_t epoch, std::uint32_t rank, std::uint32_t world_size,
+             bool drop_last, bool pad, std::uint64_t block_rows, std::uint64_t window_blocks) {
+            OrderOptions options;
+            options.rows = rows;
+            options.batch_size = batch_size;
+            options.shuffle = shuffle;
+            options.seed = seed;
+            options.epoch = epoch;
+            options.rank = rank;
+            options.world_size = world_size;
+            options.drop_last = drop_last;
+            options.pad = pad;
+            options.block_rows = block_rows;
+            options.window_blocks = window_blocks;
+            new (self) BatchOrder(options);
+          },
+          nb::arg("rows"), nb::arg("batch_size"), nb::arg("shuffle"), nb::arg("seed"),
+          nb::arg("epoch"), nb::arg("rank"), nb::arg("world_size"), nb::arg("drop_last"),
+          nb::arg("pad"), nb::arg("block_rows"), nb::arg("window_blocks"))
+      .def_prop_ro("batches", &BatchOrder::batches)
+      .def_prop_ro("rank_rows", &BatchOrder::rank_rows)
+      .def("batch_rows", &BatchOrder::batch_rows, nb::arg("batch"))
+      .def(
+          "rows",
+          [](const BatchOrder& order, std::uint64_t first, std::uint64_t end, bool numpy) {
+            // Batches [first, end) back to back, as int64 on the host, computed by the CPU
+            // threads without the GIL (every batch but the last is full).
+            end = std::min(end, order.batches());
+            first = std::min(first, end);
+            const std::uint64_t size = order.options().batch_size;
+            std::uint64_t count = 0;
+            if (first < end) count = (end - 1 - first) * size + order.batch_rows(end - 1);
+            auto* memory = new std::byte[std::max<std::uint64_t>(count, 1) * 8];
+            auto* out = reinterpret_cast<std::uint64_t*>(memory);
+            {
+              nb::gil_scoped_release release;
+              gpucache::detail::parallel_for(
+                  end - first, 0, std::max<std::uint64_t>(1, 65536 / size),
+                  [&](std::uint64_t begin, std::uint64_t stop) {
+                    for (std::uint64_t b = begin; b < stop; ++b)
+                      order.batch(first + b, {out + b * size, order.batch_rows(first + b)});
+                  });
+            }
+            const Wire wire{numpy, false};
+            return to_python(make_array(memory, {static_cast<std::size_t>(count)}, DType::i64,
+                                        owning(memory), nb::device::cpu::value, 0, wire),
+                             numpy);
+          },
+          nb::arg("first"), nb::arg("end"), nb::arg("numpy") = false,
+          "The rows of batches [first, end) back to back: an int64 array on the host");
+  m.def("resume_batch", &resume_batch, nb::arg("saved_batch"), nb::arg("saved_batch_size"),
+        nb::arg("saved_world_size"), nb::arg("batch_size"), nb::arg("world_size"),
+        "The batch to resume at (gpucache/batch_order.hpp resume_batch)");
+
   nb::class_<HostData>(m, "HostData")
       .def_prop_ro("rows", &HostData::rows)
       .def("columns", [](const HostData& data) { return column_list(data.columns()); })
@@ -338,6 +408,7 @@ NB_MODULE(_gpucache, m) {
             return out;
           },
           nb::arg("name"), nb::arg("rows") = nb::none())
+      .def("stats", [](const HostData& data) { return stats_dict(data.stats()); })
       .def("mapped_ranges", [](const HostData& data) {
         nb::list out;
         for (const MappedRange& range : data.mapped_ranges())
@@ -389,16 +460,7 @@ NB_MODULE(_gpucache, m) {
           nb::arg("name"), nb::arg("unsigned_as_signed") = false,
           "A sequence column as (values, offsets) in the device allocation: the selected values "
           "and rows + 1 int64 offsets rebased to them")
-      .def("stats", [](const DeviceData& data) {
-        const LoadStats& stats = data.stats();
-        nb::dict out;
-        out["bytes_copied"] = stats.bytes_copied;
-        out["bytes_verified"] = stats.bytes_verified;
-        out["shards_registered"] = stats.shards_registered;
-        out["shards_staged"] = stats.shards_staged;
-        out["seconds"] = stats.seconds;
-        return out;
-      });
+      .def("stats", [](const DeviceData& data) { return stats_dict(data.stats()); });
 
   nb::class_<Dataset>(m, "NativeDataset")
       .def_static(
@@ -432,9 +494,11 @@ NB_MODULE(_gpucache, m) {
              return out;
            })
       .def("needed_shards", &Dataset::needed_shards)
+      .def("device_bytes_bound", &Dataset::device_bytes_bound)
       .def("select_columns", &Dataset::select_columns, nb::arg("names"))
       .def("select_rows", &Dataset::select_rows, nb::arg("begin"), nb::arg("end"))
       .def("for_rank", &Dataset::for_rank, nb::arg("rank"), nb::arg("world_size"))
+      .def("share_for_rank", &Dataset::share_for_rank, nb::arg("rank"), nb::arg("world_size"))
       .def(
           "to_host",
           [](const Dataset& dataset, bool verify, unsigned threads) {
@@ -531,7 +595,7 @@ NB_MODULE(_gpucache, m) {
           [](BatchStream* self, const Dataset& dataset, std::uint64_t batch_size, bool shuffle,
              std::uint64_t seed, std::uint64_t epoch, std::uint32_t rank, std::uint32_t world_size,
              bool drop_last, std::uint64_t block_rows, std::uint64_t window_blocks, int device,
-             unsigned prefetch, unsigned threads, bool verify) {
+             unsigned prefetch, unsigned threads, bool verify, bool pad, std::uint64_t stride) {
             StreamOptions options;
             options.order.batch_size = batch_size;
             options.order.shuffle = shuffle;
@@ -542,17 +606,19 @@ NB_MODULE(_gpucache, m) {
             options.order.drop_last = drop_last;
             options.order.block_rows = block_rows;
             options.order.window_blocks = window_blocks;
+            options.order.pad = pad;
             options.device = device;
             options.prefetch = prefetch;
             options.threads = threads;
             options.verify = verify;
+            options.stride = stride;
             nb::gil_scoped_release release;
             new (self) BatchStream(dataset, options);
           },
           nb::arg("dataset"), nb::arg("batch_size"), nb::arg("shuffle"), nb::arg("seed"),
           nb::arg("epoch"), nb::arg("rank"), nb::arg("world_size"), nb::arg("drop_last"),
           nb::arg("block_rows"), nb::arg("window_blocks"), nb::arg("device"), nb::arg("prefetch"),
-          nb::arg("threads"), nb::arg("verify"))
+          nb::arg("threads"), nb::arg("verify"), nb::arg("pad") = true, nb::arg("stride") = 1)
       .def_prop_ro("batches", &BatchStream::batches)
       .def_prop_ro("epoch", &BatchStream::epoch)
       .def_prop_ro("position", &BatchStream::position)

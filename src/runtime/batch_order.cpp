@@ -82,7 +82,13 @@ BatchOrder::BatchOrder(const OrderOptions& options)
     throw Error("", "batch order",
                 std::to_string(options.rows) + " rows: at most 2^62 can be ordered");
   const std::uint64_t world = options.world_size;
-  rank_rows_ = options.drop_last ? options.rows / world : (options.rows + world - 1) / world;
+  if (options.drop_last)
+    rank_rows_ = options.rows / world;
+  else if (options.pad)
+    rank_rows_ = (options.rows + world - 1) / world;
+  else  // positions rank, rank + world, ... below rows
+    rank_rows_ =
+        options.rank < options.rows ? (options.rows - options.rank + world - 1) / world : 0;
   if (options.block_rows != 0) {
     full_blocks_ = options.rows / options.block_rows;
     window_rows_ = options.block_rows * options.window_blocks;
@@ -135,6 +141,16 @@ std::vector<std::uint64_t> BatchOrder::batch(std::uint64_t index) const {
   std::vector<std::uint64_t> rows(batch_rows(index));
   batch(index, rows);
   return rows;
+}
+
+std::uint64_t resume_batch(std::uint64_t saved_batch, std::uint64_t saved_batch_size,
+                           std::uint64_t saved_world_size, std::uint64_t batch_size,
+                           std::uint64_t world_size) {
+  if (batch_size == 0 || world_size == 0)
+    throw Error("", "resume", "batch_size and world_size must be at least 1");
+  // Positions of an epoch stay below 2^62 + batch_size × world_size (rows < 2^62), so the
+  // products fit.
+  return saved_batch * saved_batch_size * saved_world_size / (batch_size * world_size);
 }
 
 }  // namespace gpucache::runtime

@@ -80,7 +80,8 @@ struct StreamState {
   void fill() {
     while (in_flight.size() < options.prefetch && submitted < order->batches()) {
       auto job = std::make_shared<Job>();
-      job->index = submitted++;
+      job->index = submitted;
+      submitted += options.stride;
       job->order = order;
       job->generation = generation;
       in_flight.push_back(std::move(job));
@@ -261,6 +262,7 @@ BatchStream::BatchStream(const Dataset& dataset, const StreamOptions& options)
   s.dataset = dataset.state_;
   s.options = options;
   s.options.prefetch = std::max(1u, options.prefetch);
+  if (options.stride == 0) throw Error("", "batch stream", "stride must be at least 1");
   const unsigned threads =
       gpucache::detail::resolve_thread_count(options.threads, detail::kDefaultLoadThreadCap);
   s.shards = detail::map_needed_shards(*s.dataset, detail::ShardMapping::Access::read_only);
@@ -330,7 +332,7 @@ std::optional<Batch> BatchStream::next() {
     s.submitted = s.next;
     std::rethrow_exception(job->error);
   }
-  ++s.next;
+  s.next += s.options.stride;
   ++s.handed_out;
   s.fill();
   Batch batch;

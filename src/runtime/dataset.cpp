@@ -7,6 +7,7 @@
 #include "dataset_state.hpp"
 #include "gpucache/common/parallel.hpp"
 #include "gpucache/remote/remote.hpp"
+#include "load_plan.hpp"
 #include "task_pool.hpp"
 
 namespace gpucache::runtime {
@@ -61,6 +62,10 @@ std::vector<std::size_t> Dataset::needed_shards() const {
   return needed;
 }
 
+std::uint64_t Dataset::device_bytes_bound() const {
+  return detail::device_bytes_bound(*state_);
+}
+
 Dataset Dataset::select_columns(const std::vector<std::string>& names) const {
   const auto& all = state_->table->columns;
   if (names.empty()) throw Error(path(), "columns", "select at least one column");
@@ -101,6 +106,16 @@ Dataset Dataset::for_rank(std::uint32_t rank, std::uint32_t world_size) const {
         "must be below world_size " + std::to_string(world_size) + " (and world_size at least 1)");
   const std::uint64_t per_rank = rows() / world_size;
   return select_rows(rank * per_rank, (rank + 1) * per_rank);
+}
+
+Dataset Dataset::share_for_rank(std::uint32_t rank, std::uint32_t world_size) const {
+  if (world_size == 0 || rank >= world_size)
+    throw Error(
+        path(), "rank " + std::to_string(rank),
+        "must be below world_size " + std::to_string(world_size) + " (and world_size at least 1)");
+  const std::uint64_t per_rank = rows() / world_size, extra = rows() % world_size;
+  const std::uint64_t begin = rank * per_rank + std::min<std::uint64_t>(rank, extra);
+  return select_rows(begin, begin + per_rank + (rank < extra ? 1 : 0));
 }
 
 namespace detail {

@@ -1,6 +1,7 @@
 // Dataset::to_host: zero-copy views into the mapped shards, after hashing every chunk they touch
 // and checking the offsets of text and sequence columns.
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 
 #include "gpucache/common/parallel.hpp"
@@ -17,6 +18,7 @@ struct HostState {
   std::vector<const std::byte*> joined;        // per column: all rows contiguous, or nullptr
   std::vector<std::unique_ptr<JoinedView>> views;
   std::uint64_t rows = 0;
+  LoadStats stats;  // bytes_copied stays 0: the views point into the mappings
 
   std::size_t find(std::string_view name) const {
     for (std::size_t i = 0; i < columns.size(); ++i)
@@ -28,6 +30,7 @@ struct HostState {
 }  // namespace detail
 
 HostData Dataset::to_host(const HostOptions& options) const {
+  const auto started = std::chrono::steady_clock::now();
   const detail::DatasetState& state = *state_;
   auto host = std::make_shared<detail::HostState>();
   host->shards = detail::map_needed_shards(state, detail::ShardMapping::Access::copy_on_write);
@@ -52,10 +55,12 @@ HostData Dataset::to_host(const HostOptions& options) const {
       for (const std::size_t c : variable)
         wanted.push_back(detail::values_range(state, host->shards[s], c));
       detail::advise_will_need(host->shards[s], wanted);
-      detail::submit_chunk_checks(pool, host->shards[s], wanted, checked.verified[s]);
+      host->stats.bytes_verified +=
+          detail::submit_chunk_checks(pool, host->shards[s], wanted, checked.verified[s]);
     }
     pool.wait();
   }
+  host->stats.bytes_verified += checked.bytes_verified;
 
   host->pieces.resize(state.columns.size());
   for (std::size_t c = 0; c < state.columns.size(); ++c) {
@@ -87,9 +92,15 @@ HostData Dataset::to_host(const HostOptions& options) const {
       host->views.push_back(std::move(view));
     }
   }
+  host->stats.seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   HostData data;
   data.state_ = std::move(host);
   return data;
+}
+
+const LoadStats& HostData::stats() const noexcept {
+  return state_->stats;
 }
 
 std::uint64_t HostData::rows() const noexcept {

@@ -157,6 +157,28 @@ DeviceLayout plan_device_layout(const DatasetState& state, const std::vector<Map
   return layout;
 }
 
+std::uint64_t device_bytes_bound(const DatasetState& state) {
+  const std::uint64_t rows = state.row_end - state.row_begin;
+  std::uint64_t total = 0;
+  bool sequences = false;
+  for (const Column& column : state.columns) {
+    if (column.kind == ColumnKind::tensor) {
+      total += shard::align_up(rows * column.row_pitch_bytes(), shard::kAlignment);
+    } else if (column.kind == ColumnKind::sequence) {
+      sequences = true;
+      total += shard::align_up((rows + 1) * 8, shard::kAlignment);
+    }
+  }
+  if (!sequences) return total;
+  const auto& table = *state.table;
+  for (std::size_t k = 0; k < table.shards.size(); ++k) {
+    const std::uint64_t begin = table.starts[k], end = begin + table.shards[k].rows;
+    if (begin < state.row_end && end > state.row_begin && begin < end)
+      total += table.shards[k].file_size;
+  }
+  return total;
+}
+
 void fill_sequence_offsets(const DatasetState& state, const std::vector<MappedShard>& shards,
                            const DeviceLayout& layout, std::byte* out, unsigned threads) {
   if (layout.offsets_bytes == 0) return;

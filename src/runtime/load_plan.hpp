@@ -79,6 +79,10 @@ struct DeviceLayout {
 };
 // `shards` are the mapped shards of the selection whose sequence offsets passed check_offsets.
 DeviceLayout plan_device_layout(const DatasetState& state, const std::vector<MappedShard>& shards);
+// Before any shard is mapped: an upper bound of plan_device_layout's bytes (placement="auto"
+// decides with it). Tensor columns exactly (rows × row pitch, each rounded up to kAlignment),
+// sequence columns as their rows + 1 offsets plus the sizes of the shards the selection needs.
+std::uint64_t device_bytes_bound(const DatasetState& state);
 // Positions (in the selection) of the columns of these kinds.
 std::vector<std::size_t> positions_of(const DatasetState& state,
                                       std::initializer_list<ColumnKind> kinds);

@@ -3,16 +3,20 @@
 # Slurm array does across machines), merged, verified, then trained with torchrun on 2 CPU
 # processes (gloo) when torchrun and the gpucache Python package are there.
 #   bash run_local.sh WORK_DIR [N]
-# $GPUCACHE: the gpucache CLI (default build/src/cli/gpucache); $PYTHON: the interpreter with
-# the gpucache package (default python3). Exit 0 on success; prints "torchrun: skipped (...)"
+# $GPUCACHE: the gpucache CLI (default build/src/cli/gpucache when built here, else the one pip
+# installed with the package, found by gpucache.cli_path()); $PYTHON: the interpreter with the
+# gpucache package (default python3). Exit 0 on success; prints "torchrun: skipped (...)"
 # when the training step cannot run here.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../../.." && pwd)
 work=${1:?usage: run_local.sh WORK_DIR [N]}
 n=${2:-3}
-gpucache=${GPUCACHE:-$root/build/src/cli/gpucache}
 python=${PYTHON:-python3}
+gpucache=${GPUCACHE:-$root/build/src/cli/gpucache}
+if [ -z "${GPUCACHE:-}" ] && [ ! -x "$gpucache" ]; then
+  gpucache=$("$python" -c "import gpucache; print(gpucache.cli_path())")
+fi
 mkdir -p "$work/raw"
 "$python" - "$work/raw" <<'PY'
 import sys, numpy

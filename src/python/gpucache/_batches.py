@@ -1,10 +1,10 @@
 """GPUBatches: shuffled mini-batches gathered where the data lives, without host round trips."""
 from __future__ import annotations
 
-from typing import Dict, Iterator, Optional, Sequence
+from typing import Callable, Dict, Iterator, Optional, Sequence
 
-from . import _arrays
-from ._gpucache import Error
+from . import _arrays, _ranks
+from ._gpucache import Error, resume_batch as _resume_batch
 from ._order import BatchOrder, OrderOptions
 from ._sequences import pad_sequences
 
@@ -12,13 +12,11 @@ _ORDER_KEYS = ("rows", "shuffle", "seed", "block_rows", "window_blocks", "drop_l
 
 
 def resume_batch(state: dict, batch_size: int, world_size: int) -> int:
-    """The batch to resume at under (batch_size, world_size) from a state saved under others.
-
-    Batch b of all ranks together covers the epoch's global positions [b·B·W, (b+1)·B·W), so the
-    saved progress is batch·B·W positions; resuming rounds it down to a whole batch of the new
-    ranks: no row is skipped, at most B·W - 1 rows are seen again."""
-    consumed = int(state["batch"]) * int(state["batch_size"]) * int(state["world_size"])
-    return consumed // (batch_size * world_size)
+    """The batch to resume at under (batch_size, world_size) from a state saved under others:
+    the runtime's resume_batch (gpucache/batch_order.hpp), the saved global progress rounded down
+    to a whole batch of the new ranks."""
+    return _resume_batch(int(state["batch"]), int(state["batch_size"]),
+                         int(state["world_size"]), int(batch_size), int(world_size))
 
 
 def check_state(state: dict, current: dict, what: str) -> None:
@@ -68,13 +66,20 @@ class GPUBatches(Resumable):
     iteration unless set with set_epoch(e). state_dict()/load_state_dict() resume mid-epoch.
     Works on CPU tensors too, and with numpy arrays when torch is absent.
 
-    rank, world_size: take rank's part of every epoch's global order (DistributedSampler's
-        layout). Give them when every rank holds the whole dataset (load(..., rank=0,
-        world_size=1)): the ranks then reshuffle globally every epoch. Default 0 and 1 (the
-        dataset as loaded, which load() already slices per rank by default).
-    drop_last: True drops each rank's final short batch and gives each rank rows // world_size
-        rows; False keeps it and pads each rank to ceil(rows / world_size) rows by repeating the
-        epoch's first rows.
+    shuffle: True by default (a new order every epoch); shuffle=False with the default
+        drop_last=False is an evaluation pass: every row once, in row order.
+    rank, world_size: the rank rule (docs/python.md "Ranks and workers"): over a rank's share
+        made by gpucache.load, the whole share (rank 0 of 1; splitting it again is an error);
+        over a whole dataset, rank's part of every epoch's global order (DistributedSampler's
+        interleaving), rank and world_size from torch.distributed when it is initialised,
+        explicit arguments overriding.
+    drop_last: False (default) yields every row exactly once: the last, short batch too, and
+        with world_size > 1 ranks hold rows // world_size or one row more. True gives every rank
+        rows // world_size rows in full batches only. Ranks that would get different numbers of
+        batches raise gpucache.Error (DDP would hang at the last step).
+    transform: a callable applied to each batch dict (the columns, where the batch lies) before
+        it is yielded, e.g. u8 images to normalised bf16 on the GPU; its result is yielded
+        instead. The position state_dict() saves is unchanged by it.
     block_rows, window_blocks: block shuffle: blocks of block_rows consecutive rows in random
         order, rows shuffled within windows of window_blocks blocks.
     columns: names to batch; default every tensor and sequence column (text columns are looked
@@ -90,17 +95,18 @@ class GPUBatches(Resumable):
     """
 
     def __init__(self, dataset, batch_size: int, shuffle: bool = True, seed: int = 0,
-                 drop_last: bool = True, columns: Optional[Sequence[str]] = None,
+                 drop_last: bool = False, columns: Optional[Sequence[str]] = None,
                  padded: bool = False, with_indices: bool = False,
                  max_length: Optional[int] = None, pad_value=0, *, rank: Optional[int] = None,
                  world_size: Optional[int] = None, block_rows: Optional[int] = None,
-                 window_blocks: int = 1):
+                 window_blocks: int = 1, transform: Optional[Callable] = None):
         if batch_size < 1:
             raise Error(f"batch_size must be at least 1, not {batch_size}")
         if max_length is not None and max_length < 0:
             raise Error(f"max_length must not be negative, not {max_length}")
-        if (rank is None) != (world_size is None):
-            raise Error("rank and world_size go together: pass both or neither")
+        if transform is not None and not callable(transform):
+            raise Error(f"transform must be callable, not {type(transform).__name__}")
+        rank, world_size = _ranks.for_batches(dataset, rank, world_size, "GPUBatches")
         source = dataset.padded if padded else dataset.tensors
         sequences = dataset.sequences
         names = list(columns) if columns is not None else list(source) + list(sequences)
@@ -119,8 +125,8 @@ class GPUBatches(Resumable):
         self.shuffle = bool(shuffle)
         self.seed = int(seed)
         self.drop_last = bool(drop_last)
-        self.rank = 0 if rank is None else int(rank)
-        self.world_size = 1 if world_size is None else int(world_size)
+        self.rank, self.world_size = rank, world_size
+        self.transform = transform
         self.block_rows = 0 if block_rows is None else int(block_rows)
         self.window_blocks = int(window_blocks)
         self.with_indices = with_indices
@@ -136,11 +142,21 @@ class GPUBatches(Resumable):
                  else self._sequences[names[0]].values)
         self._device = first.device if self._torch else "cpu"
         self._batch_order(0)  # checks rank, world_size and the block options now
+        if self.world_size > 1:
+            _ranks.check_equal_steps(lambda r: len(self._batch_order(0, rank=r)),
+                                     self.world_size, self.drop_last, "GPUBatches")
+        elif getattr(dataset, "world_size", 1) > 1:  # a share of load: the other ranks' shares
+            _ranks.check_equal_steps(
+                lambda r: len(BatchOrder(OrderOptions(
+                    rows=dataset.share_rows(r), batch_size=self.batch_size,
+                    drop_last=self.drop_last))), dataset.world_size, self.drop_last,
+                "GPUBatches")
 
-    def _batch_order(self, epoch: int) -> BatchOrder:
+    def _batch_order(self, epoch: int, rank: Optional[int] = None) -> BatchOrder:
         return BatchOrder(OrderOptions(
             rows=self._rows, batch_size=self.batch_size, shuffle=self.shuffle, seed=self.seed,
-            epoch=epoch, rank=self.rank, world_size=self.world_size, drop_last=self.drop_last,
+            epoch=epoch, rank=self.rank if rank is None else rank, world_size=self.world_size,
+            drop_last=self.drop_last,
             block_rows=self.block_rows, window_blocks=self.window_blocks), self._device)
 
     def set_epoch(self, epoch: int) -> None:
@@ -190,6 +206,8 @@ class GPUBatches(Resumable):
         for batch in range(start, len(order)):
             index = rows[batch * self.batch_size:(batch + 1) * self.batch_size]
             gathered = self._gather(index)
+            if self.transform is not None:
+                gathered = self.transform(gathered)
             self._position = (epoch, batch + 1)
             yield (index, gathered) if self.with_indices else gathered
         self._position = (epoch + 1, 0)

@@ -6,21 +6,9 @@ import logging
 import os
 from typing import Dict, List, Optional, Sequence
 
-from . import _arrays
+from . import _arrays, _ranks
 from ._gpucache import Error, NativeDataset
 from ._sequences import Sequences
-
-
-def _distributed_defaults(rank, world_size):
-    if rank is not None and world_size is not None:
-        return int(rank), int(world_size)
-    if rank is not None or world_size is not None:
-        raise Error("rank and world_size go together: pass both or neither")
-    torch = _arrays.torch
-    if (torch is not None and torch.distributed.is_available()
-            and torch.distributed.is_initialized()):
-        return torch.distributed.get_rank(), torch.distributed.get_world_size()
-    return 0, 1
 
 
 _PLACEMENTS = ("device", "host_pinned", "auto")
@@ -80,21 +68,10 @@ def choose_placement(needed: int, free: int, total: int, where: str):
 
 
 def device_bytes_needed(native) -> int:
-    """An upper bound of the device allocation for the selection: tensor columns exactly (rows ×
-    row pitch, 4096-aligned), sequence columns as their offsets plus the needed shards' sizes."""
-    rows = native.rows
-    total = 0
-    sequences = False
-    for column in native.columns():
-        if column["kind"] == "tensor":
-            total += -(-rows * column["row_pitch_bytes"] // 4096) * 4096
-        elif column["kind"] == "sequence":
-            sequences = True
-            total += -(-(rows + 1) * 8 // 4096) * 4096
-    if sequences:
-        shards = native.shards()
-        total += sum(shards[k]["file_size"] for k in native.needed_shards())
-    return total
+    """An upper bound of the device allocation for the selection, from the runtime
+    (Dataset::device_bytes_bound): tensor columns exactly (rows × row pitch, 4096-aligned),
+    sequence columns as their offsets plus the needed shards' sizes."""
+    return native.device_bytes_bound()
 
 
 def _manifest_path(path: str) -> str:
@@ -134,8 +111,11 @@ class Dataset:
     """
 
     def __init__(self, *, path, native, device, rank, world_size, columns, padded, sequences,
-                 host, device_data, shard_views, placement=None, placement_reason=""):
+                 host, device_data, shard_views, placement=None, placement_reason="",
+                 unshared=None, load_args=None):
         self.path = path
+        self._unshared = unshared    # the selection before rank sharing
+        self._load_args = load_args  # what loads it again in another process (pickling)
         # Where the data went: "cpu" (mapped), "device" or "host_pinned"; with placement="auto"
         # placement_reason says why (VRAM needed vs free).
         self.placement = placement or ("cpu" if device == "cpu" else "device")
@@ -232,7 +212,31 @@ class Dataset:
 
     @property
     def load_stats(self) -> dict:
-        return self._device_data.stats() if self._device_data is not None else {}
+        """What the load did: bytes_copied (0 on the CPU: the tensors are views of the mapping),
+        bytes_verified, shards_registered, shards_staged, seconds; the same keys on every
+        device."""
+        if self._device_data is not None:
+            return self._device_data.stats()
+        if self._host is not None:
+            return self._host.stats()
+        return {"bytes_copied": 0, "bytes_verified": 0, "shards_registered": 0,
+                "shards_staged": 0, "seconds": 0.0}
+
+    def share_rows(self, rank: int) -> int:
+        """Rows of rank `rank`'s share when load split the dataset among world_size ranks (the
+        runtime's Dataset::share_for_rank); len(self) for this rank."""
+        if self._unshared is None or self.world_size <= 1:
+            return len(self)
+        return self._unshared.share_for_rank(int(rank), self.world_size).rows
+
+    def __reduce__(self):
+        # DataLoader workers started with spawn (or forkserver) get the dataset pickled: they map
+        # the same shards again (zero-copy on the CPU). A dataset in VRAM stays in its process.
+        if self._load_args is None or self.device != "cpu":
+            raise Error(f"a gpucache.Dataset on {self.device} cannot be sent to another process "
+                        "(DataLoader workers with spawn): batch it in this process with "
+                        "GPUBatches, or load it with device='cpu' for DataLoader workers")
+        return (_reload, (self._load_args,))
 
     def texts(self, name: str, rows: Optional[Sequence[int]] = None) -> List[str]:
         """A text column's rows as str: all of them, or those at the indices `rows` (a list, or a
@@ -271,9 +275,11 @@ def load(path, device: str = "cuda", columns: Optional[Sequence[str]] = None,
         shard and byte range. (Each shard's header is always checked against manifest.json, whose
         hash vouches for all of the shard's bytes, when the shard is mapped; opening reads only
         the manifest.)
-    rank, world_size: load only this rank's slice: rows // world_size rows each, the last
-        rows % world_size rows dropped so every rank gets the same count. Default from
-        torch.distributed when it is initialised, else the whole dataset.
+    rank, world_size: load only this rank's share, contiguous rows, every row kept: the first
+        rows % world_size ranks get one row more than rows // world_size. The rank rule
+        (docs/python.md "Ranks and workers"): from torch.distributed when it is initialised,
+        explicit arguments overriding; rank=0, world_size=1 loads the whole dataset on every
+        rank (then GPUBatches splits each epoch among the ranks).
     rows: (begin, end) to load only those rows (before rank slicing).
     placement: "device", or "host_pinned" to keep data in pinned host memory that CUDA kernels
         read over PCIe (for datasets larger than VRAM), or "auto": "device" when the selection
@@ -289,14 +295,19 @@ def load(path, device: str = "cuda", columns: Optional[Sequence[str]] = None,
     path = os.fspath(path)
     _check_choice("placement", placement, _PLACEMENTS)
     _check_choice("read_mode", read_mode, _READ_MODES)
-    rank, world_size = _distributed_defaults(rank, world_size)
+    load_args = dict(path=path, device=device, columns=None if columns is None else list(columns),
+                     verify=verify, rank=rank, world_size=world_size, rows=rows,
+                     placement=placement, read_mode=read_mode, threads=threads)
+    rank, world_size = _ranks.resolve(rank, world_size)
+    load_args.update(rank=rank, world_size=world_size)
     device_name, device_index = _resolve_device(device)
     native = NativeDataset.open(path, "" if cache_dir is None else os.fspath(cache_dir))
     if columns is not None:
         native = native.select_columns(list(columns))
     if rows is not None:
         native = native.select_rows(int(rows[0]), int(rows[1]))
-    native = native.for_rank(rank, world_size)
+    unshared = native
+    native = native.share_for_rank(rank, world_size)
     selected = native.columns()
     tensor_columns = [c for c in selected if c["kind"] == "tensor"]
     sequence_columns = [c for c in selected if c["kind"] == "sequence"]
@@ -354,7 +365,12 @@ def load(path, device: str = "cuda", columns: Optional[Sequence[str]] = None,
     return Dataset(path=path, native=native, device=device_name, rank=rank,
                    world_size=world_size, columns=selected, padded=padded, sequences=sequences,
                    host=host, device_data=device_data, shard_views=shard_views,
-                   placement=placement, placement_reason=reason)
+                   placement=placement, placement_reason=reason, unshared=unshared,
+                   load_args=load_args)
+
+
+def _reload(load_args: dict) -> Dataset:
+    return load(**load_args)
 
 
 _OFFSETS = {"dtype": "i64"}

@@ -4,18 +4,23 @@ stream."""
 from __future__ import annotations
 
 import os
-from typing import Iterator, Optional, Sequence
+from typing import Callable, Iterator, Optional, Sequence
 
-from . import _arrays
+from . import _arrays, _ranks
 from ._batches import Resumable
-from ._dataset import _distributed_defaults, _resolve_device
+from ._dataset import _resolve_device
 from ._gpucache import Error, NativeDataset, NativeStream
+from ._order import BatchOrder, OrderOptions
 from ._sequences import pad_sequences
 
 try:  # an IterableDataset, so torch.utils.data.DataLoader(stream, batch_size=None) takes it
     from torch.utils.data import IterableDataset as _Iterable
 except ImportError:
     _Iterable = object
+
+# Readers inherited through fork, kept so that their destructors (which join threads that exist
+# only in the parent) never run in the child.
+_INHERITED: list = []
 
 
 class Stream(Resumable, _Iterable):
@@ -26,15 +31,18 @@ class Stream(Resumable, _Iterable):
     batch_size, rank/world_size and block options it yields the same batches as GPUBatches over
     the whole dataset loaded into memory.
 
-    A torch IterableDataset: DataLoader(stream, batch_size=None) passes its batches through
-    (keep num_workers=0: the stream has its own reader threads, and each worker would read
-    every batch)."""
+    A torch IterableDataset: DataLoader(stream, batch_size=None) passes its batches through, and
+    with num_workers=N the workers share each epoch: worker w reads batches w, w + N, ... (the
+    DataLoader hands them on in order), whatever the start method (fork or spawn) and with
+    persistent_workers. The reader is opened in the process that iterates: a worker never uses
+    the parent's reader threads, which do not survive fork."""
 
     _what = "stream"
 
-    def __init__(self, native_dataset, *, device_name, device_index, batch_size, shuffle, seed,
-                 rank, world_size, drop_last, block_rows, window_blocks, prefetch, threads,
-                 verify, padded, max_length, pad_value, with_indices, names):
+    def __init__(self, native_dataset, *, path, rows_selected, device_name, device_index,
+                 batch_size, shuffle, seed, rank, world_size, drop_last, block_rows,
+                 window_blocks, prefetch, threads, verify, padded, max_length, pad_value,
+                 with_indices, names, transform, cache_dir=""):
         self._columns = {c["name"]: c for c in native_dataset.columns()}
         self._names = names
         self._rows = native_dataset.rows
@@ -50,19 +58,56 @@ class Stream(Resumable, _Iterable):
         self.max_length = max_length
         self.pad_value = pad_value
         self.with_indices = with_indices
+        self.transform = transform
         self._device_index = device_index
+        # What reopens the reader in another process (a DataLoader worker).
+        self._path, self._rows_selected, self._cache_dir = path, rows_selected, cache_dir
+        self._prefetch, self._threads, self._verify = int(prefetch), int(threads), bool(verify)
+        self._native = None
+        self._owner = None    # (pid, stride) the reader was opened for
+        self._open(native_dataset, 1)
+        self._batches = self._native.batches
+        self._next_epoch = 0
+        self._resume_at = 0
+        self._position = None
+        self._worker = (0, 1)  # (id, workers) of the latest iteration
+
+    def _open(self, native_dataset, stride: int) -> None:
+        if native_dataset is None:
+            native_dataset = NativeDataset.open(self._path, self._cache_dir)
+            if self._rows_selected is not None:
+                native_dataset = native_dataset.select_rows(*self._rows_selected)
+            native_dataset = native_dataset.select_columns(self._names)
         self._native = NativeStream(
             native_dataset, batch_size=self.batch_size, shuffle=self.shuffle, seed=self.seed,
             epoch=0, rank=self.rank, world_size=self.world_size, drop_last=self.drop_last,
             block_rows=self.block_rows, window_blocks=self.window_blocks,
-            device=-1 if device_index is None else device_index, prefetch=int(prefetch),
-            threads=int(threads), verify=bool(verify))
-        self._next_epoch = 0
-        self._resume_at = 0
-        self._position = None
+            device=-1 if self._device_index is None else self._device_index,
+            prefetch=self._prefetch, threads=self._threads, verify=self._verify, pad=False,
+            stride=stride)
+        self._owner = (os.getpid(), stride)
+
+    def _reader(self, stride: int):
+        """The reader of this process for `stride` workers, opened here when it is not."""
+        if self._owner != (os.getpid(), stride):
+            if self._owner is not None and self._owner[0] != os.getpid():
+                # Inherited through fork: its threads stayed in the parent, so it must never be
+                # used or destroyed here (its destructor would wait for them forever).
+                _INHERITED.append(self._native)
+            self._native = None
+            self._open(None, stride)
+        return self._native
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state["_native"], state["_owner"] = None, None  # reopened where it is iterated
+        return state
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
 
     def __len__(self) -> int:
-        return self._native.batches
+        return self._batches
 
     @property
     def epoch(self) -> int:
@@ -80,7 +125,7 @@ class Stream(Resumable, _Iterable):
 
     def stats(self) -> dict:
         """batches handed out, bytes gathered and verified, peak_blocks (the memory bound)."""
-        return self._native.stats()
+        return self._reader(self._owner[1] if self._owner else 1).stats()
 
     def _convert(self, native):
         flags = _arrays.wire_flags()
@@ -104,6 +149,8 @@ class Stream(Resumable, _Iterable):
                                             self.pad_value)
             else:
                 batch[name] = native.texts(name)
+        if self.transform is not None:
+            batch = self.transform(batch)
         if not self.with_indices:
             return batch
         indices = native.row_indices(numpy=_arrays.backend() == "numpy")
@@ -111,17 +158,51 @@ class Stream(Resumable, _Iterable):
             indices = _arrays.torch.utils.dlpack.from_dlpack(indices)
         return indices, batch
 
+    def state_dict(self) -> dict:
+        """As GPUBatches'; inside DataLoader worker w of N (torchdata's StatefulDataLoader asks
+        each worker) also "worker" and "workers", and "batch" is that worker's next batch."""
+        state = super().state_dict()
+        if self._worker[1] > 1:
+            state["worker"], state["workers"] = self._worker
+        return state
+
+    def load_state_dict(self, state: dict) -> None:
+        """As GPUBatches'. A worker's state resumes the same worker of as many workers."""
+        workers = int(state.get("workers", 1))
+        if workers > 1:
+            here = _ranks.worker()
+            if here != (int(state["worker"]), workers):
+                raise Error(f"stream.load_state_dict: the state is DataLoader worker "
+                            f"{state['worker']}'s of {workers}; restore it in that worker of a "
+                            f"DataLoader with num_workers={workers} (torchdata's "
+                            "StatefulDataLoader does), not here (worker "
+                            f"{here[0]} of {here[1]})")
+        super().load_state_dict(state)
+        self._resume_worker = workers > 1
+
     def __iter__(self) -> Iterator[object]:
+        worker, workers = _ranks.worker()
+        if workers > 1 and self._device_index is not None:
+            raise Error(f"gpucache.stream to {self.device} in a DataLoader worker: CUDA does not "
+                        "survive fork, and the stream already reads ahead on its own threads "
+                        "and copies to the GPU on its own CUDA stream; use num_workers=0")
+        self._worker = (worker, workers)
+        native = self._reader(workers)
         epoch, start = self._next_epoch, self._resume_at
         self._next_epoch, self._resume_at = epoch + 1, 0
-        self._position = (epoch, start)
-        self._native.seek(epoch, start)
+        # Worker w of N takes batches start + w, start + w + N, ...: the DataLoader's round robin
+        # over its workers hands them on in the epoch's order. A worker's own saved state
+        # (load_state_dict) already names its next batch.
+        first = start if getattr(self, "_resume_worker", False) else start + worker
+        self._resume_worker = False
+        self._position = (epoch, first)
+        native.seek(epoch, min(first, self._batches))
         while True:
-            native = self._native.next()
-            if native is None:
+            batch = native.next()
+            if batch is None:
                 break
-            converted = self._convert(native)
-            self._position = (epoch, native.index + 1)
+            converted = self._convert(batch)
+            self._position = (epoch, batch.index + workers)
             yield converted
         self._position = (epoch + 1, 0)
 
@@ -133,30 +214,37 @@ class Stream(Resumable, _Iterable):
 
 def stream(path, device: str = "cuda", batch_size: int = 1024, shuffle: bool = True,
            seed: int = 0, columns: Optional[Sequence[str]] = None, rank: Optional[int] = None,
-           world_size: Optional[int] = None, prefetch: int = 4, *, drop_last: bool = True,
+           world_size: Optional[int] = None, prefetch: int = 4, *, drop_last: bool = False,
            block_rows: Optional[int] = None, window_blocks: int = 1, verify: bool = True,
            threads: int = 0, rows: Optional[tuple] = None, padded: bool = False,
            max_length: Optional[int] = None, pad_value=0, with_indices: bool = False,
-           cache_dir=None) -> Stream:
+           transform: Optional[Callable] = None, cache_dir=None) -> Stream:
     """Streams batches of a packed dataset without loading it whole (docs/python.md
     "gpucache.stream").
 
     device: "cuda", "cuda:N" (batches in VRAM; only the batches in flight use it) or "cpu".
     columns: default every tensor and sequence column; text columns when named (lists of str).
-    rank, world_size: each rank's interleaved part of every epoch's global order (default from
-        torch.distributed); every rank reads the whole dataset's shards as its rows need them.
+    rank, world_size: the rank rule (docs/python.md "Ranks and workers"): rank's interleaved
+        part of every epoch's global order, from torch.distributed when it is initialised,
+        explicit arguments overriding; every rank reads the whole dataset's shards as its rows
+        need them.
     prefetch: batches gathered ahead by the reader threads (and in flight to the GPU).
-    Other options as GPUBatches: drop_last, block_rows, window_blocks, padded, max_length,
-    pad_value, with_indices (the indices are on the CPU here).
+    transform: a callable applied to each batch dict where it lies (see GPUBatches).
+    Other options as GPUBatches (shuffle=True and drop_last=False by default): drop_last,
+    block_rows, window_blocks, padded, max_length, pad_value, with_indices (the indices are on
+    the CPU here).
     cache_dir: for a remote dataset (s3://, http(s)://), where its shards are fetched to, as for
-        gpucache.load.
+        gpucache.load (DataLoader workers reopen the dataset: give them a cache to share).
     """
     path = os.fspath(path)
-    rank, world_size = _distributed_defaults(rank, world_size)
+    rank, world_size = _ranks.resolve(rank, world_size)
     device_name, device_index = _resolve_device(device)
-    native = NativeDataset.open(path, "" if cache_dir is None else os.fspath(cache_dir))
+    cache_dir = "" if cache_dir is None else os.fspath(cache_dir)
+    native = NativeDataset.open(path, cache_dir)
+    rows_selected = None
     if rows is not None:
-        native = native.select_rows(int(rows[0]), int(rows[1]))
+        rows_selected = (int(rows[0]), int(rows[1]))
+        native = native.select_rows(*rows_selected)
     known = native.columns()
     if columns is None:
         names = [c["name"] for c in known if c["kind"] in ("tensor", "sequence")]
@@ -170,12 +258,20 @@ def stream(path, device: str = "cuda", batch_size: int = 1024, shuffle: bool = T
         raise Error(f"batch_size must be at least 1, not {batch_size}")
     if prefetch < 1:
         raise Error(f"prefetch must be at least 1, not {prefetch}")
+    if transform is not None and not callable(transform):
+        raise Error(f"transform must be callable, not {type(transform).__name__}")
     if device_index is not None and _arrays.backend() != "torch":
         raise Error(f"device='{device}' needs PyTorch")
-    return Stream(native, device_name=device_name, device_index=device_index,
-                  batch_size=batch_size, shuffle=shuffle, seed=seed, rank=rank,
-                  world_size=world_size, drop_last=drop_last,
-                  block_rows=0 if block_rows is None else block_rows,
+    block_rows = 0 if block_rows is None else int(block_rows)
+    _ranks.check_equal_steps(
+        lambda r: len(BatchOrder(OrderOptions(
+            rows=native.rows, batch_size=int(batch_size), rank=r, world_size=world_size,
+            drop_last=bool(drop_last), block_rows=block_rows,
+            window_blocks=int(window_blocks)))), world_size, bool(drop_last), "gpucache.stream")
+    return Stream(native, path=path, rows_selected=rows_selected, device_name=device_name,
+                  device_index=device_index, batch_size=batch_size, shuffle=shuffle, seed=seed,
+                  rank=rank, world_size=world_size, drop_last=drop_last, block_rows=block_rows,
                   window_blocks=window_blocks, prefetch=prefetch, threads=threads, verify=verify,
                   padded=padded, max_length=max_length, pad_value=pad_value,
-                  with_indices=with_indices, names=names)
+                  with_indices=with_indices, names=names, transform=transform,
+                  cache_dir=cache_dir)

@@ -15,7 +15,7 @@ def rows_of(batches):
 
 
 def test_each_epoch_is_a_permutation_of_the_rows(ds):
-    batches = gpucache.GPUBatches(ds, batch_size=10, seed=1)
+    batches = gpucache.GPUBatches(ds, batch_size=10, seed=1, drop_last=True)
     assert len(batches) == 10  # 103 rows, drop_last
     epoch = list(batches)
     assert len(epoch) == 10
@@ -28,8 +28,8 @@ def test_each_epoch_is_a_permutation_of_the_rows(ds):
         assert batch["embedding"].shape == (10, 10)
 
 
-def test_keep_last_partial_batch_covers_every_row(ds):
-    batches = gpucache.GPUBatches(ds, batch_size=10, drop_last=False, seed=5)
+def test_by_default_the_last_partial_batch_covers_every_row(ds):
+    batches = gpucache.GPUBatches(ds, batch_size=10, seed=5)
     epoch = list(batches)
     assert len(batches) == len(epoch) == 11
     assert len(epoch[-1]["source_row"]) == 3
@@ -58,7 +58,8 @@ def test_epochs_reshuffle(ds):
 
 
 def test_no_shuffle_keeps_row_order_and_columns_selects(ds):
-    batches = gpucache.GPUBatches(ds, batch_size=25, shuffle=False, columns=["source_row"])
+    batches = gpucache.GPUBatches(ds, batch_size=25, shuffle=False, columns=["source_row"],
+                                  drop_last=True)
     epoch = list(batches)
     assert [list(batch) for batch in epoch] == [["source_row"]] * 4
     assert rows_of(epoch) == list(range(100))

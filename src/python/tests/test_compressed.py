@@ -32,7 +32,7 @@ def test_compressed_shards_stream(both):
     for kwargs in ({}, {"block_rows": 32, "window_blocks": 2}):
         one = list(gpucache.stream(raw, device="cpu", batch_size=32, seed=3, **kwargs))
         other = list(gpucache.stream(zstd, device="cpu", batch_size=32, seed=3, **kwargs))
-        assert len(one) == len(other) == 9
+        assert len(one) == len(other) == 10  # the last, short batch too
         for a, b in zip(one, other):
             assert torch.equal(a["embedding"], b["embedding"])
             assert torch.equal(a["source_row"], b["source_row"])

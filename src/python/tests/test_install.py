@@ -54,3 +54,34 @@ def test_a_wheel_works_in_a_fresh_venv(tmp_path):
     smoke = subprocess.run([str(venv / "bin/python"), "-c", SMOKE, str(tmp_path / "ds")],
                            check=True, capture_output=True, text=True, cwd=tmp_path)
     assert smoke.stdout.strip() == "ok"
+    # Every example runs from another directory, the venv's bin off PATH: it finds the command
+    # through the package (scripts/test.sh does the same in CI).
+    environment = {k: v for k, v in os.environ.items() if k != "GPUCACHE_CLI"}
+    environment.update(PATH="/usr/bin:/bin", CUDA_VISIBLE_DEVICES="")
+    for example in sorted((ROOT / "examples").glob("*.py")):
+        run = subprocess.run([str(venv / "bin/python"), str(example)], capture_output=True,
+                             text=True, cwd=tmp_path, env=environment, timeout=300)
+        assert run.returncode == 0, f"{example.name}: {run.stderr}"
+
+
+def test_the_command_is_found_through_the_package(tmp_path):
+    from conftest import BUILD
+    import gpucache
+    cli = str(BUILD / "src/cli/gpucache")
+    environment = dict(os.environ, GPUCACHE_CLI=cli)
+    shown = subprocess.run([sys.executable, "-m", "gpucache", "--help"], capture_output=True,
+                           text=True, env=environment, cwd=tmp_path, timeout=60)
+    assert shown.returncode == 0 and "pack" in shown.stdout, shown.stderr
+    environment["GPUCACHE_CLI"] = str(tmp_path / "absent")
+    failed = subprocess.run([sys.executable, "-m", "gpucache", "--help"], capture_output=True,
+                            text=True, env=environment, cwd=tmp_path, timeout=60)
+    assert failed.returncode != 0 and "not an executable file" in failed.stderr
+    installed = pathlib.Path(sysconfig.get_path("scripts")) / "gpucache"
+    if not installed.exists():
+        pytest.skip(f"gpucache is not installed into {installed.parent} (run scripts/test.sh)")
+    previous = os.environ.pop("GPUCACHE_CLI", None)
+    try:
+        assert gpucache.cli_path() == str(installed)
+    finally:
+        if previous is not None:
+            os.environ["GPUCACHE_CLI"] = previous

@@ -107,20 +107,21 @@ def test_writing_a_cpu_view_changes_neither_file_nor_other_loads(single_shard):
 
 
 @pytest.mark.parametrize("world_size", [1, 2, 3, 4, 5, 7])
-def test_rank_slices_cover_every_kept_row_once_with_equal_counts(packed, world_size):
-    per_rank = 103 // world_size
+def test_rank_shares_cover_every_row_once(packed, world_size):
     seen = []
     for rank in range(world_size):
+        # The first 103 % world_size ranks get one row more: no row is dropped.
+        rows = 103 // world_size + (rank < 103 % world_size)
         ds = gpucache.load(packed, device="cpu", rank=rank, world_size=world_size)
-        assert len(ds) == per_rank
-        assert ds.row_begin == rank * per_rank
+        assert len(ds) == rows and ds.share_rows(rank) == rows
+        assert ds.row_begin == len(seen)
         assert ds.total_rows == 103
         seen.extend(ds.tensors["source_row"].tolist())
-        # Only the shards holding the slice's rows are mapped (30 rows per shard).
-        first, last = rank * per_rank, (rank + 1) * per_rank - 1
+        # Only the shards holding the share's rows are mapped (30 rows per shard).
+        first, last = ds.row_begin, ds.row_begin + rows - 1
         expected = {f"shard-{k:05d}.gcs" for k in range(first // 30, last // 30 + 1)}
         assert {os.path.basename(p) for _, _, p in ds.mapped_ranges()} == expected
-    assert seen == list(range(per_rank * world_size))  # the remainder is dropped at the end
+    assert seen == list(range(103))
 
 
 def test_rows_and_columns_selection(packed):
@@ -163,7 +164,7 @@ def test_corrupted_shard_raises_a_clear_error(packed, fresh_copy):
     assert "column 'embedding' rows 0-29" in message
     assert "chunk hash mismatch" in message
     # Ranks that do not read shard 2 load; verify=False loads the damaged value.
-    assert len(gpucache.load(ds_dir, device="cpu", rank=0, world_size=2)) == 51
+    assert len(gpucache.load(ds_dir, device="cpu", rank=0, world_size=2)) == 52
     damaged = gpucache.load(ds_dir, device="cpu", verify=False)
     assert damaged.tensors["embedding"][65, 1] != float(embeddings(103, 10)[65, 1])
 
@@ -218,7 +219,7 @@ def test_bad_arguments_and_missing_gpu_raise_gpucache_error(packed, tmp_path):
         gpucache.load(packed, device="tpu")
     with pytest.raises(gpucache.Error, match="no such dataset directory"):
         gpucache.load(tmp_path / "absent", device="cpu")
-    with pytest.raises(gpucache.Error, match="rank 4: must be below world_size 4"):
+    with pytest.raises(gpucache.Error, match="rank=4 must be below world_size=4"):
         gpucache.load(packed, device="cpu", rank=4, world_size=4)
     if not gpucache.cuda_available():
         with pytest.raises(gpucache.Error, match="cuda:0"):
@@ -234,11 +235,11 @@ ds = gpucache.load({str(packed)!r}, device="cpu", rank=1, world_size=2)
 emb = ds.tensors["embedding"]
 assert isinstance(emb, numpy.ndarray) and emb.shape == (51, 10), (type(emb), emb.shape)
 assert ds.tensors["source_row"].dtype == numpy.uint64
-assert (ds.tensors["source_row"] == numpy.arange(51, 102)).all()
+assert (ds.tensors["source_row"] == numpy.arange(52, 103)).all()
 batches = list(gpucache.GPUBatches(ds, batch_size=10, seed=3))
-assert len(batches) == 5 and batches[0]["embedding"].shape == (10, 10)
+assert len(batches) == 6 and batches[0]["embedding"].shape == (10, 10)
 rows = numpy.concatenate([b["source_row"] for b in batches])
-assert len(set(rows.tolist())) == 50
+assert sorted(rows.tolist()) == list(range(52, 103))
 assert gpucache.load({str(text_dataset)!r}, device="cpu").texts("caption")[1] == "row 1 ✓"
 try:
     gpucache.load({str(packed)!r}, device="cuda")

@@ -1,45 +1,82 @@
-"""The batch order in Python (gpucache/_order.py) is the runtime's, bit for bit; GPUBatches with
+"""The batch order comes from the runtime (gpucache/batch_order.hpp through NativeOrder) and is
+the one the Python package computed before, bit for bit (order_reference.py); GPUBatches with
 ranks, block mode, and resuming from state_dict."""
 import pytest
 import torch
 
 import gpucache
+import order_reference
 from gpucache import _gpucache
 from gpucache._order import BatchOrder, OrderOptions
 
 
 def native_rows(options: OrderOptions, batch: int):
+    """One batch through the runtime's own entry point (padding ranks when drop_last is False)."""
     return _gpucache.batch_order_rows(options.rows, options.batch_size, options.shuffle,
                                       options.seed, options.epoch, options.rank,
                                       options.world_size, options.drop_last, options.block_rows,
                                       options.window_blocks, batch)
 
 
-@pytest.mark.parametrize("options", [
-    OrderOptions(rows=103, batch_size=10),
-    OrderOptions(rows=1, batch_size=1),
-    OrderOptions(rows=4097, batch_size=256, seed=12345678901234, epoch=7),
-    OrderOptions(rows=1000, batch_size=33, world_size=3, rank=2, drop_last=False, epoch=2),
-    OrderOptions(rows=1000, batch_size=50, block_rows=64, window_blocks=4, seed=3),
-    OrderOptions(rows=1000, batch_size=50, block_rows=64, window_blocks=4, world_size=2, rank=1),
-    OrderOptions(rows=77, batch_size=8, shuffle=False, world_size=2, rank=1),
-])
-def test_python_order_equals_the_runtime(options):
-    order = BatchOrder(options)
-    every = order.epoch_rows().tolist()
-    assert len(order) > 0
+CASES = [
+    dict(rows=103, batch_size=10, drop_last=True),
+    dict(rows=103, batch_size=10),
+    dict(rows=1, batch_size=1),
+    dict(rows=4097, batch_size=256, seed=12345678901234, epoch=7),
+    dict(rows=1000, batch_size=33, world_size=3, rank=2, epoch=2),
+    dict(rows=1000, batch_size=33, world_size=3, rank=0, epoch=2),
+    dict(rows=1000, batch_size=50, block_rows=64, window_blocks=4, seed=3, drop_last=True),
+    dict(rows=1000, batch_size=50, block_rows=64, window_blocks=4, world_size=2, rank=1),
+    dict(rows=77, batch_size=8, shuffle=False, world_size=2, rank=1, drop_last=True),
+    dict(rows=2, batch_size=4, world_size=3, rank=2),  # a rank past the rows gets none
+]
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_the_order_is_the_one_python_computed_before(case):
+    order = BatchOrder(OrderOptions(**case))
+    reference = order_reference.BatchOrder(order_reference.OrderOptions(**case))
+    assert len(order) == len(reference) and order.rank_rows == reference.rank_rows
+    assert order.epoch_rows().tolist() == reference.epoch_rows().tolist()
     for batch in range(len(order)):
-        expected = native_rows(options, batch)
-        assert order.batch(batch).tolist() == expected
-        assert every[batch * options.batch_size:][:len(expected)] == expected
+        assert order.batch(batch).tolist() == reference.batch(batch).tolist()
 
 
-def test_numpy_and_torch_compute_the_same_order(monkeypatch):
-    options = OrderOptions(rows=999, batch_size=999, seed=4, epoch=1, drop_last=False)
+@pytest.mark.parametrize("case", [c for c in CASES if c.get("drop_last")] + [
+    dict(rows=1000, batch_size=33, world_size=3, rank=2, epoch=2, drop_last=False)])
+def test_the_reference_equals_the_runtime_with_padding(case):
+    """With the runtime's padding (pad=True, what batch_order_rows uses) the reference is the
+    runtime bit for bit: the reference is the same function, not a copy of the new code."""
+    options = order_reference.OrderOptions(**case, pad=True)
+    reference = order_reference.BatchOrder(options)
+    assert len(reference) > 0
+    for batch in range(len(reference)):
+        assert reference.batch(batch).tolist() == native_rows(options, batch)
+
+
+def test_without_padding_ranks_take_every_row_once():
+    rows = []
+    for rank in range(3):
+        order = BatchOrder(OrderOptions(rows=100, batch_size=7, seed=2, rank=rank, world_size=3))
+        assert order.rank_rows == (34 if rank == 0 else 33)
+        rows += order.epoch_rows().tolist()
+    assert sorted(rows) == list(range(100))
+
+
+def test_numpy_and_torch_get_the_same_order(monkeypatch):
+    options = OrderOptions(rows=999, batch_size=999, seed=4, epoch=1)
     with_torch = BatchOrder(options).batch(0).tolist()
     monkeypatch.setattr(gpucache._arrays, "torch", None)
     assert BatchOrder(options).batch(0).tolist() == with_torch
     assert sorted(with_torch) == list(range(999))
+
+
+def test_resume_arithmetic_comes_from_the_runtime():
+    # 4 batches of 5 rows on 2 ranks: 40 positions; as batches of 3 rows on 1 rank: 13.
+    assert _gpucache.resume_batch(4, 5, 2, 3, 1) == 13
+    assert _gpucache.resume_batch(0, 5, 2, 3, 1) == 0
+    with pytest.raises(gpucache.Error, match="batch_size and world_size must be at least 1"):
+        _gpucache.resume_batch(1, 1, 1, 0, 1)
 
 
 @pytest.fixture(scope="module")
@@ -60,15 +97,14 @@ def test_ranks_reshuffle_globally_and_partition_each_epoch(ds):
             batches.set_epoch(epoch)
             counts.add(len(batches))
             seen += rows_of(batches)
-        assert counts == {6}                      # 103 // 3 = 34 rows each, batches of 5
-        assert len(seen) == len(set(seen)) == 90  # disjoint
+        assert counts == {7}                      # 35, 34 and 34 rows, batches of 5
+        assert sorted(seen) == list(range(103))   # disjoint, every row once
     ranks0 = [rows_of(gpucache.GPUBatches(ds, batch_size=5, seed=1, rank=0, world_size=3))]
     batches = gpucache.GPUBatches(ds, batch_size=5, seed=1, rank=0, world_size=3)
     batches.set_epoch(1)
     assert rows_of(batches) != ranks0[0]          # rank 0 sees other rows next epoch
-    padded = gpucache.GPUBatches(ds, batch_size=5, seed=1, rank=2, world_size=3,
-                                 drop_last=False)
-    assert len(padded) == 7 and len(rows_of(padded)) == 35
+    full = gpucache.GPUBatches(ds, batch_size=5, seed=1, rank=2, world_size=3, drop_last=True)
+    assert len(full) == 6 and len(rows_of(full)) == 30
 
 
 def test_block_mode_reads_few_blocks_per_window(ds):

@@ -127,7 +127,7 @@ def test_padded_batches_of_sequences(shapes_dataset):
 
 def test_gpu_batches_of_every_shape_with_indices(shapes_dataset):
     ds = gpucache.load(shapes_dataset, device="cpu")
-    batches = gpucache.GPUBatches(ds, batch_size=8, seed=3, with_indices=True)
+    batches = gpucache.GPUBatches(ds, batch_size=8, seed=3, with_indices=True, drop_last=True)
     assert len(batches) == 3
     seen = []
     for index, batch in batches:
@@ -180,7 +180,8 @@ batch = tokens.batch([4, 5, 3], max_length=3, pad_value=-1)
 assert batch.values.tolist() == [[400, 401, 402], [-1, -1, -1], [300, 301, 302]], batch
 assert batch.lengths.tolist() == [3, 0, 3]
 assert tokens.batch([1, 2]).values.tolist() == [[100, 0], [200, 201]]
-for index, b in gpucache.GPUBatches(ds, batch_size=7, seed=1, with_indices=True):
+for index, b in gpucache.GPUBatches(ds, batch_size=7, seed=1, with_indices=True,
+                                    drop_last=True):
     assert b["image"].shape == (7, 3, 4, 5)
     assert b["label"].tolist() == [7 * int(r) - 3 for r in index]
     assert b["ids"].values.shape[0] == 7

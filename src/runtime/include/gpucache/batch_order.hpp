@@ -52,6 +52,10 @@ struct OrderOptions {
   // every rank gets ceil(rows / world_size) rows, the missing ones repeated from the start of the
   // epoch's order (as DistributedSampler pads), and the final short batch is kept.
   bool drop_last = true;
+  // With drop_last false: true pads every rank to ceil(rows / world_size) rows as above; false
+  // gives every row exactly once, rank r the positions r, r + world_size, ... below rows (ranks
+  // differ by at most one row). The Python package uses false.
+  bool pad = true;
   // Block shuffle when nonzero: blocks of block_rows consecutive rows are put in a random order,
   // then rows are shuffled within windows of window_blocks consecutive blocks of that order, so a
   // window reads only window_blocks stretches of the files. The last, short block (rows %
@@ -86,5 +90,13 @@ class GPUCACHE_API BatchOrder {
   Permutation blocks_;  // block shuffle
   std::uint64_t full_blocks_ = 0, windows_ = 1, window_rows_ = 0;
 };
+
+// Where to resume under batch_size and world_size from a position saved as batch `saved_batch`
+// under saved_batch_size and saved_world_size: the saved progress is saved_batch ×
+// saved_batch_size × saved_world_size global positions, rounded down to a whole batch of the new
+// ranks, so no row is skipped and at most batch_size × world_size - 1 are seen again.
+GPUCACHE_API std::uint64_t resume_batch(std::uint64_t saved_batch, std::uint64_t saved_batch_size,
+                                        std::uint64_t saved_world_size, std::uint64_t batch_size,
+                                        std::uint64_t world_size);
 
 }  // namespace gpucache::runtime

@@ -35,6 +35,9 @@ struct StreamOptions {
   unsigned prefetch = 4;  // batches gathered ahead (at least 1)
   unsigned threads = 0;   // reader threads; 0 = min(hardware threads, 8)
   bool verify = true;     // hash every chunk once per epoch before its rows are handed out
+  // Hands out every stride-th batch from the position seek() chose: `stride` DataLoader workers,
+  // each seeking to its own first batch, share an epoch without reading each other's batches.
+  std::uint64_t stride = 1;
 };
 
 // One column of a batch, in the batch's block (host memory, or device memory for a GPU stream).
@@ -94,8 +97,9 @@ class GPUCACHE_API BatchStream {
   // Where the next batch comes from: batch `batch` of epoch `epoch` (batch <= batches()). Drops
   // what was prefetched.
   void seek(std::uint64_t epoch, std::uint64_t batch);
-  // The next batch of the epoch; none at its end, after which the stream stands at batch 0 of
-  // the next epoch. Throws the first read, hash or CUDA error (the stream is then at that batch).
+  // The next batch of the epoch (stride batches after the previous one); none at its end, after
+  // which the stream stands at batch 0 of the next epoch. Throws the first read, hash or CUDA error
+  // (the stream is then at that batch).
   std::optional<Batch> next();
   StreamStats stats() const;
 

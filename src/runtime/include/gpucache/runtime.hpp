@@ -76,6 +76,17 @@ struct HostOptions {
   unsigned threads = 0;  // hashing threads; 0 = min(hardware threads, 8)
 };
 
+// What a load did (HostData::stats, DeviceData::stats).
+struct LoadStats {
+  std::uint64_t bytes_copied = 0;
+  std::uint64_t bytes_verified = 0;
+  std::uint32_t shards_registered = 0;  // uploaded straight from the registered mapping
+  // Copied by CPU threads: read with pread through the staging ring or, for host_pinned, from the
+  // mapping.
+  std::uint32_t shards_staged = 0;
+  double seconds = 0;
+};
+
 // Host data: zero-copy views into the memory-mapped shards. Copies of HostData share the mappings,
 // which stay alive while any copy (or any owner() token) does.
 class GPUCACHE_API HostData {
@@ -100,6 +111,8 @@ class GPUCACHE_API HostData {
   std::vector<MappedRange> mapped_ranges() const;
   // A token that keeps every mapping alive; hand it to whatever wraps the views (DLPack owners).
   std::shared_ptr<const void> owner() const noexcept;
+  // What to_host did: bytes_verified (chunks hashed) and seconds; nothing is copied.
+  const LoadStats& stats() const noexcept;
 
  private:
   friend class Dataset;
@@ -139,16 +152,6 @@ struct DeviceColumn {
   std::int64_t* offsets = nullptr;
   std::uint64_t offsets_offset = 0;  // of `offsets` in the allocation (a multiple of 4096)
   std::uint64_t values = 0;
-};
-
-struct LoadStats {
-  std::uint64_t bytes_copied = 0;
-  std::uint64_t bytes_verified = 0;
-  std::uint32_t shards_registered = 0;  // uploaded straight from the registered mapping
-  // Copied by CPU threads: read with pread through the staging ring or, for host_pinned, from the
-  // mapping.
-  std::uint32_t shards_staged = 0;
-  double seconds = 0;
 };
 
 // The tensor and sequence columns of a selection in one allocation: each tensor column's rows from
@@ -212,6 +215,9 @@ class GPUCACHE_API Dataset {
   const std::vector<ShardInfo>& shards() const noexcept;
   // Indices into shards() of the shards the selection needs.
   std::vector<std::size_t> needed_shards() const;
+  // An upper bound of to_device's allocation for this selection, without mapping a shard (exact
+  // for tensor columns; sequence columns counted with the needed shards' sizes).
+  std::uint64_t device_bytes_bound() const;
 
   // Keeps only the named columns, in the order given. Unknown or repeated names are errors.
   Dataset select_columns(const std::vector<std::string>& names) const;
@@ -221,6 +227,9 @@ class GPUCACHE_API Dataset {
   // n = rows() / world_size: every rank gets the same count and the last rows() % world_size rows
   // are dropped, so DDP ranks step in lockstep.
   Dataset for_rank(std::uint32_t rank, std::uint32_t world_size) const;
+  // Rank `rank`'s contiguous share keeping every row: the first rows() % world_size ranks get one
+  // row more than the others (rows() / world_size), so the shares cover the selection once.
+  Dataset share_for_rank(std::uint32_t rank, std::uint32_t world_size) const;
 
   HostData to_host(const HostOptions& options = {}) const;
   // Uploads the selected tensor and sequence columns (text columns stay on the host; use to_host
