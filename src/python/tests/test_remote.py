@@ -542,3 +542,87 @@ def test_s3_push_load_stream_verify(served, tmp_path, monkeypatch, fast_retries,
         monkeypatch.delenv("AWS_SECRET_ACCESS_KEY")
         with pytest.raises(gpucache.Error, match="missing-profile"):
             gpucache.load(url, device="cpu")
+
+
+# ---------------------------------------------------------------------------------------------
+# stream(partition="shards"): each rank fetches only its own shards
+
+
+def fetched_shards(log):
+    return {pathlib.PurePosixPath(e["path"]).name for e in log.of("GET")
+            if pathlib.PurePosixPath(e["path"]).name.startswith("shard-")}
+
+
+def test_shard_partition_ranks_fetch_disjoint_shards_and_equal_local(served, tmp_path,
+                                                                      fast_retries):
+    options = dict(device="cpu", batch_size=1000, seed=3, world_size=2, partition="shards")
+    local = {r: [as_numpy(b) for b in gpucache.stream(served / "ds", rank=r, **options)]
+             for r in range(2)}
+    # A rank's batches are its own shard's rows in the order of a one-rank stream over them.
+    for r in range(2):
+        alone = gpucache.stream(served / "ds", device="cpu", batch_size=1000, seed=3,
+                                rows=(4500 * r, 4500 * (r + 1)))
+        assert len(local[r]) == 5
+        for a, b in zip(local[r], alone):
+            assert_same(a, as_numpy(b))
+    with serve(RangeHandler, root=served) as server:
+        seen = []
+        for r in range(2):  # two nodes: a cache each
+            server.log.clear()
+            stream = gpucache.stream(url_of(server), rank=r, cache_dir=tmp_path / f"node{r}",
+                                     **options)
+            batches = [as_numpy(b) for b in stream]
+            assert len(batches) == len(stream) == 5
+            for a, b in zip(batches, local[r]):
+                assert_same(a, b)
+            seen.append(fetched_shards(server.log))
+            assert_no_list(server.log)
+        assert seen == [{"shard-00000.gcs"}, {"shard-00001.gcs"}]
+
+        # Resuming mid-epoch (rank 1, from its cache) reads no shard bytes again.
+        server.log.clear()
+        stream = gpucache.stream(url_of(server), rank=1, cache_dir=tmp_path / "node1", **options)
+        iterator = iter(stream)
+        next(iterator)
+        next(iterator)
+        state = stream.state_dict()
+        resumed = gpucache.stream(url_of(server), rank=1, cache_dir=tmp_path / "node1",
+                                  **options)
+        resumed.load_state_dict(state)
+        rest = [as_numpy(b) for b in resumed]
+        assert len(rest) == 3
+        for a, b in zip(rest, local[1][2:]):
+            assert_same(a, b)
+        assert all(e["bytes"] == 0 for e in server.log.of())
+        # Another world size has no common place to resume from: refused.
+        other = gpucache.stream(url_of(server), rank=0, cache_dir=tmp_path / "node1",
+                                **dict(options, world_size=1))
+        with pytest.raises(gpucache.Error, match="world_size and batch_size it was saved"):
+            other.load_state_dict(state)
+
+
+def test_shard_partition_uneven_shards(tmp_path):
+    # Shards of 4000, 4000 and 1000 rows; each row's index in "row" (--no-checks keeps all).
+    emb = numpy.random.default_rng(1).standard_normal((9000, 4), dtype=numpy.float32) / 16
+    numpy.savez(tmp_path / "data.npz", emb=emb, row=numpy.arange(9000, dtype=numpy.int64))
+    pack([tmp_path / "data.npz"], tmp_path / "ds", "--shard-rows", 4000, "--no-checks")
+    options = dict(device="cpu", batch_size=500, world_size=2, partition="shards")
+    # Shards go whole to the rank whose even share holds their first row: 8000 and 1000 rows.
+    assert gpucache._stream.shard_slices(
+        gpucache._stream.NativeDataset.open(str(tmp_path / "ds")).shards(), 0, 9000, 2) == [
+            (0, 8000), (8000, 9000)]
+    with pytest.raises(gpucache.Error, match="drop_last=True"):
+        gpucache.stream(tmp_path / "ds", rank=0, **options)
+    counts = []
+    for r in range(2):
+        stream = gpucache.stream(tmp_path / "ds", rank=r, drop_last=True, **options)
+        batches = [as_numpy(b)["row"] for b in stream]
+        counts.append((len(stream), len(batches)))
+        lo, hi = (0, 8000) if r == 0 else (8000, 9000)
+        for batch in batches:
+            assert ((batch >= lo) & (batch < hi)).all()
+    assert counts == [(2, 2), (2, 2)]  # both ranks yield the fewest (rank 1's 1000 rows)
+    with pytest.raises(gpucache.Error, match="shard for every rank"):
+        gpucache.stream(tmp_path / "ds", rank=0, **dict(options, world_size=4))
+    with pytest.raises(gpucache.Error, match="partition must be"):
+        gpucache.stream(tmp_path / "ds", device="cpu", partition="blocks")
