@@ -626,3 +626,21 @@ def test_shard_partition_uneven_shards(tmp_path):
         gpucache.stream(tmp_path / "ds", rank=0, **dict(options, world_size=4))
     with pytest.raises(gpucache.Error, match="partition must be"):
         gpucache.stream(tmp_path / "ds", device="cpu", partition="blocks")
+
+
+def test_stream_in_dataloader_workers_reuses_the_cache(served, tmp_path, fast_retries):
+    """Forked DataLoader workers reopen the stream's dataset with its cache_dir: the batches are
+    the local stream's, and each byte is fetched once for the parent and both workers."""
+    torch = pytest.importorskip("torch")
+    local = [as_numpy(b) for b in gpucache.stream(served / "ds", device="cpu", batch_size=1000,
+                                                  seed=3)]
+    with serve(RangeHandler, root=served) as server:
+        stream = gpucache.stream(url_of(server), device="cpu", batch_size=1000, seed=3,
+                                 cache_dir=tmp_path / "cache")
+        loader = torch.utils.data.DataLoader(stream, batch_size=None, num_workers=2,
+                                             multiprocessing_context="fork")
+        remote = [as_numpy(b) for b in loader]
+        assert len(remote) == len(local) == 9
+        for a, b in zip(remote, local):
+            assert_same(a, b)
+        assert_each_byte_once(server.log, served / "ds")
