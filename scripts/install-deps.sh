@@ -8,6 +8,7 @@ packages=(
   libcli11-dev libfmt-dev nlohmann-json3-dev libxxhash-dev libzstd-dev zlib1g-dev doctest-dev
   libhdf5-dev  # HDF5 input; optional: a build without it refuses .h5 files
   libsnappy-dev liblz4-dev libbrotli-dev  # Parquet input (snappy, LZ4 and BROTLI pages); optional like libhdf5-dev
+  libcurl4-openssl-dev  # remote datasets (s3://, http(s)://; docs/remote.md); optional like libhdf5-dev
   xxhash time
   python3 python3-dev python3-venv python3-pip python3-numpy python3-torch python3-pytest
 )

@@ -35,6 +35,10 @@ ctest --test-dir "$build_dir" --output-on-failure --parallel "$(nproc)"
 # (src/python/tests/test_arrow.py). Below 20 while Debian's numpy is 1.24: later releases need
 # NumPy 2. Hugging Face `datasets` is not installed; its test runs where it is importable.
 "$venv/bin/python" -c "import pyarrow" 2>/dev/null || "${pip[@]}" install "pyarrow>=14,<20"
+# moto's S3 server (moto[s3] with flask: about 25 MB of wheels) runs on 127.0.0.1 for the remote
+# dataset tests (src/python/tests/test_remote.py), which skip its cases when it is missing.
+"$venv/bin/python" -c "import moto.server, flask_cors" 2>/dev/null ||
+  "${pip[@]}" install "moto[s3]>=5,<6" flask flask-cors
 # `pip install .` builds the whole tool again (the CLI into $venv/bin, the extension with pack
 # and the tools) in build-python/, incrementally and through ccache when
 # CMAKE_CXX_COMPILER_LAUNCHER says so. Its CUDA kernels are built for the architectures

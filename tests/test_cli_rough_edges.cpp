@@ -28,14 +28,14 @@ TEST_CASE("an unknown command names itself and lists the commands") {
     CAPTURE(result.err);
     CHECK(result.exit_code == 2);
     CHECK(result.err.find("unknown command 'mrege'") != std::string::npos);
-    for (const char* command : {"pack", "verify", "inspect", "export", "probe", "merge"})
+    for (const char* command : {"pack", "verify", "inspect", "export", "probe", "merge", "push"})
       CHECK(result.err.find(command) != std::string::npos);
     CHECK(lines(result.err) == 1);
   }
 }
 
 TEST_CASE("COMMAND --help shows that command's help and exits 0") {
-  for (const char* command : {"pack", "verify", "inspect", "export", "probe", "merge"}) {
+  for (const char* command : {"pack", "verify", "inspect", "export", "probe", "merge", "push"}) {
     const auto help = run_cli({command, "--help"});
     CAPTURE(command);
     CHECK(help.exit_code == 0);

@@ -14,7 +14,13 @@ Runner add_verify(CLI::App& app) {
     bool json = false, quiet = false;
   };
   auto args = std::make_shared<Arguments>();
-  command->add_option("path", args->path, "Dataset directory or shard file")->required();
+  command
+      ->add_option("path", args->path,
+                   "Dataset directory, shard file, or remote dataset (s3://..., https://...)")
+      ->required();
+  command->add_option("--cache-dir", args->options.cache_dir,
+                      "Remote datasets: the cache folder to fetch into and check (default: "
+                      "GPUCACHE_CACHE, else a temporary folder)");
   command->add_option("--threads", args->options.threads, "Hashing threads (default: every core)");
   command->add_flag(
       "--deep", args->options.deep,
@@ -28,7 +34,8 @@ Examples:
   gpucache verify data/emb
   gpucache verify data/emb/shard-00003.gcs --threads 8
   gpucache verify data/emb --json | jq .problems
-  gpucache verify data/emb --deep)");
+  gpucache verify data/emb --deep
+  gpucache verify s3://my-bucket/datasets/emb --cache-dir /local/cache)");
   return [args] {
     args->options.show_progress = show_progress(args->quiet || args->json);
     const auto report = verify(args->path, args->options);

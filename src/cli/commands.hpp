@@ -22,6 +22,7 @@ Runner add_inspect(CLI::App& app);
 Runner add_export(CLI::App& app);
 Runner add_probe(CLI::App& app);
 Runner add_merge(CLI::App& app);
+Runner add_push(CLI::App& app);
 
 // The text of each option of the pack option table (gpucache/pack_options.hpp) that was
 // registered, as given on the command line (pack_table_options.cpp).

@@ -62,6 +62,7 @@ int main(int argc, char** argv) {
       {"pack", gpucache::cli::add_pack(app)},       {"verify", gpucache::cli::add_verify(app)},
       {"inspect", gpucache::cli::add_inspect(app)}, {"export", gpucache::cli::add_export(app)},
       {"probe", gpucache::cli::add_probe(app)},     {"merge", gpucache::cli::add_merge(app)},
+      {"push", gpucache::cli::add_push(app)},
   };
   const bool json = wants_json(argc, argv);
   // CLI11 would take an unknown first word for a stray argument ("A subcommand is required"), or

@@ -463,8 +463,15 @@ void bind_device_data(nb::module_& m) {
 // NativeDataset: an opened dataset, and its loads.
 void bind_dataset(nb::module_& m) {
   nb::class_<Dataset>(m, "NativeDataset")
-      .def_static("open", &Dataset::open, nb::arg("path"), nb::call_guard<nb::gil_scoped_release>())
+      .def_static(
+          "open",
+          [](const std::string& path, const std::string& cache_dir, std::uint64_t cache_limit) {
+            return Dataset::open(path, gpucache::runtime::OpenOptions{cache_dir, cache_limit});
+          },
+          nb::arg("path"), nb::arg("cache_dir") = "", nb::arg("cache_limit") = 0,
+          nb::call_guard<nb::gil_scoped_release>())
       .def_prop_ro("path", &Dataset::path)
+      .def_prop_ro("local_path", &Dataset::local_path)
       .def_prop_ro("total_rows", &Dataset::total_rows)
       .def_prop_ro("row_begin", &Dataset::row_begin)
       .def_prop_ro("row_end", &Dataset::row_end)

@@ -13,6 +13,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -28,6 +29,7 @@
 #include "gpucache/pack.hpp"
 #include "gpucache/pack_options.hpp"
 #include "gpucache/probe.hpp"
+#include "gpucache/remote/remote.hpp"
 #include "gpucache/verify.hpp"
 
 namespace nb = nanobind;
@@ -185,8 +187,10 @@ std::string pack_json(const std::vector<std::string>& inputs, const std::string&
 }
 
 std::string verify_json(const std::string& path, bool deep, unsigned threads,
-                        const std::string& device, bool show_progress, nb::object callback) {
+                        const std::string& device, bool show_progress, nb::object callback,
+                        const std::string& cache_dir) {
   gpucache::VerifyOptions options;
+  options.cache_dir = cache_dir;
   options.deep = deep;
   options.threads = threads;
   options.device = gpucache::parse_device_option(device);
@@ -242,8 +246,21 @@ void bind_tools(nb::module_& m) {
         "gpucache pack: the result as `gpucache pack --json` prints it");
   m.def("verify_json", &verify_json, nb::arg("path"), nb::arg("deep") = false,
         nb::arg("threads") = 0, nb::arg("device") = "auto", nb::arg("show_progress") = false,
-        nb::arg("callback") = nb::none(),
+        nb::arg("callback") = nb::none(), nb::arg("cache_dir") = "",
         "gpucache verify: the report as `gpucache verify --json` prints it");
+  m.def(
+      "push_json",
+      [](const std::string& dataset, const std::string& url) {
+        nb::gil_scoped_release release;
+        const auto result = gpucache::remote::push(dataset, url);
+        return nlohmann::ordered_json{{"url", result.url},
+                                      {"files", result.files},
+                                      {"bytes", result.bytes},
+                                      {"requests", result.requests}}
+            .dump();
+      },
+      nb::arg("dataset"), nb::arg("url"),
+      "gpucache push: the result as `gpucache push --json` prints it");
   m.def(
       "inspect_json",
       [](const std::string& path) {

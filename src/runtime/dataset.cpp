@@ -6,6 +6,7 @@
 
 #include "dataset_state.hpp"
 #include "gpucache/common/parallel.hpp"
+#include "gpucache/remote/remote.hpp"
 #include "load_plan.hpp"
 #include "task_pool.hpp"
 
@@ -14,8 +15,12 @@ namespace gpucache::runtime {
 using detail::DatasetState;
 
 Dataset Dataset::open(const std::string& path) {
+  return open(path, OpenOptions{});
+}
+
+Dataset Dataset::open(const std::string& path, const OpenOptions& options) {
   auto state = std::make_shared<DatasetState>();
-  state->table = detail::open_shard_table(path);
+  state->table = detail::open_shard_table(path, options);
   state->columns = state->table->columns;
   for (std::size_t i = 0; i < state->columns.size(); ++i) state->selected.push_back(i);
   state->row_end = state->table->total_rows;
@@ -24,6 +29,9 @@ Dataset Dataset::open(const std::string& path) {
 
 const std::string& Dataset::path() const noexcept {
   return state_->table->path;
+}
+const std::string& Dataset::local_path() const noexcept {
+  return state_->table->local_path;
 }
 std::uint64_t Dataset::total_rows() const noexcept {
   return state_->table->total_rows;
@@ -119,6 +127,14 @@ std::vector<MappedShard> map_needed_shards(const DatasetState& state, ShardMappi
   // a shard of another pack run is named as such before its header hash is compared.
   std::map<std::uint32_t, std::uint64_t> segment_ids;
   std::uint64_t out_row = 0;
+  if (table.remote) {  // a remote dataset: the needed shards into the cache folder first
+    std::vector<std::size_t> needed;
+    for (std::size_t k = 0; k < table.shards.size(); ++k) {
+      const std::uint64_t begin = table.starts[k], end = begin + table.shards[k].rows;
+      if (std::max(begin, state.row_begin) < std::min(end, state.row_end)) needed.push_back(k);
+    }
+    table.remote->fetch_shards(needed);
+  }
   for (std::size_t k = 0; k < table.shards.size(); ++k) {
     const std::uint64_t begin = table.starts[k], end = begin + table.shards[k].rows;
     const std::uint64_t lo = std::max(begin, state.row_begin), hi = std::min(end, state.row_end);

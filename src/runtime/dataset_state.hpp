@@ -12,12 +12,20 @@
 #include "gpucache/shard/shard_layout.hpp"
 #include "shard_mapping.hpp"
 
+namespace gpucache::remote {
+class RemoteDataset;  // gpucache/remote/remote.hpp, included where it is used
+}
+
 namespace gpucache::runtime::detail {
 
 // What opening a dataset learns from its manifest (or a single shard's header): no shard of a
 // directory is read until a load needs its rows.
 struct ShardTable {
-  std::string path;               // as given to Dataset::open
+  std::string path;        // as given to Dataset::open
+  std::string local_path;  // where the files are: path, or a remote dataset's cache folder
+  // A remote dataset (s3://, http(s)://): shards[k].path are files in its cache folder, fetched
+  // by map_needed_shards before they are mapped. Null for a local path.
+  std::shared_ptr<remote::RemoteDataset> remote;
   std::vector<ShardInfo> shards;  // in dataset order
   // Where each shard's header must place it (its segment's numbering, header hash): checked
   // when the shard is mapped.
@@ -46,7 +54,8 @@ struct MappedShard {
 };
 
 // Discovers and checks the shards under `path` (see Dataset::open).
-std::shared_ptr<const ShardTable> open_shard_table(const std::string& path);
+std::shared_ptr<const ShardTable> open_shard_table(const std::string& path,
+                                                   const OpenOptions& options = {});
 // The shards the selection needs, mapped, in row order.
 std::vector<MappedShard> map_needed_shards(const DatasetState& state, ShardMapping::Access access);
 

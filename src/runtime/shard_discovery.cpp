@@ -8,6 +8,7 @@
 #include <system_error>
 
 #include "dataset_state.hpp"
+#include "gpucache/remote/remote.hpp"
 #include "gpucache/shard/dataset_check.hpp"
 #include "gpucache/shard/dataset_files.hpp"
 
@@ -19,6 +20,7 @@ namespace fs = std::filesystem;
 std::shared_ptr<ShardTable> open_single_shard(const std::string& path) {
   auto table = std::make_shared<ShardTable>();
   table->path = path;
+  table->local_path = path;
   const auto file = ShardMapping::open(path, ShardMapping::Access::read_only);
   const shard::Layout layout = shard::decode_layout({file->data(), file->size()}, path);
   // A single shard is a dataset of its own: its rows are numbered from 0 here.
@@ -57,7 +59,18 @@ Error no_manifest(const std::string& path) {
 
 }  // namespace
 
-std::shared_ptr<const ShardTable> open_shard_table(const std::string& path) {
+std::shared_ptr<const ShardTable> open_shard_table(const std::string& path,
+                                                   const OpenOptions& options) {
+  // A remote dataset: its manifest is fetched into the cache folder, which is then read as a
+  // local dataset folder whose shards arrive when a load needs them (map_needed_shards).
+  if (remote::is_remote_path(path)) {
+    auto remote = remote::RemoteDataset::open(path, {options.cache_dir, options.cache_limit_bytes});
+    auto local = open_shard_table(remote->local_dir());
+    auto table = std::make_shared<ShardTable>(*local);
+    table->path = remote->url();
+    table->remote = std::move(remote);
+    return table;
+  }
   std::error_code error;
   const auto status = fs::status(path, error);
   if (error || !fs::exists(status))
@@ -73,6 +86,7 @@ std::shared_ptr<const ShardTable> open_shard_table(const std::string& path) {
 
   auto table = std::make_shared<ShardTable>();
   table->path = path;
+  table->local_path = path;
   table->columns = manifest.columns;
   table->shards.reserve(manifest.shards.size());
   table->places.reserve(manifest.shards.size());

@@ -1,4 +1,5 @@
 #include "gpucache/shard/shard_layout.hpp"
+#include "gpucache/shard/chunk_table.hpp"
 
 #include <algorithm>
 #include <cstdio>
@@ -385,6 +386,39 @@ Header decode_header(std::span<const std::byte> file, const std::string& path) {
   return header;
 }
 
+std::vector<ChunkEntry> decode_chunk_table(std::span<const std::byte> chunk_table, const Header& h,
+                                           const std::string& path) {
+  const auto data_end = detail::checked_add(h.data_offset, h.stored_data_size);
+  const auto chunk_bytes = detail::checked_mul(h.chunk_count, kChunkEntrySize);
+  if (!data_end || !chunk_bytes || chunk_table.size() != *chunk_bytes)
+    fail(path, "chunk table", "its size does not match the header's chunk_count");
+  std::vector<ChunkEntry> chunks(h.chunk_count);
+  std::uint64_t next_stored = h.data_offset;
+  for (std::uint64_t k = 0; k < h.chunk_count; ++k) {
+    const std::byte* entry = chunk_table.data() + k * kChunkEntrySize;
+    ChunkEntry& chunk = chunks[k];
+    chunk.hash = get<std::uint64_t>(entry, 0);
+    chunk.stored_offset = get<std::uint64_t>(entry, 8);
+    chunk.stored_size = get<std::uint32_t>(entry, 16);
+    const auto codec = get<std::uint32_t>(entry, 20);
+    const std::string where = "chunk table entry " + std::to_string(k);
+    if (codec > 1) fail(path, where, "unknown codec " + std::to_string(codec));
+    chunk.codec = static_cast<Codec>(codec);
+    const std::uint64_t logical = chunk_logical_size(h, k);
+    if (chunk.stored_offset != next_stored ||
+        !detail::range_within(chunk.stored_offset, chunk.stored_size, *data_end))
+      fail(path, where, "stored bytes are out of place or outside the data region");
+    if (chunk.codec == Codec::raw && chunk.stored_size != logical)
+      fail(path, where, "a raw chunk's stored size differs from its logical size");
+    if (!h.compressed() && chunk.codec != Codec::raw)
+      fail(path, where, "compressed chunk in an uncompressed shard");
+    next_stored += chunk.stored_size;
+  }
+  if (next_stored != *data_end)
+    fail(path, "chunk table", "chunks do not cover the stored data region exactly");
+  return chunks;
+}
+
 Layout decode_layout(std::span<const std::byte> file, const std::string& path) {
   Layout layout;
   Header& h = layout.header;
@@ -490,31 +524,7 @@ Layout decode_layout(std::span<const std::byte> file, const std::string& path) {
   if (h.data_size != align_up(previous_end, kAlignment) - h.data_offset)
     fail(path, "header byte 64", "data_size does not end at the page after the last column");
 
-  // Chunks.
-  layout.chunks.resize(h.chunk_count);
-  std::uint64_t next_stored = h.data_offset;
-  for (std::uint64_t k = 0; k < h.chunk_count; ++k) {
-    const std::byte* entry = chunk_table.data() + k * kChunkEntrySize;
-    ChunkEntry& chunk = layout.chunks[k];
-    chunk.hash = get<std::uint64_t>(entry, 0);
-    chunk.stored_offset = get<std::uint64_t>(entry, 8);
-    chunk.stored_size = get<std::uint32_t>(entry, 16);
-    const auto codec = get<std::uint32_t>(entry, 20);
-    const std::string where = "chunk table entry " + std::to_string(k);
-    if (codec > 1) fail(path, where, "unknown codec " + std::to_string(codec));
-    chunk.codec = static_cast<Codec>(codec);
-    const std::uint64_t logical = chunk_logical_size(h, k);
-    if (chunk.stored_offset != next_stored ||
-        !detail::range_within(chunk.stored_offset, chunk.stored_size, *data_end))
-      fail(path, where, "stored bytes are out of place or outside the data region");
-    if (chunk.codec == Codec::raw && chunk.stored_size != logical)
-      fail(path, where, "a raw chunk's stored size differs from its logical size");
-    if (!h.compressed() && chunk.codec != Codec::raw)
-      fail(path, where, "compressed chunk in an uncompressed shard");
-    next_stored += chunk.stored_size;
-  }
-  if (next_stored != *data_end)
-    fail(path, "chunk table", "chunks do not cover the stored data region exactly");
+  layout.chunks = decode_chunk_table(chunk_table, h, path);
   return layout;
 }
 

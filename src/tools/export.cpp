@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "gpucache/error.hpp"
+#include "gpucache/remote/remote.hpp"
 #include "gpucache/shard/dataset_files.hpp"
 
 #include "export_source.hpp"
@@ -49,6 +50,11 @@ void refuse_dataset_folder(const ExportOptions& options) {
 ExportResult export_dataset(const std::string& dataset, const ExportOptions& options) {
   if (options.output.empty()) throw UsageError("export needs an output path");
   refuse_dataset_folder(options);
+  if (remote::is_remote_path(dataset)) {  // the shards into the cache (GPUCACHE_CACHE), then local
+    const auto copy = remote::RemoteDataset::open(dataset, {});
+    copy->fetch_all();
+    return export_dataset(copy->local_dir(), options);
+  }
   const detail::ExportSource source(dataset, options.columns, options.threads);
   if (options.format == ExportFormat::npy) return detail::export_npy_files(source, options.output);
   return detail::export_safetensors_file(source, options.output);

@@ -11,6 +11,7 @@
 
 #include "gpucache/error.hpp"
 #include "gpucache/progress.hpp"
+#include "gpucache/remote/remote.hpp"
 #include "gpucache/shard/manifest.hpp"
 #include "gpucache/validation_json.hpp"
 
@@ -246,11 +247,14 @@ std::string render_text(const Json& json) {
 
 }  // namespace
 
-InspectReport inspect(const std::string& path) {
+namespace {
+
+// `shown` is the path the report names: the URL of a remote dataset read from its cache folder.
+InspectReport inspect_local(const std::string& path, const std::string& shown) {
   std::error_code error;
   if (!fs::exists(path, error)) throw Error(path, "", "does not exist");
   Json json;
-  json["path"] = path;
+  json["path"] = shown;
   std::uint64_t logical = 0, padded = 0, on_disk = 0;
   if (fs::is_directory(path, error)) {
     // Lenient: a manifest whose hash does not match is shown, with a warning.
@@ -326,6 +330,17 @@ InspectReport inspect(const std::string& path) {
                      {"header_hash", detail::hex64(layout.header.header_hash)}};
   }
   return {json.dump(2), render_text(json)};
+}
+
+}  // namespace
+
+InspectReport inspect(const std::string& path) {
+  if (remote::is_remote_path(path)) {  // the shards into the cache (GPUCACHE_CACHE), then as local
+    const auto copy = remote::RemoteDataset::open(path, {});
+    copy->fetch_all();
+    return inspect_local(copy->local_dir(), copy->url());
+  }
+  return inspect_local(path, path);
 }
 
 }  // namespace gpucache

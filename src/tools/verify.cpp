@@ -9,6 +9,7 @@
 #include "gpucache/common/parallel.hpp"
 #include "gpucache/error.hpp"
 #include "gpucache/progress.hpp"
+#include "gpucache/remote/remote.hpp"
 #include "gpucache/shard/chunks.hpp"
 #include "gpucache/shard/dataset_check.hpp"
 #include "gpucache/shard/manifest.hpp"
@@ -122,6 +123,31 @@ void add_problems(const std::vector<shard::DatasetProblem>& found, std::vector<P
 }  // namespace
 
 VerifyReport verify(const std::string& path, const VerifyOptions& options) {
+  if (remote::is_remote_path(path)) {
+    // Each shard is fetched (every chunk checked on arrival) or reused from the cache, then every
+    // byte of the cached copy is checked as for a local dataset. A shard that cannot be fetched
+    // right is a problem naming its URL and byte range.
+    const auto copy = remote::RemoteDataset::open(path, {options.cache_dir, 0});
+    std::vector<Problem> fetch_problems;
+    std::vector<std::string> not_fetched;
+    for (std::size_t k = 0; k < copy->shard_count(); ++k) {
+      try {
+        copy->fetch_shards({k});
+      } catch (const Error& error) {
+        fetch_problems.push_back(problem(error.file(), error.location(), error.cause()));
+        not_fetched.push_back(copy->shard_name(k));
+      }
+    }
+    VerifyReport report = verify(copy->local_dir(), options);
+    report.path = path;
+    // A shard that could not be fetched is missing from the cache: said once, by its URL.
+    std::erase_if(report.problems, [&](const Problem& found) {
+      return std::find(not_fetched.begin(), not_fetched.end(), found.file) != not_fetched.end() &&
+             found.cause.rfind("missing", 0) == 0;
+    });
+    report.problems.insert(report.problems.begin(), fetch_problems.begin(), fetch_problems.end());
+    return report;
+  }
   VerifyReport report;
   report.path = path;
   std::error_code error;

@@ -17,7 +17,7 @@ from ._columns import VarColumn
 from ._dataset import Dataset, load
 from ._sequences import PaddedBatch, Sequences, pad_sequences
 from ._stream import Stream, stream
-from ._tools import export, inspect, merge, pack, probe, verify
+from ._tools import export, inspect, merge, pack, probe, push, verify
 
 Error.__module__ = "gpucache"
 Error.__doc__ = ("Raised for every gpucache failure; the message names the file, where in it "
@@ -27,4 +27,4 @@ Error.__doc__ = ("Raised for every gpucache failure; the message names the file,
 __version__ = "0.1.0"
 __all__ = ["Dataset", "Error", "GPUBatches", "PaddedBatch", "Sequences", "Stream", "VarColumn",
            "cli_path", "cuda_available", "cuda_library", "export", "inspect", "load", "merge",
-           "pack", "pad_sequences", "probe", "stream", "verify"]
+           "pack", "pad_sequences", "probe", "push", "stream", "verify"]

@@ -198,9 +198,10 @@ class Dataset:
     @property
     def meta(self) -> dict:
         if self._meta is None:
-            manifest = _read_manifest(self.path)
+            # local_path: the cache folder of a remote dataset (s3://, http(s)://).
+            manifest = _read_manifest(self._native.local_path)
             if manifest is None:
-                raise Error(f"{_manifest_path(self.path)}: missing")
+                raise Error(f"{_manifest_path(self._native.local_path)}: missing")
             self._meta = manifest
         return self._meta
 
@@ -261,7 +262,7 @@ class Dataset:
 def load(path, device: str = "cuda", columns: Optional[Sequence[str]] = None,
          verify: bool = True, rank: Optional[int] = None, world_size: Optional[int] = None,
          *, rows: Optional[tuple] = None, placement: str = "device", read_mode: str = "auto",
-         threads: int = 0) -> Dataset:
+         threads: int = 0, cache_dir=None) -> Dataset:
     """Loads a packed dataset directory (or one .gcs shard).
 
     device: "cuda" (the current CUDA device), "cuda:N", "cpu", or a torch.device of these. On CUDA every selected tensor
@@ -287,6 +288,9 @@ def load(path, device: str = "cuda", columns: Optional[Sequence[str]] = None,
         the "gpucache" logger). For batches copied to VRAM as needed, use gpucache.stream.
     read_mode: "auto" (register the mapping as pinned memory, else parallel pread), "mmap" or
         "pread" (for network file systems).
+    cache_dir: for a remote dataset (path "s3://BUCKET/PREFIX" or "http(s)://..."), the folder
+        its shards are fetched into and reused from (default: GPUCACHE_CACHE, else a temporary
+        folder removed with the dataset); docs/python.md "Remote datasets".
     """
     path = os.fspath(path)
     _check_choice("placement", placement, _PLACEMENTS)
@@ -297,7 +301,7 @@ def load(path, device: str = "cuda", columns: Optional[Sequence[str]] = None,
     rank, world_size = _ranks.resolve(rank, world_size)
     load_args.update(rank=rank, world_size=world_size)
     device_name, device_index = _resolve_device(device)
-    native = NativeDataset.open(path)
+    native = NativeDataset.open(path, "" if cache_dir is None else os.fspath(cache_dir))
     if columns is not None:
         native = native.select_columns(list(columns))
     if rows is not None:

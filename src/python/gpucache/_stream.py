@@ -42,7 +42,8 @@ class Stream(Resumable, _Iterable):
     def __init__(self, native_dataset, *, path, rows_selected, device_name, device_index,
                  batch_size, shuffle, seed, rank, world_size, drop_last, block_rows,
                  window_blocks, prefetch, threads, verify, padded, max_length, pad_value,
-                 with_indices, names, transform):
+                 with_indices, names, transform, cache_dir="", order_rank=None,
+                 batch_limit=None):
         self._columns = {c["name"]: c for c in native_dataset.columns()}
         self._names = names
         self._rows = native_dataset.rows
@@ -61,12 +62,17 @@ class Stream(Resumable, _Iterable):
         self.transform = transform
         self._device_index = device_index
         # What reopens the reader in another process (a DataLoader worker).
-        self._path, self._rows_selected = path, rows_selected
+        self._path, self._rows_selected, self._cache_dir = path, rows_selected, cache_dir
+        # partition="shards": the reader orders this rank's shards alone (rank 0 of 1), and every
+        # rank yields batch_limit batches (the fewest any rank's shards give).
+        self._order_rank = (self.rank, self.world_size) if order_rank is None else order_rank
+        self._batch_limit = batch_limit
         self._prefetch, self._threads, self._verify = int(prefetch), int(threads), bool(verify)
         self._native = None
         self._owner = None    # (pid, stride) the reader was opened for
         self._open(native_dataset, 1)
-        self._batches = self._native.batches
+        self._batches = (self._native.batches if batch_limit is None
+                         else min(batch_limit, self._native.batches))
         self._next_epoch = 0
         self._resume_at = 0
         self._position = None
@@ -74,13 +80,14 @@ class Stream(Resumable, _Iterable):
 
     def _open(self, native_dataset, stride: int) -> None:
         if native_dataset is None:
-            native_dataset = NativeDataset.open(self._path)
+            native_dataset = NativeDataset.open(self._path, self._cache_dir)
             if self._rows_selected is not None:
                 native_dataset = native_dataset.select_rows(*self._rows_selected)
             native_dataset = native_dataset.select_columns(self._names)
         self._native = NativeStream(
             native_dataset, batch_size=self.batch_size, shuffle=self.shuffle, seed=self.seed,
-            epoch=0, rank=self.rank, world_size=self.world_size, drop_last=self.drop_last,
+            epoch=0, rank=self._order_rank[0], world_size=self._order_rank[1],
+            drop_last=self.drop_last,
             block_rows=self.block_rows, window_blocks=self.window_blocks,
             device=-1 if self._device_index is None else self._device_index,
             prefetch=self._prefetch, threads=self._threads, verify=self._verify, pad=False,
@@ -177,6 +184,15 @@ class Stream(Resumable, _Iterable):
                             f"DataLoader with num_workers={workers} (torchdata's "
                             "StatefulDataLoader does), not here (worker "
                             f"{here[0]} of {here[1]})")
+        if self._batch_limit is not None and (
+                int(state.get("world_size", 1)) != self.world_size
+                or int(state.get("batch_size", self.batch_size)) != self.batch_size):
+            # A rank's order covers its own shards only: another world size or batch size has no
+            # common place to resume from.
+            raise Error(f"stream.load_state_dict: a partition='shards' stream resumes only with "
+                        f"the world_size and batch_size it was saved with (saved: "
+                        f"{state.get('world_size')} and {state.get('batch_size')}, here: "
+                        f"{self.world_size} and {self.batch_size})")
         super().load_state_dict(state)
         self._resume_worker = workers > 1
 
@@ -201,6 +217,9 @@ class Stream(Resumable, _Iterable):
             batch = native.next()
             if batch is None:
                 break
+            if batch.index >= self._batches:  # partition="shards": past the ranks' common count
+                native.seek(epoch + 1, 0)
+                break
             converted = self._convert(batch)
             self._position = (epoch, batch.index + workers)
             yield converted
@@ -218,7 +237,8 @@ def stream(path, device: str = "cuda", batch_size: int = 1024, shuffle: bool = T
            block_rows: Optional[int] = None, window_blocks: int = 1, verify: bool = True,
            threads: int = 0, rows: Optional[tuple] = None, padded: bool = False,
            max_length: Optional[int] = None, pad_value=0, with_indices: bool = False,
-           transform: Optional[Callable] = None) -> Stream:
+           transform: Optional[Callable] = None, cache_dir=None,
+           partition: str = "rows") -> Stream:
     """Streams batches of a packed dataset without loading it whole (docs/python.md
     "gpucache.stream").
 
@@ -233,11 +253,18 @@ def stream(path, device: str = "cuda", batch_size: int = 1024, shuffle: bool = T
     Other options as GPUBatches (shuffle=True and drop_last=False by default): drop_last,
     block_rows, window_blocks, padded, max_length, pad_value, with_indices (the indices are on
     the CPU here).
+    cache_dir: for a remote dataset (s3://, http(s)://), where its shards are fetched to, as for
+        gpucache.load (DataLoader workers reopen the dataset: give them a cache to share).
+    partition: "rows" (default): every rank takes its interleaved part of the global order, so
+        every rank reads every shard. "shards": each rank gets whole shards (a contiguous run of
+        them, balanced by rows) and orders only their rows, so a rank reads (and, for a remote
+        dataset, fetches) only its own shards (docs/remote.md "Streaming").
     """
     path = os.fspath(path)
     rank, world_size = _ranks.resolve(rank, world_size)
     device_name, device_index = _resolve_device(device)
-    native = NativeDataset.open(path)
+    cache_dir = "" if cache_dir is None else os.fspath(cache_dir)
+    native = NativeDataset.open(path, cache_dir)
     rows_selected = None
     if rows is not None:
         rows_selected = (int(rows[0]), int(rows[1]))
@@ -260,6 +287,16 @@ def stream(path, device: str = "cuda", batch_size: int = 1024, shuffle: bool = T
     if device_index is not None and _arrays.backend() != "torch":
         raise Error(f"device='{device}' needs PyTorch")
     block_rows = 0 if block_rows is None else int(block_rows)
+    if partition == "shards":
+        return _shard_partition_stream(
+            native, path=path, rows_selected=rows_selected, rank=rank, world_size=world_size,
+            cache_dir=cache_dir, device_name=device_name, device_index=device_index,
+            batch_size=batch_size, shuffle=shuffle, seed=seed, drop_last=drop_last,
+            block_rows=block_rows, window_blocks=window_blocks, prefetch=prefetch,
+            threads=threads, verify=verify, padded=padded, max_length=max_length,
+            pad_value=pad_value, with_indices=with_indices, names=names, transform=transform)
+    if partition != "rows":
+        raise Error(f"partition must be 'rows' or 'shards', not {partition!r}")
     _ranks.check_equal_steps(
         lambda r: len(BatchOrder(OrderOptions(
             rows=native.rows, batch_size=int(batch_size), rank=r, world_size=world_size,
@@ -270,4 +307,56 @@ def stream(path, device: str = "cuda", batch_size: int = 1024, shuffle: bool = T
                   rank=rank, world_size=world_size, drop_last=drop_last, block_rows=block_rows,
                   window_blocks=window_blocks, prefetch=prefetch, threads=threads, verify=verify,
                   padded=padded, max_length=max_length, pad_value=pad_value,
-                  with_indices=with_indices, names=names, transform=transform)
+                  with_indices=with_indices, names=names, transform=transform,
+                  cache_dir=cache_dir)
+
+
+def shard_slices(shards, row_begin: int, row_end: int, world_size: int):
+    """partition="shards": each rank's (begin, end) rows, a contiguous run of whole shards (clipped
+    to the selection [row_begin, row_end)). A shard goes to the rank whose even share of the
+    selection's rows holds the shard's first selected row, so the runs are balanced by rows and
+    every shard belongs to exactly one rank."""
+    total = row_end - row_begin
+    slices = [None] * world_size
+    for shard in shards:
+        lo = max(shard["first_row"], row_begin)
+        hi = min(shard["first_row"] + shard["rows"], row_end)
+        if lo >= hi:
+            continue
+        owner = (lo - row_begin) * world_size // total
+        begin, _ = slices[owner] or (lo, hi)
+        slices[owner] = (begin, hi)
+    return slices
+
+
+def _shard_partition_stream(native, *, path, rows_selected, rank, world_size, cache_dir,
+                            batch_size, drop_last, block_rows, window_blocks, **options):
+    begin, end = rows_selected if rows_selected is not None else (0, native.rows)
+    slices = shard_slices(native.shards(), begin, end, world_size)
+    if any(s is None for s in slices):
+        held = sum(s is not None for s in slices)
+        raise Error(f"{path}: partition='shards' over world_size {world_size} needs a shard for "
+                    f"every rank, and only {held} rank(s) get one (the selection's rows lie in "
+                    f"{held} shard(s) or fewer); repack with a smaller --shard-size, or use "
+                    "partition='rows'")
+
+    def batches(r):
+        rows = slices[r][1] - slices[r][0]
+        return len(BatchOrder(OrderOptions(rows=rows, batch_size=int(batch_size), rank=0,
+                                           world_size=1, drop_last=bool(drop_last),
+                                           block_rows=block_rows,
+                                           window_blocks=int(window_blocks))))
+
+    counts = [batches(r) for r in range(world_size)]
+    if len(set(counts)) > 1 and not drop_last:
+        raise Error(f"gpucache.stream(partition='shards'): the ranks' shards give "
+                    f"{min(counts)} to {max(counts)} batches (shards of different sizes): under "
+                    "DDP the others would wait forever at the last step. Pass drop_last=True "
+                    "(every rank yields the fewest, the rest of each epoch's order not yielded "
+                    "and not counted by len()), or partition='rows'")
+    mine = slices[rank]
+    native = native.select_rows(mine[0] - begin, mine[1] - begin)  # relative to the selection
+    return Stream(native, path=path, rows_selected=mine, rank=rank, world_size=world_size,
+                  cache_dir=cache_dir, batch_size=batch_size, drop_last=drop_last,
+                  block_rows=block_rows, window_blocks=window_blocks, order_rank=(0, 1),
+                  batch_limit=min(counts), **options)

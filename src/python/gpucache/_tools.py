@@ -298,15 +298,17 @@ def _pyarrow_fallback(files: list, memory: list, error: Error):
 
 
 def verify(path, deep: bool = False, *, threads: int = 0, device: str = "auto",
-           progress: ProgressArg = False) -> dict:
+           progress: ProgressArg = False, cache_dir=None) -> dict:
     """Checks every byte of a dataset or shard, like `gpucache verify`: the report
     `gpucache verify --json` prints. Corruption is reported, not raised: report["ok"] is False and
     report["problems"] names each file, column and byte range. Raises gpucache.Error only when the
-    path cannot be read."""
+    path cannot be read. A remote dataset (s3://..., http(s)://...) is fetched into cache_dir
+    (default: GPUCACHE_CACHE, else a temporary folder) and the cached copies are checked."""
     reporter = _Reporter(progress, "verify")
     try:
         text = _gpucache.verify_json(os.fspath(path), deep, threads, device, reporter.show_line,
-                                     reporter.callback)
+                                     reporter.callback,
+                                     os.fspath(cache_dir) if cache_dir is not None else "")
     finally:
         reporter.close()
     return json.loads(text)
@@ -336,6 +338,13 @@ def export(path, to: str = "npy", out=None, *, columns: Optional[Sequence[str]] 
         columns = [columns]
     return json.loads(_gpucache.export_json(os.fspath(path), to, os.fspath(out),
                                             list(columns or []), threads))
+
+
+def push(dataset, url: str) -> dict:
+    """Puts a packed dataset folder at url (s3://BUCKET/PREFIX, or an http(s):// server that
+    accepts PUT), like `gpucache push`: every shard first, manifest.json last, so a reader never
+    sees a partial dataset. Returns what `gpucache push --json` prints."""
+    return json.loads(_gpucache.push_json(os.fspath(dataset), str(url)))
 
 
 def merge(parts, out, *, copy: bool = False, no_fsync: bool = False) -> dict:

@@ -100,7 +100,9 @@ GPUCACHE_API const char* gpucache_last_error(void);
 /* Nonzero when a CUDA runtime can be loaded and sees at least one GPU. */
 GPUCACHE_API int gpucache_cuda_available(void);
 
-/* Datasets: a directory of shard-*.gcs plus manifest.json, or a single .gcs file. */
+/* Datasets: a directory of shard-*.gcs plus manifest.json, or a single .gcs file, or a remote
+   dataset s3://BUCKET/PREFIX or http(s)://HOST/PATH (docs/remote.md), whose shards are fetched into
+   the folder GPUCACHE_CACHE names (else a temporary folder removed at gpucache_close). */
 GPUCACHE_API int gpucache_open(const char* path, gpucache_dataset** out);
 GPUCACHE_API void gpucache_dataset_free(gpucache_dataset* dataset);
 GPUCACHE_API uint64_t gpucache_dataset_total_rows(const gpucache_dataset* dataset);

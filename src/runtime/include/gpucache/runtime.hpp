@@ -187,6 +187,14 @@ class GPUCACHE_API DeviceData {
   std::shared_ptr<const detail::DeviceState> state_;
 };
 
+// Where a remote dataset's fetched shards are kept (docs/remote.md). Ignored for local paths.
+struct OpenOptions {
+  // Empty: GPUCACHE_CACHE, else a temporary folder removed when the last Dataset value (and every
+  // load made from it) is gone.
+  std::string cache_dir;
+  std::uint64_t cache_limit_bytes = 0;  // 0: GPUCACHE_CACHE_LIMIT ("50G"), else no limit
+};
+
 // A dataset and a selection of its columns and rows. Opening a directory reads only manifest.json
 // (its hash checked): the shard list there says which shard holds which rows. A shard is mapped,
 // and its header and tables checked against the manifest's record of it, by to_host/to_device,
@@ -200,8 +208,15 @@ class GPUCACHE_API Dataset {
   // A reader keeps the shard set it opened: files of an append made after open are not seen, and
   // old shards are never rewritten (src/shard/SPEC.md, "Segments").
   static Dataset open(const std::string& path);
+  // `path` may also be a remote dataset, `s3://BUCKET/PREFIX` or `http(s)://HOST/PATH`
+  // (docs/remote.md): opening fetches its manifest.json (never a LIST request); the shards a load
+  // needs are fetched into the cache folder first, each chunk checked against its hash on arrival.
+  static Dataset open(const std::string& path, const OpenOptions& options);
 
   const std::string& path() const noexcept;
+  // The folder (or shard file) the data is read from: path() itself, or for a remote dataset the
+  // cache folder holding its manifest.json and the shards fetched so far.
+  const std::string& local_path() const noexcept;
   std::uint64_t total_rows() const noexcept;  // rows in the whole dataset
   std::uint64_t row_begin() const noexcept;   // the selection is rows [row_begin, row_end)
   std::uint64_t row_end() const noexcept;

@@ -21,6 +21,9 @@ struct VerifyOptions {
   // (NaN/Inf, zero rows, norm range, pair cosine, duplicates), on `device`.
   bool deep = false;
   Device device = Device::automatic;
+  // A remote dataset (s3://, http(s)://): the cache folder its shards are fetched into and checked
+  // in (docs/remote.md). Empty: GPUCACHE_CACHE, else a temporary folder.
+  std::string cache_dir;
 };
 
 struct Problem {
