@@ -140,6 +140,9 @@ Runner add_pack(CLI::App& app) {
   command->add_option("--rejects", args->options.rejects_path,
                       "Write every dropped row to this JSON-lines file");
   command->add_flag("--json", args->json, "Print the result as JSON");
+  command->add_flag("--strict", args->options.strict,
+                    "Refuse fields of the inputs that gpucache cannot store, instead of leaving "
+                    "them out (listed on stderr and in the manifest's left_out)");
   command->add_flag("-q,--quiet", args->quiet, "No progress line");
   command->footer(input_formats_help() + R"(
 
@@ -176,6 +179,9 @@ Examples:
     options.zstd_level = parse_compression(args->compress);
     options.show_progress = show_progress(args->quiet || args->json);
     const auto result = pack(options);
+    // Fields not packed are said even with --quiet: nothing of the input goes missing unsaid
+    // (--json carries them in its left_out and not_selected lists instead).
+    if (!args->json) std::fputs(result.notes_text().c_str(), stderr);
     std::puts((args->json ? result.to_json() : result.to_text()).c_str());
     return 0;
   };

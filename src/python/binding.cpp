@@ -19,6 +19,7 @@
 #include "gpucache/batch_order.hpp"
 #include "gpucache/batch_stream.hpp"
 #include "gpucache/runtime.hpp"
+#include "gpucache/shard/shard_layout.hpp"
 
 namespace nb = nanobind;
 using namespace gpucache::runtime;
@@ -259,6 +260,11 @@ NB_MODULE(_gpucache, m) {
   m.def("cuda_available", &cuda_available,
         "True when a CUDA runtime library loads and sees at least one GPU");
   m.def("cuda_library", &cuda_library, "The libcudart file the runtime loaded");
+  m.def(
+      "is_provenance_column",
+      [](const std::string& name) { return gpucache::shard::is_provenance_column(name); },
+      "True for the packer's provenance columns (@source, @source_row), which load and stream "
+      "leave out unless named");
   m.def(
       "batch_order_rows",
       [](std::uint64_t rows, std::uint64_t batch_size, bool shuffle, std::uint64_t seed,

@@ -208,6 +208,8 @@ void apply_pack_option(gpucache::PackOptions& options, const std::string& key,
     options.resume = nb::cast<bool>(value);
   } else if (key == "no_fsync") {
     options.fsync = !nb::cast<bool>(value);
+  } else if (key == "strict") {
+    options.strict = nb::cast<bool>(value);
   } else if (key == "device") {
     rules.device = gpucache::parse_device_option(nb::cast<std::string>(value));
   } else if (key == "norm_min") {

@@ -39,7 +39,10 @@ std::vector<const Value*> dict_values(const Dict& dict) {
 std::string array_text(const InputColumn& column) {
   std::string text = column.path + ": " + std::string(column_kind_name(column.kind));
   if (column.kind == ColumnKind::text) return text + " [" + std::to_string(column.rows) + "]";
-  text += " " + std::string(dtype_name(column.dtype)) + " [" + std::to_string(column.rows);
+  // Piecewise: " " + std::string trips GCC 12's -Wrestrict false positive.
+  text += ' ';
+  text += dtype_name(column.dtype);
+  text += " [" + std::to_string(column.rows);
   for (std::uint64_t extent : column.row_shape) text += ", " + std::to_string(extent);
   return text + (column.kind == ColumnKind::sequence ? ", *]" : "]");
 }

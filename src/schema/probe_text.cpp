@@ -178,7 +178,10 @@ void mapping_section(const detail::ProbeMapping& result, std::ostringstream& out
   for (const auto& column : mapping.columns) {
     // "embedding f32 [384]", "tensor u8 [3, 32, 32]", "sequence i64", "text".
     std::string type(column_role_name(column.role));
-    if (column.kind != ColumnKind::text) type += " " + std::string(dtype_name(column.dtype));
+    if (column.kind != ColumnKind::text) {
+      type += ' ';  // piecewise: " " + std::string trips GCC 12's -Wrestrict false positive
+      type += dtype_name(column.dtype);
+    }
     if (column.kind == ColumnKind::tensor) {
       type += " [";
       for (std::size_t d = 0; d < column.row_shape.size(); ++d)
@@ -188,6 +191,13 @@ void mapping_section(const detail::ProbeMapping& result, std::ostringstream& out
     type.resize(std::max<std::size_t>(type.size(), 16), ' ');
     out << "  " << column.name << std::string(width - column.name.size() + 2, ' ') << type
         << " from " << column.path << '\n';
+  }
+  for (const auto& entry : mapping.left_out) out << "left out: " << left_out_entry(entry) << '\n';
+  if (!mapping.not_selected.empty()) {
+    out << "not selected (--field names the columns):";
+    for (std::size_t i = 0; i < mapping.not_selected.size(); ++i)
+      out << (i ? ", " : " ") << mapping.not_selected[i];
+    out << '\n';
   }
   out << "flags: " << format_flags(mapping.kind, mapping.fields) << '\n';
 }
@@ -201,15 +211,19 @@ std::string probe_text(const Value& root, const std::string& origin, const Probe
 std::string probe_text(const InputData& data, const std::string& origin,
                        const ProbeOptions& options) {
   std::ostringstream out;
+  const auto mapped = detail::try_mapping(data, origin, options);
   if (data.columnar()) {
     out << origin << ": " << data.columns.size() << " array"
         << (data.columns.size() == 1 ? "" : "s") << '\n';
     for (const auto& column : data.columns) out << "  " << detail::array_text(column) << '\n';
-    for (const auto& entry : data.left_out) out << "  left out: " << entry << '\n';
+    // A mapping lists what it leaves out (the reader's fields among them) below.
+    if (!mapped.mapping)
+      for (const auto& entry : data.left_out)
+        out << "  left out: " << left_out_entry(entry) << '\n';
   } else {
     TextRenderer(options, out).node(origin + ": ", data.tree, 0, 0);
   }
-  mapping_section(detail::try_mapping(data, origin, options), out);
+  mapping_section(mapped, out);
   return out.str();
 }
 

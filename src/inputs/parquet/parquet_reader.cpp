@@ -444,7 +444,7 @@ InputData read_parquet(const std::string& path, const ReadOptions& options) {
   const std::size_t leaves = count_leaves(root);
 
   std::vector<LeafColumn> columns;
-  std::vector<std::string> left_out;  // "when (dates, times, ...)"
+  std::vector<LeftOutField> left_out;  // {"when", "dates, times, ..."}
   std::size_t leaf_index = 0;
   for (const auto& field : root.children) {
     FieldPlan plan = plan_field(field, leaf_index);
@@ -452,7 +452,7 @@ InputData read_parquet(const std::string& path, const ReadOptions& options) {
     if (plan.column)
       columns.push_back(std::move(*plan.column));
     else
-      left_out.push_back(field.element->name + " (" + plan.refusal + ")");
+      left_out.push_back({field.element->name, plan.refusal});
   }
 
   std::int64_t total_rows = 0;
@@ -511,14 +511,14 @@ InputData read_parquet(const std::string& path, const ReadOptions& options) {
     std::string refusal;
     InputColumn column = make_column(columns[c], std::move(decoded[c]), path, refusal);
     if (!refusal.empty())
-      left_out.push_back(columns[c].name + " (" + refusal + ")");
+      left_out.push_back({columns[c].name, refusal});
     else
       data.columns.push_back(std::move(column));
   }
   make_column_names_unique(data.columns);  // "a b" and "a_b" both make "a_b"
   if (data.columns.empty()) {
     std::string found;
-    for (const auto& entry : left_out) found += (found.empty() ? "" : ", ") + entry;
+    for (const auto& entry : left_out) found += (found.empty() ? "" : ", ") + left_out_entry(entry);
     throw Error(path, "",
                 "holds no column gpucache can read" +
                     (found.empty() ? std::string() : " (found " + found + ")"));

@@ -9,7 +9,7 @@ from typing import Iterator, Optional, Sequence
 from . import _arrays
 from ._batches import Resumable
 from ._dataset import _distributed_defaults, _resolve_device
-from ._gpucache import Error, NativeDataset, NativeStream
+from ._gpucache import Error, NativeDataset, NativeStream, is_provenance_column
 from ._sequences import pad_sequences
 
 try:  # an IterableDataset, so torch.utils.data.DataLoader(stream, batch_size=None) takes it
@@ -141,7 +141,8 @@ def stream(path, device: str = "cuda", batch_size: int = 1024, shuffle: bool = T
     "gpucache.stream").
 
     device: "cuda", "cuda:N" (batches in VRAM; only the batches in flight use it) or "cpu".
-    columns: default every tensor and sequence column; text columns when named (lists of str).
+    columns: default every tensor and sequence column but the provenance columns @source and
+        @source_row; text and provenance columns when named (text as lists of str).
     rank, world_size: each rank's interleaved part of every epoch's global order (default from
         torch.distributed); every rank reads the whole dataset's shards as its rows need them.
     prefetch: batches gathered ahead by the reader threads (and in flight to the GPU).
@@ -156,7 +157,8 @@ def stream(path, device: str = "cuda", batch_size: int = 1024, shuffle: bool = T
         native = native.select_rows(int(rows[0]), int(rows[1]))
     known = native.columns()
     if columns is None:
-        names = [c["name"] for c in known if c["kind"] in ("tensor", "sequence")]
+        names = [c["name"] for c in known if c["kind"] in ("tensor", "sequence")
+                 and not is_provenance_column(c["name"])]
     else:
         names = list(columns)
     if not names:

@@ -16,7 +16,8 @@ ProgressArg = Union[bool, Callable[[int, int], None], None]
 # Keyword arguments of pack() that are passed on as they are (numbers and flags).
 _PLAIN_OPTIONS = ("kind", "shard_rows", "pad_to", "threads", "force", "resume", "device",
                   "norm_min", "norm_max", "dedup", "pair_cos_min", "pair_cos_max", "on_overflow",
-                  "normalize", "max_rows", "sample", "shuffle", "seed", "no_checks", "no_fsync")
+                  "normalize", "max_rows", "sample", "shuffle", "seed", "no_checks", "no_fsync",
+                  "strict")
 _PARQUET_SUFFIXES = (".parquet", ".pq")
 _TABLE_SUFFIXES = _PARQUET_SUFFIXES + (".arrow", ".feather")
 
@@ -194,7 +195,10 @@ def pack(inputs, out=None, *, progress: ProgressArg = False, fields=None, roles=
     sample, shuffle, seed, rejects (a path), checks ({column: "finite,norm"} or
     {column: ["norm:0:1"]}; [] or "none" for no check), no_checks, part ("K/N" or (K, N): pack
     partition K of N, see docs/scale.md), append (a dataset folder to add the rows to, instead of
-    out).
+    out), strict (a field gpucache cannot store is an error instead of left out).
+    Every field of the input becomes a column, or is listed with why in the result's "left_out"
+    ([{"input", "field", "reason"}], also in the manifest); with fields=, only the columns named
+    (and the standard columns of the kind) are packed, the others listed in "not_selected".
     progress: a callable(done, total) told input bytes, True for a tqdm bar (or the CLI's line
         when tqdm is missing), False for nothing.
     """
