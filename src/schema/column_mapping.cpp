@@ -147,8 +147,9 @@ SourceMapping map_columns(const std::vector<InputColumn>& columns, const std::st
                       available(columns));
     for (std::size_t c = 0; c < columns.size(); ++c) {
       InputColumn column = columns[c];
+      // The lone float vector array is the embedding by role, under its own name: names are the
+      // user's (a `features` column stays `features`; --role features=tensor makes it a tensor).
       const bool embedding = embeddings && c == vectors.front();
-      if (embedding) column.name = "embedding";
       chosen.emplace_back(std::move(column),
                           embedding ? std::optional(ColumnRole::embedding) : std::nullopt);
     }
@@ -156,8 +157,8 @@ SourceMapping map_columns(const std::vector<InputColumn>& columns, const std::st
     if (embeddings)
       std::rotate(chosen.begin(), chosen.begin() + vectors.front(),
                   chosen.begin() + vectors.front() + 1);
-    mapping.explanation = embeddings ? "One vector array is the embedding; the others are extra "
-                                       "columns."
+    mapping.explanation = embeddings ? "One vector array is the embedding (under its own name); "
+                                       "the others are extra columns."
                                      : "Every array is a column.";
   }
   for (const auto& role : roles) {
