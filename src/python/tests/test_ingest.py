@@ -128,3 +128,18 @@ def test_fields_keep_only_the_named_columns_and_say_which_were_not(tmp_path):
     assert [c["name"] for c in gpucache.load(tmp_path / "ds", device="cpu").columns] == [
         "features"]
     assert sorted(e["field"] for e in result["not_selected"]) == ["id", "label"]
+
+
+def test_a_lone_float_vector_keeps_its_name_and_takes_a_role(tmp_path):
+    features = numpy.ones((6, 4), numpy.float32)
+    features[2] = 0  # an all-zero row: the embedding role drops it, the tensor role keeps it
+    as_embedding = gpucache.pack({"features": features, "label": numpy.arange(6)},
+                                 tmp_path / "emb")
+    ds = gpucache.load(tmp_path / "emb", device="cpu")
+    assert [c["name"] for c in ds.columns] == ["features", "label"]
+    assert as_embedding["rows"] == 5
+    as_tensor = gpucache.pack({"features": features, "label": numpy.arange(6)},
+                              tmp_path / "tensor", roles={"features": "tensor"})
+    assert as_tensor["rows"] == 6
+    assert torch.equal(gpucache.load(tmp_path / "tensor", device="cpu").tensors["features"],
+                       torch.from_numpy(features))
