@@ -59,7 +59,7 @@ TEST_CASE("pack, verify, inspect and export end to end with --json") {
   const auto exported = run_cli({"export", dataset, "--to", "npy", scratch / "out", "--json"});
   CHECK(exported.exit_code == 0);
   CHECK(fs::exists(scratch / "out/embedding.npy"));
-  CHECK(fs::exists(scratch / "out/source_row.npy"));
+  CHECK(fs::exists(scratch / "out/@source_row.npy"));
 }
 
 TEST_CASE("verify exits 1 on corruption and names the shard in --json problems") {

@@ -465,7 +465,7 @@ TEST_CASE("CLI: --to safetensors and npy with --json; a bad --to or a corrupt sh
 
 TEST_CASE("re-packing an export gives the same column values") {
   test_support::ScratchDir scratch;
-  // Two inputs, so the provenance scalars (source, source_row) are not just row numbers.
+  // Two inputs, so the provenance scalars (@source, @source_row) are not just row numbers.
   REQUIRE(run_cli({"pack", data_path("npy/f32_c.npy"), data_path("npy/f64_big_fortran.npy"), "-o",
                    scratch / "a", "--dtype", "bf16", "--shard-rows", "8", "--quiet"})
               .exit_code == 0);
@@ -483,12 +483,12 @@ TEST_CASE("re-packing an export gives the same column values") {
     REQUIRE(run_cli({"export", scratch / "a", "--to", "safetensors", scratch / "a.safetensors"})
                 .exit_code == 0);
     const auto packed = run_cli({"pack", scratch / "a.safetensors", "-o", scratch / "b", "--field",
-                                 "embedding=embedding", "--field", "input=source", "--field",
-                                 "input_row=source_row", "--quiet"});
+                                 "embedding=embedding", "--field", "input=[\"@source\"]",
+                                 "--field", "input_row=[\"@source_row\"]", "--quiet"});
     REQUIRE_MESSAGE(packed.exit_code == 0, packed.err);
     REQUIRE(run_cli({"export", scratch / "b", scratch / "b_npy"}).exit_code == 0);
     for (const auto& [repacked, original] : std::vector<std::pair<std::string, std::string>>{
-             {"embedding", "embedding"}, {"input", "source"}, {"input_row", "source_row"}}) {
+             {"embedding", "embedding"}, {"input", "@source"}, {"input_row", "@source_row"}}) {
       CAPTURE(repacked);
       const Value a = read_npy(scratch / ("a_npy/" + original + ".npy"));
       const Value b = read_npy(scratch / ("b_npy/" + repacked + ".npy"));

@@ -93,7 +93,7 @@ TEST_CASE("estimate_shard_bytes is the size write() gives a shard, at most a com
       {"text", ColumnKind::text, DType::u8, {}, 1},
       {"tokens", ColumnKind::sequence, DType::i64, {}, 0},
       {"image", ColumnKind::tensor, DType::u8, {3, 5}, 5},
-      {"source_row", ColumnKind::tensor, DType::u64, {}, 1},
+      {"@source_row", ColumnKind::tensor, DType::i64, {}, 1},
   };
   ScratchDir scratch;
   for (const std::uint64_t rows : {1ull, 7ull, 4096ull, 70000ull}) {
@@ -226,7 +226,7 @@ TEST_CASE("a run refused for space leaves an existing dataset as it was, and --f
 
 TEST_CASE("a repeated view too large for the cap or the disk is refused before validation") {
   // expand_large.pt: arange(8).expand(2^27 - 1, 8), a 762-byte file whose view stays within the
-  // reader's 4 GiB limit for repeating views but makes 9.2 GiB of shards.
+  // reader's 4 GiB limit for repeating views but makes 9.5 GiB of shards.
   ScratchDir scratch;
   const std::string view = test_support::data_path("hostile/expand_large.pt");
   using Clock = std::chrono::steady_clock;
@@ -236,7 +236,7 @@ TEST_CASE("a repeated view too large for the cap or the disk is refused before v
     const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
     check_one_line(capped);
     CHECK(seconds < 1.0);
-    CHECK(contains(capped.err, "the inputs' 134217727 rows make at least 9.2 GiB"));
+    CHECK(contains(capped.err, "the inputs' 134217727 rows make at least 9.5 GiB"));
     CHECK(contains(capped.err, "more than the cap of 1.0 GiB"));
     CHECK(!fs::exists(scratch / "capped"));
   }

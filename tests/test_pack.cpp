@@ -91,7 +91,7 @@ TEST_CASE("packing twice gives byte-identical datasets") {
 }
 
 TEST_CASE(
-    "several inputs are concatenated, with source and source_row recording each row's origin") {
+    "several inputs are concatenated, with @source and @source_row recording each row's origin") {
   test_support::ScratchDir scratch;
   const auto a = random_rows(10, 8, 1), b = random_rows(6, 8, 2);
   save_f32(scratch / "a.npy", a, 10, 8);
@@ -104,8 +104,8 @@ TEST_CASE(
   CHECK(result.rows == 16);
   CHECK(result.shards.size() == 3);
   std::vector<float> seen;
-  std::vector<std::uint16_t> sources;
-  std::vector<std::uint64_t> source_rows;
+  std::vector<std::int32_t> sources;
+  std::vector<std::int64_t> source_rows;
   for (const auto& shard : result.shards) {
     shard::ShardReader reader(scratch / ("ds/" + shard.file));
     const auto& column = reader.layout().columns[0];
@@ -115,16 +115,15 @@ TEST_CASE(
       const float* row = reinterpret_cast<const float*>(reader.tensor_data(0).data() +
                                                         r * column.row_pitch_bytes());
       seen.insert(seen.end(), row, row + 8);
-      sources.push_back(reinterpret_cast<const std::uint16_t*>(reader.tensor_data(1).data())[r]);
-      source_rows.push_back(
-          reinterpret_cast<const std::uint64_t*>(reader.tensor_data(2).data())[r]);
+      sources.push_back(reinterpret_cast<const std::int32_t*>(reader.tensor_data(1).data())[r]);
+      source_rows.push_back(reinterpret_cast<const std::int64_t*>(reader.tensor_data(2).data())[r]);
     }
   }
   std::vector<float> expected = a;
   expected.insert(expected.end(), b.begin(), b.end());
   CHECK(seen == expected);
-  CHECK(sources == std::vector<std::uint16_t>{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1});
-  CHECK(source_rows == std::vector<std::uint64_t>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 0, 1, 2, 3, 4, 5});
+  CHECK(sources == std::vector<std::int32_t>{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1});
+  CHECK(source_rows == std::vector<std::int64_t>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 0, 1, 2, 3, 4, 5});
 }
 
 TEST_CASE("shard size splits rows so each shard stays within the budget") {
@@ -144,7 +143,7 @@ TEST_CASE("shard size splits rows so each shard stays within the budget") {
   CHECK(rows == 2000);
 }
 
-// Full shards hold a multiple of 2048 rows here (the u16 source column needs 2048 rows per page),
+// Full shards hold a multiple of 1024 rows here (the i32 @source column needs 1024 rows per page),
 // so every tensor column of a full shard ends on a page boundary and the runtime can map shard
 // after shard into one contiguous view.
 TEST_CASE("shards cut by size hold whole pages of every tensor column") {
@@ -155,15 +154,16 @@ TEST_CASE("shards cut by size hold whole pages of every tensor column") {
   options.output_dir = scratch / "ds";
   options.shard_size = 1 << 20;
   const auto result = pack(options);
-  REQUIRE(result.shards.size() == 5);
+  // 268-byte rows (256 of embedding, 12 of provenance): 3790 fit, cut to 3 x 1024.
+  REQUIRE(result.shards.size() == 4);
   for (std::size_t s = 0; s + 1 < result.shards.size(); ++s) {
-    CHECK(result.shards[s].rows == 2048);
+    CHECK(result.shards[s].rows == 3072);
     CHECK(result.shards[s].bytes <= options.shard_size);
   }
-  CHECK(result.shards.back().rows == 10000 - 4 * 2048);
+  CHECK(result.shards.back().rows == 10000 - 3 * 3072);
   CHECK(nlohmann::json::parse(inspect(scratch / "ds").json)["cpu_zero_copy"] == true);
 
-  // Rows with text: cut at the last multiple of 2048 that fits, the rest opens the next shard.
+  // Rows with text: cut at the last multiple of 1024 that fits, the rest opens the next shard.
   // (1.5: JSON arrays of integer literals only would read as i64 token ids, not embeddings.)
   {
     std::ofstream jsonl(scratch / "cache.jsonl");
@@ -179,7 +179,7 @@ TEST_CASE("shards cut by size hold whole pages of every tensor column") {
   std::uint64_t rows = 0;
   for (std::size_t s = 0; s < text_result.shards.size(); ++s) {
     CAPTURE(s);
-    if (s + 1 < text_result.shards.size()) CHECK(text_result.shards[s].rows % 2048 == 0);
+    if (s + 1 < text_result.shards.size()) CHECK(text_result.shards[s].rows % 1024 == 0);
     CHECK(text_result.shards[s].bytes <= options.shard_size);
     rows += text_result.shards[s].rows;
   }
@@ -332,7 +332,7 @@ TEST_CASE("a .pt whose storages lie at odd offsets packs the same columns as an 
       }
     columns.push_back(std::move(tensors));
   }
-  REQUIRE(columns[0].size() == 4);  // question_embedding, answer_embedding, source, source_row
+  REQUIRE(columns[0].size() == 4);  // question_embedding, answer_embedding, @source, @source_row
   CHECK(columns[0] == columns[1]);
 }
 

@@ -48,6 +48,15 @@ void check_packed_equals_mapping(const std::string& input,
         CHECK(reader.text(*index, r) == read_text(column, r));
       continue;
     }
+    if (column.kind == ColumnKind::sequence) {  // token ids beside an LLM cache's columns
+      for (std::uint64_t r = 0; r < mapping.rows; ++r) {
+        std::vector<std::byte> expected(column.row_length(r) * dtype_size(column.dtype));
+        column.read_sequence(r, expected);
+        const auto stored = reader.values(*index, r);
+        CHECK(std::equal(stored.begin(), stored.end(), expected.begin(), expected.end()));
+      }
+      continue;
+    }
     const auto& entry = reader.layout().columns[*index];
     CHECK(entry.dtype == (column.dtype == DType::f64 ? DType::f32 : column.dtype));
     const std::uint64_t row_bytes = column.row_elements() * dtype_size(entry.dtype);

@@ -250,9 +250,9 @@ TEST_CASE("--split writes disjoint, complete, deterministic splits, one dataset 
     CHECK(manifest["split"]["name"] == split);
     CHECK(manifest["split"]["rows"]["train"] == result.splits[0].rows);
     CHECK(manifest["split"]["seed"] == 5);
-    const auto source_rows = column_bytes(dir, "source_row");
+    const auto source_rows = column_bytes(dir, "@source_row");
     for (std::size_t i = 0; i < source_rows.size() / 8; ++i) {
-      std::uint64_t row;
+      std::int64_t row;
       std::memcpy(&row, source_rows.data() + 8 * i, 8);
       CHECK(seen.insert(row).second);  // disjoint
     }

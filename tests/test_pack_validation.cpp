@@ -56,9 +56,10 @@ std::vector<std::uint64_t> stored_source_rows(const std::string& dataset, std::s
     char name[32];
     std::snprintf(name, sizeof name, "/shard-%05zu.gcs", s);
     shard::ShardReader reader(dataset + name);
-    const auto column = *reader.find_column("source_row");
-    const auto* values = reinterpret_cast<const std::uint64_t*>(reader.tensor_data(column).data());
-    rows.insert(rows.end(), values, values + reader.rows());
+    const auto column = *reader.find_column("@source_row");
+    const auto* values = reinterpret_cast<const std::int64_t*>(reader.tensor_data(column).data());
+    for (std::uint64_t r = 0; r < reader.rows(); ++r)
+      rows.push_back(static_cast<std::uint64_t>(values[r]));
   }
   return rows;
 }

@@ -166,7 +166,7 @@ TEST_CASE("fields gpucache cannot store are left out; the others read") {
   REQUIRE(data.left_out.size() == 5);
   for (const char* field : {"when", "amount", "blob", "point", "tags"})
     CHECK(std::any_of(data.left_out.begin(), data.left_out.end(),
-                      [&](const std::string& entry) { return entry.starts_with(field); }));
+                      [&](const LeftOutField& entry) { return entry.field == field; }));
   // Probe lists them; --field naming one says why it is not there.
   const auto probe = run_cli({"probe", fixture("unsupported.parquet")});
   CHECK(probe.out.find("left out: when (") != std::string::npos);

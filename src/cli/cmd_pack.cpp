@@ -96,6 +96,9 @@ Examples:
     apply_pack_table_options(args->table, options);
     options.show_progress = show_progress(args->quiet || args->json);
     const auto result = pack(options);
+    // Fields not packed are said even with --quiet: nothing of the input goes missing unsaid
+    // (--json carries them in its left_out and not_selected lists instead).
+    if (!args->json) std::fputs(result.notes_text().c_str(), stderr);
     std::puts((args->json ? result.to_json() : result.to_text()).c_str());
     return 0;
   };

@@ -43,13 +43,15 @@ void check_options(const PackOptions& options) {
         "COLUMN=FILE)");
   if (options.output_dir.empty())
     throw UsageError("pack needs an output directory (-o DIR, or --append DATASET)");
-  if (options.dtype && *options.dtype != DType::f32 && *options.dtype != DType::f16 &&
-      *options.dtype != DType::bf16)
-    throw UsageError("--dtype must be f32, f16 or bf16");
+  // f64 is stored as an input holds it, never converted to (float_conversion_dtype).
+  if (options.dtype && !float_conversion_dtype(*options.dtype))
+    throw UsageError("--dtype must be " + std::string(kFloatConversionDTypes) +
+                     " (f64 columns are stored as f64 without it)");
   for (const auto& [column, dtype] : options.column_dtypes)
-    if (dtype != DType::f32 && dtype != DType::f16 && dtype != DType::bf16)
+    if (!float_conversion_dtype(dtype))
       throw UsageError("--dtype " + column + "=" + std::string(dtype_name(dtype)) +
-                       ": float columns are stored as f32, f16 or bf16");
+                       ": float columns are converted to " + std::string(kFloatConversionDTypes) +
+                       " (f64 columns are stored as f64 without --dtype)");
   if (options.pad_to == 0 || options.pad_to > 4096)
     throw UsageError("--pad-to must be between 1 and 4096");
   if (options.shard_rows && *options.shard_rows == 0)
@@ -195,6 +197,28 @@ std::optional<shard::WrittenShard> reuse_shard(const std::string& path, const Sh
   }
 }
 
+// Every (column, input dtype) stored as another dtype, once.
+std::vector<StoredConversion> stored_conversions(const std::vector<Column>& specs,
+                                                 const PackInputs& inputs,
+                                                 const PackOptions& options) {
+  std::vector<StoredConversion> conversions;
+  for (std::size_t c = 0; c < inputs.first().columns.size(); ++c) {
+    if (specs[c].kind != ColumnKind::tensor) continue;
+    const bool asked = options.dtype.has_value() ||
+                       std::any_of(options.column_dtypes.begin(), options.column_dtypes.end(),
+                                   [&](const auto& entry) { return entry.first == specs[c].name; });
+    for (const auto& source : inputs.sources()) {
+      const DType from = source.columns[c].dtype;
+      if (from == specs[c].dtype) continue;
+      const bool known = std::any_of(conversions.begin(), conversions.end(), [&](const auto& seen) {
+        return seen.column == specs[c].name && seen.from == from;
+      });
+      if (!known) conversions.push_back({specs[c].name, from, specs[c].dtype, asked});
+    }
+  }
+  return conversions;
+}
+
 // One converter per column whose rows change on the way: embeddings (storage type, padding,
 // normalisation) and float tensor columns stored in another float type than an input holds.
 std::vector<std::unique_ptr<RowConverter>> make_converters(
@@ -214,8 +238,7 @@ std::vector<std::unique_ptr<RowConverter>> make_converters(
         inputs.sources().begin(), inputs.sources().end(),
         [&](const detail::Source& source) { return source.columns[c].dtype != specs[c].dtype; });
     if (!converted) continue;
-    if (specs[c].dtype != DType::f32 && specs[c].dtype != DType::f16 &&
-        specs[c].dtype != DType::bf16)
+    if (!float_conversion_dtype(specs[c].dtype))
       throw UsageError("column '" + specs[c].name + "' is " +
                        std::string(dtype_name(specs[c].dtype)) +
                        " in one input and another float type in another; pass --dtype " +
@@ -360,6 +383,7 @@ PackResult pack(const PackOptions& requested) {
                                    options.memory_columns);
   std::optional<nlohmann::ordered_json> part_section;
   PackInputs inputs = open_inputs(requested, options, part_section);
+  const auto [left_out, not_selected] = detail::fields_not_packed(inputs.sources(), options.strict);
   const auto specs = detail::output_columns(inputs.first(), options);
   // An output that cannot fit even before validation drops a row is refused before it runs.
   detail::check_output_bound(specs, inputs, options);
@@ -384,6 +408,7 @@ PackResult pack(const PackOptions& requested) {
 
   shard::Manifest base = base_manifest(options, specs, inputs, outcome, part_section, datasets,
                                        split_rule.has_value());
+  if (!left_out.empty()) base.sections["left_out"] = detail::left_out_json(left_out);
   // base.inputs (the inputs' content hashes) is filled by the first dataset's plan below: hashing
   // the inputs runs on its own thread beside the first shard's fill.
   bool inputs_hashed = false;
@@ -394,6 +419,9 @@ PackResult pack(const PackOptions& requested) {
       make_converters(specs, inputs, outcome.columns, outcome.plan.rules, options.threads);
   PackResult result;
   result.output_dir = options.output_dir;
+  result.left_out = left_out;
+  result.conversions = stored_conversions(specs, inputs, options);
+  result.not_selected = not_selected;
   result.input_rows = inputs.total_rows();
   std::tie(result.device, result.device_reason) =
       device_and_reason(outcome.device_description, options.validation.device);

@@ -3,6 +3,7 @@
 
 #include "gpucache/pack.hpp"
 #include "gpucache/validation_json.hpp"
+#include "source.hpp"
 
 namespace gpucache {
 namespace {
@@ -23,6 +24,16 @@ std::string PackResult::to_json() const {
   json["conversion"] = {{"overflowed_values", overflowed_values},
                         {"flushed_to_zero_values", flushed_to_zero_values}};
   json["resumed_shards"] = resumed_shards;
+  json["left_out"] = detail::left_out_json(left_out);
+  json["stored_as"] = Json::array();
+  for (const auto& conversion : conversions)
+    json["stored_as"].push_back({{"column", conversion.column},
+                                 {"from", std::string(dtype_name(conversion.from))},
+                                 {"to", std::string(dtype_name(conversion.to))},
+                                 {"asked", conversion.asked}});
+  json["not_selected"] = Json::array();
+  for (const auto& [input, field] : not_selected)
+    json["not_selected"].push_back({{"input", input}, {"field", field}});
   auto shard_list = [](const std::vector<PackedShard>& list) {
     Json out = Json::array();
     for (const auto& shard : list)
@@ -73,6 +84,27 @@ std::string PackResult::to_text() const {
   if (resumed_shards)
     text +=
         "\nresumed: " + std::to_string(resumed_shards) + " shards kept from the interrupted run";
+  return text;
+}
+
+std::string PackResult::notes_text() const {
+  std::string text;
+  for (const auto& conversion : conversions)
+    if (!conversion.asked)
+      text += "stored as " + std::string(dtype_name(conversion.to)) + ": column '" +
+              conversion.column + "' holds " + std::string(dtype_name(conversion.from)) +
+              " values (embeddings are converted to " + std::string(kFloatConversionDTypes) +
+              "; pass --dtype " + conversion.column + "=" + std::string(dtype_name(conversion.to)) +
+              " to ask for it)\n";
+  for (const auto& entry : left_out)
+    text += "left out: " + entry.input + ": " + entry.field + " (" + entry.reason +
+            "); --strict makes this an error\n";
+  if (!not_selected.empty()) {
+    text += "note: --field keeps only the columns it names; not packed:";
+    for (std::size_t i = 0; i < not_selected.size(); ++i)
+      text += (i ? ", " : " ") + not_selected[i].first + ": " + not_selected[i].second;
+    text += "\n";
+  }
   return text;
 }
 

@@ -21,6 +21,7 @@
 #include "gpucache/common/dtype_formats.hpp"
 #include "gpucache/common/parallel.hpp"
 #include "gpucache/runtime.hpp"
+#include "gpucache/shard/shard_layout.hpp"
 
 namespace nb = nanobind;
 using namespace gpucache::runtime;
@@ -259,6 +260,11 @@ void bind_runtime_info(nb::module_& m) {
       },
       "The placement names to_device takes (the runtime's: device, host_pinned)");
   m.def("cuda_library", &cuda_library, "The libcudart file the runtime loaded");
+  m.def(
+      "is_provenance_column",
+      [](const std::string& name) { return gpucache::shard::is_provenance_column(name); },
+      "True for the packer's provenance columns (@source, @source_row), which load and stream "
+      "leave out unless named");
   m.def(
       "batch_order_rows",
       [](std::uint64_t rows, std::uint64_t batch_size, bool shuffle, std::uint64_t seed,

@@ -20,9 +20,10 @@ bool names(const InputColumn& column, std::string_view path) {
 }
 
 // "; left out: when (INT96 timestamps), ..." or nothing.
-std::string left_out_text(const std::vector<std::string>& left_out) {
+std::string left_out_text(const std::vector<LeftOutField>& left_out) {
   std::string text;
-  for (const auto& entry : left_out) text += (text.empty() ? "; left out: " : ", ") + entry;
+  for (const auto& entry : left_out)
+    text += (text.empty() ? "; left out: " : ", ") + left_out_entry(entry);
   return text;
 }
 
@@ -102,7 +103,7 @@ bool is_vector_column(const InputColumn& column) {
 SourceMapping map_columns(const std::vector<InputColumn>& columns, const std::string& origin,
                           std::optional<SourceKind> kind, const std::vector<FieldSpec>& fields,
                           const std::vector<RoleSpec>& roles,
-                          const std::vector<std::string>& left_out) {
+                          const std::vector<LeftOutField>& left_out) {
   SourceMapping mapping;
   mapping.origin = origin;
   std::vector<std::pair<InputColumn, std::optional<ColumnRole>>> chosen;
@@ -146,8 +147,9 @@ SourceMapping map_columns(const std::vector<InputColumn>& columns, const std::st
                       available(columns));
     for (std::size_t c = 0; c < columns.size(); ++c) {
       InputColumn column = columns[c];
+      // The lone float vector array is the embedding by role, under its own name: names are the
+      // user's (a `features` column stays `features`; --role features=tensor makes it a tensor).
       const bool embedding = embeddings && c == vectors.front();
-      if (embedding) column.name = "embedding";
       chosen.emplace_back(std::move(column),
                           embedding ? std::optional(ColumnRole::embedding) : std::nullopt);
     }
@@ -155,8 +157,8 @@ SourceMapping map_columns(const std::vector<InputColumn>& columns, const std::st
     if (embeddings)
       std::rotate(chosen.begin(), chosen.begin() + vectors.front(),
                   chosen.begin() + vectors.front() + 1);
-    mapping.explanation = embeddings ? "One vector array is the embedding; the others are extra "
-                                       "columns."
+    mapping.explanation = embeddings ? "One vector array is the embedding (under its own name); "
+                                       "the others are extra columns."
                                      : "Every array is a column.";
   }
   for (const auto& role : roles) {
@@ -173,6 +175,11 @@ SourceMapping map_columns(const std::vector<InputColumn>& columns, const std::st
     mapping.columns.push_back(std::move(column));
   }
   if (mapping.columns.empty()) throw Error(origin, "layout", "the input holds no arrays");
+  mapping.left_out = left_out;
+  for (const auto& column : columns)
+    if (std::none_of(mapping.columns.begin(), mapping.columns.end(),
+                     [&](const InputColumn& chosen) { return chosen.path == column.path; }))
+      mapping.not_selected.push_back(column.path);
   mapping.rows = mapping.columns.front().rows;
   for (const auto& column : mapping.columns)
     if (column.rows != mapping.rows)

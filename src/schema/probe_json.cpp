@@ -121,6 +121,13 @@ class JsonRenderer {
   const ProbeOptions& options_;
 };
 
+Json left_out_json(const std::vector<LeftOutField>& left_out) {
+  Json list = Json::array();
+  for (const auto& entry : left_out)
+    list.push_back({{"field", entry.field}, {"reason", entry.reason}});
+  return list;
+}
+
 Json layout_json(const SourceMapping& mapping) {
   Json fields = Json::array();
   for (const auto& field : mapping.fields)
@@ -144,7 +151,9 @@ Json layout_json(const SourceMapping& mapping) {
           {"explanation", mapping.explanation},
           {"flags", format_flags(mapping.kind, mapping.fields)},
           {"fields", std::move(fields)},
-          {"columns", std::move(columns)}};
+          {"columns", std::move(columns)},
+          {"left_out", left_out_json(mapping.left_out)},
+          {"not_selected", mapping.not_selected}};
 }
 
 }  // namespace
@@ -169,7 +178,7 @@ std::string probe_json(const InputData& data, const std::string& origin,
                                {"dtype", std::string(dtype_name(column.dtype))},
                                {"shape", shape}});
     }
-    out["left_out"] = data.left_out;
+    out["left_out"] = left_out_json(data.left_out);
   } else {
     out["tree"] = JsonRenderer(options).node(data.tree, 0);
   }

@@ -193,6 +193,13 @@ void mapping_section(const detail::ProbeMapping& result, std::ostringstream& out
     out << "  " << column.name << std::string(width - column.name.size() + 2, ' ') << type
         << " from " << column.path << '\n';
   }
+  for (const auto& entry : mapping.left_out) out << "left out: " << left_out_entry(entry) << '\n';
+  if (!mapping.not_selected.empty()) {
+    out << "not selected (--field names the columns):";
+    for (std::size_t i = 0; i < mapping.not_selected.size(); ++i)
+      out << (i ? ", " : " ") << mapping.not_selected[i];
+    out << '\n';
+  }
   out << "flags: " << format_flags(mapping.kind, mapping.fields) << '\n';
 }
 
@@ -205,15 +212,19 @@ std::string probe_text(const Value& root, const std::string& origin, const Probe
 std::string probe_text(const InputData& data, const std::string& origin,
                        const ProbeOptions& options) {
   std::ostringstream out;
+  const auto mapped = detail::try_mapping(data, origin, options);
   if (data.columnar()) {
     out << origin << ": " << data.columns.size() << " array"
         << (data.columns.size() == 1 ? "" : "s") << '\n';
     for (const auto& column : data.columns) out << "  " << detail::array_text(column) << '\n';
-    for (const auto& entry : data.left_out) out << "  left out: " << entry << '\n';
+    // A mapping lists what it leaves out (the reader's fields among them) below.
+    if (!mapped.mapping)
+      for (const auto& entry : data.left_out)
+        out << "  left out: " << left_out_entry(entry) << '\n';
   } else {
     TextRenderer(options, out).node(origin + ": ", data.tree, 0, 0);
   }
-  mapping_section(detail::try_mapping(data, origin, options), out);
+  mapping_section(mapped, out);
   return out.str();
 }
 

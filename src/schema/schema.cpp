@@ -12,6 +12,7 @@
 #include "gpucache/error.hpp"
 #include "schema_columns.hpp"
 #include "schema_detect.hpp"
+#include "schema_left_out.hpp"
 #include "schema_path.hpp"
 #include "value_summary.hpp"
 
@@ -56,14 +57,21 @@ bool interchangeable(SourceKind a, SourceKind b) {
   return a == b || (embedding_kind(a) && embedding_kind(b));
 }
 
+// [a-z_][a-z0-9_]*, or several such parts joined by '.' (a nested dict's fields, "meta.lang").
 bool valid_column_name(std::string_view name) {
-  if (name.empty() || name.size() > 64) return false;
-  if (!(std::islower(static_cast<unsigned char>(name.front())) || name.front() == '_'))
-    return false;
-  return std::all_of(name.begin(), name.end(), [](char c) {
-    return std::islower(static_cast<unsigned char>(c)) ||
-           std::isdigit(static_cast<unsigned char>(c)) || c == '_';
-  });
+  if (name.empty() || name.size() > 63) return false;
+  bool part_start = true;
+  for (char c : name) {
+    const auto u = static_cast<unsigned char>(c);
+    if (c == '.') {
+      if (part_start) return false;
+      part_start = true;
+      continue;
+    }
+    if (!(std::islower(u) || c == '_' || (!part_start && std::isdigit(u)))) return false;
+    part_start = false;
+  }
+  return !part_start;
 }
 
 std::string shell_quote(std::string_view text) {
@@ -145,7 +153,7 @@ FieldSpec parse_field_spec(std::string_view text) {
   FieldSpec field{std::string(text.substr(0, equals)), std::string(text.substr(equals + 1)), ""};
   if (!valid_column_name(field.column))
     throw UsageError("--field '" + std::string(text) + "': column name '" + field.column +
-                     "' must match [a-z_][a-z0-9_]* (at most 64 characters)");
+                     "' must match [a-z_][a-z0-9_]*, dotted parts allowed (at most 63 bytes)");
   // A file of its own: the whole value when it names a file, or the part before a ':' that does.
   const std::string value = field.path;
   std::error_code error;
@@ -205,7 +213,7 @@ RoleSpec parse_role_spec(std::string_view text) {
   const std::string column(text.substr(0, equals));
   if (!valid_column_name(column))
     throw UsageError("--role '" + std::string(text) + "': column name '" + column +
-                     "' must match [a-z_][a-z0-9_]* (at most 64 characters)");
+                     "' must match [a-z_][a-z0-9_]*, dotted parts allowed (at most 63 bytes)");
   const auto role = parse_column_role(text.substr(equals + 1));
   if (!role)
     throw UsageError("--role '" + std::string(text) +
@@ -241,7 +249,7 @@ SourceMapping map_source(const Value& root, const std::string& origin,
   for (std::size_t i = 0; i < fields.size(); ++i) {
     if (!valid_column_name(fields[i].column))
       throw UsageError("--field column name '" + fields[i].column +
-                       "' must match [a-z_][a-z0-9_]*");
+                       "' must match [a-z_][a-z0-9_]*, dotted parts allowed (at most 63 bytes)");
     detail::parse_path(fields[i].path);
     for (std::size_t j = 0; j < i; ++j) {
       if (fields[j].column == fields[i].column)
@@ -365,6 +373,8 @@ SourceMapping map_source(const Value& root, const std::string& origin,
     throw Error(origin, "layout", "columns disagree on the number of rows:" + counts);
   }
   if (mapping.rows == 0) throw Error(origin, "layout", "the columns have no rows");
+  // Every other field beside the columns: a column too, or named with why it is not one.
+  detail::add_remaining_fields(root, origin, fields.empty(), mapping);
 
   if (fields.empty()) {
     mapping.explanation = "Detected " + std::string(source_kind_name(detected->kind)) + " in " +

@@ -575,6 +575,10 @@ std::optional<DetectedLayout> detect_tensor_columns(const Value& root, const std
   return std::nullopt;
 }
 
+std::string column_name_from_key(std::string_view key) {
+  return column_name_for(key);
+}
+
 DetectedLayout detect_layout(const Value& root, const std::string& origin) {
   if (auto layout = Detector(origin).node(root, {}, 0)) return std::move(*layout);
   if (root.as_tensor() || text_list(root))

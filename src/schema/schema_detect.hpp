@@ -3,6 +3,7 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "gpucache/schema.hpp"
@@ -21,5 +22,8 @@ DetectedLayout detect_layout(const Value& root, const std::string& origin);
 // The `tensors` layout of a root dict (every array sharing one row count, named after its key)
 // or of a root tensor (one column named after the file); nothing when the root is neither.
 std::optional<DetectedLayout> detect_tensor_columns(const Value& root, const std::string& origin);
+// The column name layout detection gives a dict key: lower case, [a-z0-9_] only, not starting
+// with a digit; empty when nothing of the key is left.
+std::string column_name_from_key(std::string_view key);
 
 }  // namespace gpucache::detail

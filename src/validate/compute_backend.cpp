@@ -1,6 +1,11 @@
 #include "compute_backend.hpp"
 
+#include <array>
+#include <optional>
+
 #include "gpucache/common/parallel.hpp"
+#include "gpucache/error.hpp"
+#include "gpucache/validate.hpp"
 #include "kernels/validate_cpu.hpp"
 
 #ifdef GPUCACHE_HAVE_CUDA
@@ -8,7 +13,52 @@
 #include "kernels/cuda_kernels.hpp"
 #endif
 
+namespace gpucache {
+
+namespace {
+
+// Each float storage type, and the kernels' output type when rows are converted to it.
+struct FloatStorage {
+  DType dtype;
+  std::optional<detail::OutputType> converted_to;
+};
+constexpr std::array<FloatStorage, 4> kFloatStorage{{
+    {DType::f32, detail::OutputType::f32},
+    {DType::f16, detail::OutputType::f16},
+    {DType::bf16, detail::OutputType::bf16},
+    {DType::f64, std::nullopt},  // stored as the input holds it, never converted to
+}};
+
+const FloatStorage* float_storage(DType dtype) noexcept {
+  for (const auto& entry : kFloatStorage)
+    if (entry.dtype == dtype) return &entry;
+  return nullptr;
+}
+
+}  // namespace
+
+bool float_storage_dtype(DType dtype) noexcept {
+  return float_storage(dtype) != nullptr;
+}
+
+bool float_conversion_dtype(DType dtype) noexcept {
+  const FloatStorage* entry = float_storage(dtype);
+  return entry && entry->converted_to;
+}
+
+}  // namespace gpucache
+
 namespace gpucache::detail {
+
+OutputType output_type_for(DType dtype, bool converting, const std::string& option) {
+  const FloatStorage* entry = float_storage(dtype);
+  if (entry && entry->converted_to) return *entry->converted_to;
+  if (entry && !converting) return OutputType::f32;
+  throw Error("", option,
+              std::string(converting ? "rows are converted to " : "float columns are stored as ") +
+                  std::string(kFloatConversionDTypes) + (converting ? "" : " or f64") + ", not " +
+                  std::string(dtype_name(dtype)));
+}
 
 #ifdef GPUCACHE_HAVE_CUDA
 // The kernels' table (resolve_device chose cuda only when it loaded) and the staging made by it.

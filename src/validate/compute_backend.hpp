@@ -9,6 +9,7 @@
 #include <string>
 
 #include "gpucache/device.hpp"
+#include "gpucache/dtype.hpp"
 #include "kernels/row_checks.cuh"
 
 namespace gpucache::detail {
@@ -19,6 +20,12 @@ struct DeviceRows {
   const std::byte* rows = nullptr;
   int ordinal = -1;
 };
+
+// The kernels' output type for a float storage type (gpucache/validate.hpp's rule): what rows are
+// converted to, or, for a column that is only checked (`converting` false), the type whose
+// overflow the checks watch for (f64 is stored unchanged: none, as f32). Throws gpucache::Error
+// naming `option` for any other type.
+OutputType output_type_for(DType dtype, bool converting, const std::string& option);
 
 class ComputeBackend {
  public:

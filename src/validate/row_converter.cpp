@@ -8,18 +8,9 @@
 namespace gpucache {
 namespace {
 
+// What rows are converted to (the rule is compute_backend's).
 detail::OutputType output_type(DType dtype) {
-  switch (dtype) {
-    case DType::f32:
-      return detail::OutputType::f32;
-    case DType::f16:
-      return detail::OutputType::f16;
-    case DType::bf16:
-      return detail::OutputType::bf16;
-    default:
-      throw Error("", "conversion option output_dtype",
-                  fmt::format("embeddings convert to f32, f16 or bf16, not {}", dtype_name(dtype)));
-  }
+  return detail::output_type_for(dtype, true, "conversion option output_dtype");
 }
 
 detail::OverflowMode overflow_mode(OverflowPolicy policy) {

@@ -24,19 +24,9 @@ std::string column_label(const ColumnChecks& checks, std::size_t index) {
   return checks.column.empty() ? std::to_string(index) : "'" + checks.column + "'";
 }
 
+// A checked column's storage type, as its checks see it (the rule is compute_backend's).
 detail::OutputType output_type(DType dtype) {
-  switch (dtype) {
-    case DType::f32:
-      return detail::OutputType::f32;
-    case DType::f16:
-      return detail::OutputType::f16;
-    case DType::bf16:
-      return detail::OutputType::bf16;
-    default:
-      invalid_option(
-          "output_dtype",
-          fmt::format("float columns are stored as f32, f16 or bf16, not {}", dtype_name(dtype)));
-  }
+  return detail::output_type_for(dtype, false, "validation option output_dtype");
 }
 
 void check_norm_bounds(double norm_min, double norm_max, const std::string& where) {

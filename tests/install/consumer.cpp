@@ -110,15 +110,15 @@ int main(int argc, char** argv) {
     check_embedding(host, source, 0);
 
     // The provenance column: each row's row number in its source file.
-    const auto& source_row = host.column("source_row");
+    const auto& source_row = host.column("@source_row");
     std::uint64_t wrong_rows = 0;
-    for (const auto& piece : host.pieces("source_row"))
+    for (const auto& piece : host.pieces("@source_row"))
       for (std::uint64_t r = 0; r < piece.rows; ++r) {
-        std::uint64_t value;
+        std::int64_t value;
         std::memcpy(&value, piece.data + r * source_row.row_pitch_bytes(), sizeof value);
-        wrong_rows += value != piece.first_row + r;
+        wrong_rows += value != static_cast<std::int64_t>(piece.first_row + r);
       }
-    expect(wrong_rows == 0, "source_row counts the source's rows");
+    expect(wrong_rows == 0, "@source_row counts the source's rows");
 
     // The second of two ranks gets the second half, across a shard boundary.
     const auto rank = dataset.for_rank(1, 2);

@@ -354,7 +354,7 @@ struct Walk {
   std::shared_ptr<const Hdf5Handle> file;
   std::string origin;
   InputData data;
-  std::vector<std::string> skipped;  // "/x (compound)", for the error when nothing is usable
+  std::vector<LeftOutField> skipped;  // {"/x", "compound"}, for the error when nothing is usable
 };
 
 std::string type_class_name(H5T_class_t type_class) {
@@ -395,11 +395,11 @@ void add_dataset(Walk& walk, const std::string& path) {
   const int rank = hdf5_check(H5Sget_simple_extent_ndims(space.get()), walk.origin, where,
                               "cannot read its rank");
   if (rank == 0) {
-    walk.skipped.push_back(path + " (a scalar)");
+    walk.skipped.push_back({path, "a scalar"});
     return;
   }
   if (static_cast<std::size_t>(rank) > kMaxRowDims + 1) {
-    walk.skipped.push_back(path + " (rank " + std::to_string(rank) + ")");
+    walk.skipped.push_back({path, "rank " + std::to_string(rank)});
     return;
   }
   dataset->dims.resize(rank);
@@ -414,7 +414,7 @@ void add_dataset(Walk& walk, const std::string& path) {
   const H5T_class_t type_class = H5Tget_class(file_type->get());
   if (type_class == H5T_STRING) {
     if (rank != 1) {
-      walk.skipped.push_back(path + " (strings of rank " + std::to_string(rank) + ")");
+      walk.skipped.push_back({path, "strings of rank " + std::to_string(rank)});
       return;
     }
     column.kind = ColumnKind::text;
@@ -430,9 +430,9 @@ void add_dataset(Walk& walk, const std::string& path) {
     auto element = base.get() < 0 ? std::nullopt : map_numeric_type(base.get());
     if (!element || rank != 1) {
       take_hdf5_error();
-      walk.skipped.push_back(
-          path + (rank != 1 ? " (variable-length rows of rank " + std::to_string(rank) + ")"
-                            : std::string(" (variable-length, not numbers)")));
+      walk.skipped.push_back({path, rank != 1
+                                        ? "variable-length rows of rank " + std::to_string(rank)
+                                        : std::string("variable-length, not numbers")});
       return;
     }
     column.kind = ColumnKind::sequence;
@@ -448,7 +448,7 @@ void add_dataset(Walk& walk, const std::string& path) {
   auto mapping = map_numeric_type(file_type->get());
   if (!mapping) {
     take_hdf5_error();
-    walk.skipped.push_back(path + " (" + type_class_name(type_class) + ")");
+    walk.skipped.push_back({path, type_class_name(type_class)});
     return;
   }
   column.dtype = mapping->dtype;
@@ -540,7 +540,8 @@ InputData describe_file(const std::string& path) {
   for (const auto& dataset : datasets) add_dataset(walk, dataset);
   if (walk.data.columns.empty()) {
     std::string skipped;
-    for (const auto& entry : walk.skipped) skipped += (skipped.empty() ? "" : ", ") + entry;
+    for (const auto& entry : walk.skipped)
+      skipped += (skipped.empty() ? "" : ", ") + left_out_entry(entry);
     throw Error(path, "",
                 "holds no numeric or string dataset gpucache can read" +
                     (skipped.empty() ? std::string() : " (found " + skipped + ")"));

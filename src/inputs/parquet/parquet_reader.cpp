@@ -507,7 +507,7 @@ InputData read_parquet(const std::string& path, const ReadOptions& options) {
   const std::size_t leaves = count_leaves(root);
 
   std::vector<LeafColumn> columns;
-  std::vector<std::string> left_out;  // "when (dates, times, ...)"
+  std::vector<LeftOutField> left_out;  // {"when", "dates, times, ..."}
   std::size_t leaf_index = 0;
   for (const auto& field : root.children) {
     const std::size_t field_leaves = count_leaves(field);
@@ -523,7 +523,7 @@ InputData read_parquet(const std::string& path, const ReadOptions& options) {
     if (plan.column)
       columns.push_back(std::move(*plan.column));
     else
-      left_out.push_back(field.element->name + " (" + plan.refusal + ")");
+      left_out.push_back({field.element->name, plan.refusal});
   }
 
   std::int64_t total_rows = 0;
@@ -588,14 +588,14 @@ InputData read_parquet(const std::string& path, const ReadOptions& options) {
         described(c) ? describe_column(columns[c], static_cast<std::uint64_t>(total_rows), path)
                      : make_column(columns[c], std::move(decoded[c]), path, refusal);
     if (!refusal.empty())
-      left_out.push_back(columns[c].name + " (" + refusal + ")");
+      left_out.push_back({columns[c].name, refusal});
     else
       data.columns.push_back(std::move(column));
   }
   make_column_names_unique(data.columns);  // "a b" and "a_b" both make "a_b"
   if (data.columns.empty()) {
     std::string found;
-    for (const auto& entry : left_out) found += (found.empty() ? "" : ", ") + entry;
+    for (const auto& entry : left_out) found += (found.empty() ? "" : ", ") + left_out_entry(entry);
     throw Error(path, "",
                 "holds no column gpucache can read" +
                     (found.empty() ? std::string() : " (found " + found + ")"));

@@ -5,9 +5,24 @@
 #include "gpucache/error.hpp"
 #include "gpucache/input.hpp"
 #include "gpucache/memory_input.hpp"
+#include "gpucache/shard/shard_layout.hpp"
 
 namespace gpucache::detail {
 namespace {
+
+// The packer's provenance columns have a namespace of their own (shard::is_provenance_column), so
+// a user's column can never be mistaken for them; a name in it can only come from the user
+// spelling it, since keys from files are made legal before they get here.
+Source checked_names(Source source) {
+  for (const auto& column : source.columns)
+    if (shard::is_provenance_column(column.name))
+      throw Error(source.path, "column '" + column.name + "'",
+                  std::string("names starting with '") + shard::kProvenancePrefix +
+                      "' are the packer's own (its provenance columns " +
+                      std::string(shard::kSourceColumn) + " and " +
+                      std::string(shard::kSourceRowColumn) + "); give the column another name");
+  return source;
+}
 
 bool names_file_column(const PackOptions& options, const std::string& column) {
   return std::any_of(options.fields.begin(), options.fields.end(), [&](const FieldSpec& field) {
@@ -74,7 +89,7 @@ Source open_source(const std::string& path, const SourceOptions& options) {
   source.rows = mapping->rows;
   source.columns = mapping->columns;
   source.mapping = std::move(mapping);
-  return source;
+  return checked_names(std::move(source));
 }
 
 std::vector<Source> open_sources(const PackOptions& options) {
@@ -87,11 +102,11 @@ std::vector<Source> open_sources(const PackOptions& options) {
     source.rows = mapping->rows;
     source.columns = mapping->columns;
     source.mapping = std::move(mapping);
-    return {std::move(source)};
+    return {checked_names(std::move(source))};
   }
   const bool file_columns = std::any_of(options.fields.begin(), options.fields.end(),
                                         [](const FieldSpec& field) { return !field.file.empty(); });
-  if (file_columns) return {open_joined_source(options)};
+  if (file_columns) return {checked_names(open_joined_source(options))};
   std::vector<Source> sources;
   for (const auto& input : options.inputs) {
     sources.push_back(
@@ -99,6 +114,31 @@ std::vector<Source> open_sources(const PackOptions& options) {
     sources.back().input_index = static_cast<std::uint32_t>(sources.size() - 1);
   }
   return sources;
+}
+
+FieldsNotPacked fields_not_packed(const std::vector<Source>& sources, bool strict) {
+  FieldsNotPacked found;
+  for (const auto& source : sources) {
+    if (!source.mapping) continue;
+    for (const auto& entry : source.mapping->left_out) {
+      if (strict)
+        throw Error(source.path, "field '" + entry.field + "'",
+                    "cannot be stored (" + entry.reason +
+                        "), and --strict refuses to leave it out; leave out --strict to pack "
+                        "without it, or drop the field from the input");
+      found.left_out.push_back({source.path, entry.field, entry.reason});
+    }
+    for (const auto& field : source.mapping->not_selected)
+      found.not_selected.emplace_back(source.path, field);
+  }
+  return found;
+}
+
+nlohmann::ordered_json left_out_json(const std::vector<LeftOutInputField>& left_out) {
+  auto list = nlohmann::ordered_json::array();
+  for (const auto& entry : left_out)
+    list.push_back({{"input", entry.input}, {"field", entry.field}, {"reason", entry.reason}});
+  return list;
 }
 
 std::vector<std::string> input_files(const PackOptions& options) {

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -40,5 +41,16 @@ Source open_source(const std::string& path, const SourceOptions& options);
 std::vector<Source> open_sources(const PackOptions& options);
 // The files a pack reads, for the manifest's inputs: each input, then each column's own file.
 std::vector<std::string> input_files(const PackOptions& options);
+
+// What of the inputs no column holds: fields gpucache cannot store (left out, with why) and
+// fields --field did not name, per input. With `strict` a left-out field is an error naming the
+// input, the field and why.
+struct FieldsNotPacked {
+  std::vector<LeftOutInputField> left_out;
+  std::vector<std::pair<std::string, std::string>> not_selected;  // (input, field)
+};
+FieldsNotPacked fields_not_packed(const std::vector<Source>& sources, bool strict);
+// [{"input", "field", "reason"}, ...]: the manifest's `left_out` and pack's --json `left_out`.
+nlohmann::ordered_json left_out_json(const std::vector<LeftOutInputField>& left_out);
 
 }  // namespace gpucache::detail

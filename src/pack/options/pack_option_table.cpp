@@ -218,6 +218,14 @@ constexpr PackOptionInfo kPackOptions[] = {
        o.validation.on_overflow = parse_overflow_option(text);
      },
      "clamp"},
+    {"--strict", "strict", PackOptionType::flag, "", "",
+     "Refuse fields of the inputs that gpucache cannot store, instead of leaving them out "
+     "(listed on stderr and in the manifest's left_out)",
+     "", false,
+     [](PackOptions& o, std::string_view text, std::string_view name) {
+       o.strict = parse_flag(text, name);
+     },
+     "true"},
     {"--on-null", "on_null", PackOptionType::text, "drop|error", "drop",
      "Rows with a null in a packed column (Parquet, Arrow, databases): drop them with the reason "
      "null, or error",

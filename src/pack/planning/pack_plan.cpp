@@ -12,26 +12,48 @@ namespace gpucache::detail {
 namespace {
 
 // --dtype (or its per-column form) converts float columns; integer and bool columns keep their
-// type. Without it embeddings keep f32, f16 and bf16 and store f64 as f32; other columns keep
-// their type.
-DType output_dtype(const InputColumn& column, const PackOptions& options) {
-  if (!dtype_is_float(column.dtype)) return column.dtype;
+// type, and a --dtype COLUMN=TYPE naming one is an error (it would be ignored). Without it every
+// column keeps its type, but f64 embeddings, which are converted (padded, checked) and so stored
+// as a conversion type (gpucache/validate.hpp): f32, which the result reports.
+DType output_dtype(const InputColumn& column, const std::string& input,
+                   const PackOptions& options) {
   for (const auto& [name, dtype] : options.column_dtypes)
-    if (name == column.name) return dtype;
+    if (name == column.name) {
+      if (column.kind != ColumnKind::tensor || !dtype_is_float(column.dtype))
+        throw Error(input, "column '" + column.name + "'",
+                    "holds " +
+                        (column.kind == ColumnKind::text
+                             ? std::string("text")
+                             : std::string(dtype_name(column.dtype)) + " integers") +
+                        ", which --dtype " + column.name + "=" + std::string(dtype_name(dtype)) +
+                        " cannot convert (only float columns are converted); leave the option "
+                        "out to store them as they are");
+      return dtype;
+    }
+  if (column.kind == ColumnKind::text) return DType::u8;
+  if (!dtype_is_float(column.dtype)) return column.dtype;
   if (options.dtype) return *options.dtype;
-  if (is_embedding_column(column) && column.dtype == DType::f64) return DType::f32;
+  if (is_embedding_column(column) && !float_conversion_dtype(column.dtype)) return DType::f32;
   return column.dtype;
 }
 
 }  // namespace
 
 std::vector<Column> output_columns(const Source& source, const PackOptions& options) {
+  for (const auto& [name, dtype] : options.column_dtypes)
+    if (std::none_of(source.columns.begin(), source.columns.end(),
+                     [&](const InputColumn& column) { return column.name == name; })) {
+      std::string names;
+      for (const auto& column : source.columns) names += (names.empty() ? "" : ", ") + column.name;
+      throw UsageError("--dtype " + name + "=" + std::string(dtype_name(dtype)) +
+                       " names no column of " + source.path + " (its columns: " + names + ")");
+    }
   std::vector<Column> specs;
   for (const auto& column : source.columns) {
     Column spec;
     spec.name = column.name;
     spec.kind = column.kind;
-    spec.dtype = column.kind == ColumnKind::text ? DType::u8 : output_dtype(column, options);
+    spec.dtype = output_dtype(column, source.path, options);
     if (column.kind == ColumnKind::tensor) {
       // Padding is a property of the column: embedding rows are padded to the tensor-core pitch,
       // everything else is stored densely.
@@ -44,9 +66,15 @@ std::vector<Column> output_columns(const Source& source, const PackOptions& opti
     }
     specs.push_back(spec);
   }
-  // Provenance of every row: which input, and which row of it.
-  specs.push_back({"source", ColumnKind::tensor, DType::u16, {}, 1});
-  specs.push_back({"source_row", ColumnKind::tensor, DType::u64, {}, 1});
+  // Provenance of every row: which input, and which row of it, under names no user column can
+  // take (shard::is_provenance_column).
+  specs.push_back(
+      {std::string(shard::kSourceColumn), ColumnKind::tensor, shard::kSourceColumnDType, {}, 1});
+  specs.push_back({std::string(shard::kSourceRowColumn),
+                   ColumnKind::tensor,
+                   shard::kSourceRowColumnDType,
+                   {},
+                   1});
   return specs;
 }
 

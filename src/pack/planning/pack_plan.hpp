@@ -15,7 +15,8 @@
 
 namespace gpucache::detail {
 
-// The input columns with their storage types and padding, then `source` and `source_row`.
+// The input columns with their storage types and padding, then the provenance columns
+// `@source` and `@source_row` (shard::kSourceColumn, kSourceRowColumn).
 std::vector<Column> output_columns(const Source& source, const PackOptions& options);
 
 struct ShardPlan {

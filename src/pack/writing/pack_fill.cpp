@@ -175,7 +175,7 @@ ConversionCounts fill_shard(shard::ShardBuilder& builder, const std::vector<Colu
                             std::vector<std::unique_ptr<RowConverter>>& converters,
                             unsigned threads, Progress& progress) {
   ConversionCounts counts;
-  const std::size_t input_columns = specs.size() - 2;  // then source, source_row
+  const std::size_t input_columns = specs.size() - 2;  // then @source, @source_row
   for (std::size_t c = 0; c < input_columns; ++c) {
     if (specs[c].variable_length())
       fill_variable(builder, c, inputs, rows);
@@ -186,14 +186,16 @@ ConversionCounts fill_shard(shard::ShardBuilder& builder, const std::vector<Colu
       fill_raw(builder, c, inputs, rows, threads);
     progress.advance(rows.size());
   }
-  auto* sources = reinterpret_cast<std::uint16_t*>(builder.tensor_data(input_columns).data());
+  static_assert(shard::kSourceColumnDType == DType::i32 &&
+                shard::kSourceRowColumnDType == DType::i64);
+  auto* sources = reinterpret_cast<std::int32_t*>(builder.tensor_data(input_columns).data());
   auto* source_rows =
-      reinterpret_cast<std::uint64_t*>(builder.tensor_data(input_columns + 1).data());
+      reinterpret_cast<std::int64_t*>(builder.tensor_data(input_columns + 1).data());
   for (std::uint64_t r = 0; r < rows.size(); ++r) {
     const InputRow at = inputs.locate(rows[r]);
     const Source& source = inputs.sources()[at.source];
-    sources[r] = static_cast<std::uint16_t>(source.input_index);
-    source_rows[r] = source.row_offset + at.row;
+    sources[r] = static_cast<std::int32_t>(source.input_index);
+    source_rows[r] = static_cast<std::int64_t>(source.row_offset + at.row);
   }
   return counts;
 }

@@ -7,7 +7,7 @@ import os
 from typing import Dict, List, Optional, Sequence
 
 from . import _arrays, _ranks
-from ._gpucache import Error, NativeDataset, placements
+from ._gpucache import Error, NativeDataset, is_provenance_column, placements
 from ._sequences import Sequences
 
 
@@ -259,6 +259,11 @@ class Dataset:
                 f"rank={self.rank}/{self.world_size}, columns=[{names}])")
 
 
+def user_column_names(native) -> List[str]:
+    """The dataset's columns without the packer's provenance columns (shown only when asked)."""
+    return [c["name"] for c in native.columns() if not is_provenance_column(c["name"])]
+
+
 def load(path, device: str = "cuda", columns: Optional[Sequence[str]] = None,
          verify: bool = True, rank: Optional[int] = None, world_size: Optional[int] = None,
          *, rows: Optional[tuple] = None, placement: str = "device", read_mode: str = "auto",
@@ -270,7 +275,9 @@ def load(path, device: str = "cuda", columns: Optional[Sequence[str]] = None,
         of the memory-mapped shards, zero-copy even across shards when they were cut on page
         boundaries (as gpucache pack cuts them unless --shard-rows says otherwise). Text columns
         stay in host memory either way.
-    columns: names to load (default: all).
+    columns: names to load (default: every column of the user's data; the packer's provenance
+        columns "@source" (int32, the input's index in the manifest's inputs) and "@source_row"
+        (int64, the row in that input) only when named here).
     verify: check the XXH3 hash of every chunk read; a mismatch raises gpucache.Error naming the
         shard and byte range. (Each shard's header is always checked against manifest.json, whose
         hash vouches for all of the shard's bytes, when the shard is mapped; opening reads only
@@ -302,8 +309,9 @@ def load(path, device: str = "cuda", columns: Optional[Sequence[str]] = None,
     load_args.update(rank=rank, world_size=world_size)
     device_name, device_index = _resolve_device(device)
     native = NativeDataset.open(path, "" if cache_dir is None else os.fspath(cache_dir))
-    if columns is not None:
-        native = native.select_columns(list(columns))
+    if columns is None:
+        columns = user_column_names(native)
+    native = native.select_columns(list(columns))
     if rows is not None:
         native = native.select_rows(int(rows[0]), int(rows[1]))
     unshared = native

@@ -9,7 +9,7 @@ from typing import Callable, Iterator, Optional, Sequence
 from . import _arrays, _ranks
 from ._batches import Resumable
 from ._dataset import _resolve_device
-from ._gpucache import Error, NativeDataset, NativeStream
+from ._gpucache import Error, NativeDataset, NativeStream, is_provenance_column
 from ._order import BatchOrder, OrderOptions
 from ._sequences import pad_sequences
 
@@ -243,7 +243,8 @@ def stream(path, device: str = "cuda", batch_size: int = 1024, shuffle: bool = T
     "gpucache.stream").
 
     device: "cuda", "cuda:N" (batches in VRAM; only the batches in flight use it) or "cpu".
-    columns: default every tensor and sequence column; text columns when named (lists of str).
+    columns: default every tensor and sequence column but the provenance columns @source and
+        @source_row; text and provenance columns when named (text as lists of str).
     rank, world_size: the rank rule (docs/python.md "Ranks and workers"): rank's interleaved
         part of every epoch's global order, from torch.distributed when it is initialised,
         explicit arguments overriding; every rank reads the whole dataset's shards as its rows
@@ -271,7 +272,8 @@ def stream(path, device: str = "cuda", batch_size: int = 1024, shuffle: bool = T
         native = native.select_rows(*rows_selected)
     known = native.columns()
     if columns is None:
-        names = [c["name"] for c in known if c["kind"] in ("tensor", "sequence")]
+        names = [c["name"] for c in known if c["kind"] in ("tensor", "sequence")
+                 and not is_provenance_column(c["name"])]
     else:
         names = list(columns)
     if not names:

@@ -228,7 +228,10 @@ def pack(inputs, out=None, *, progress: ProgressArg = False, **options) -> dict:
     sample, shuffle, seed, rejects (a path), checks ({column: "finite,norm"} or
     {column: ["norm:0:1"]}; [] or "none" for no check), no_checks, part ("K/N" or (K, N): pack
     partition K of N, see docs/scale.md), append (a dataset folder to add the rows to, instead of
-    out).
+    out), strict (a field gpucache cannot store is an error instead of left out).
+    Every field of the input becomes a column, or is listed with why in the result's "left_out"
+    ([{"input", "field", "reason"}], also in the manifest); with fields=, only the columns named
+    (and the standard columns of the kind) are packed, the others listed in "not_selected".
     progress: a callable(done, total) told input bytes, True for a tqdm bar (or the CLI's line
         when tqdm is missing), False for nothing.
     """

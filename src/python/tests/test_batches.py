@@ -7,11 +7,11 @@ import gpucache
 
 @pytest.fixture(scope="module")
 def ds(packed):
-    return gpucache.load(packed, device="cpu")
+    return gpucache.load(packed, device="cpu", columns=["embedding", "@source_row"])
 
 
 def rows_of(batches):
-    return [row for batch in batches for row in batch["source_row"].tolist()]
+    return [row for batch in batches for row in batch["@source_row"].tolist()]
 
 
 def test_each_epoch_is_a_permutation_of_the_rows(ds):
@@ -24,7 +24,7 @@ def test_each_epoch_is_a_permutation_of_the_rows(ds):
     assert rows != sorted(rows)
     # Every column of a batch comes from the same rows.
     for batch in epoch:
-        assert torch.equal(batch["embedding"][:, 0], (batch["source_row"].float() + 16) / 128)
+        assert torch.equal(batch["embedding"][:, 0], (batch["@source_row"].float() + 16) / 128)
         assert batch["embedding"].shape == (10, 10)
 
 
@@ -32,7 +32,7 @@ def test_by_default_the_last_partial_batch_covers_every_row(ds):
     batches = gpucache.GPUBatches(ds, batch_size=10, seed=5)
     epoch = list(batches)
     assert len(batches) == len(epoch) == 11
-    assert len(epoch[-1]["source_row"]) == 3
+    assert len(epoch[-1]["@source_row"]) == 3
     assert sorted(rows_of(epoch)) == list(range(103))
 
 
@@ -58,10 +58,10 @@ def test_epochs_reshuffle(ds):
 
 
 def test_no_shuffle_keeps_row_order_and_columns_selects(ds):
-    batches = gpucache.GPUBatches(ds, batch_size=25, shuffle=False, columns=["source_row"],
+    batches = gpucache.GPUBatches(ds, batch_size=25, shuffle=False, columns=["@source_row"],
                                   drop_last=True)
     epoch = list(batches)
-    assert [list(batch) for batch in epoch] == [["source_row"]] * 4
+    assert [list(batch) for batch in epoch] == [["@source_row"]] * 4
     assert rows_of(epoch) == list(range(100))
 
 

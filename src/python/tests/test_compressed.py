@@ -19,8 +19,9 @@ def both(tmp_path_factory):
 
 def test_compressed_shards_load_like_uncompressed_ones(both):
     raw, zstd = both
-    plain = gpucache.load(raw, device="cpu")
-    packed = gpucache.load(zstd, device="cpu")
+    every = ["embedding", "@source", "@source_row"]
+    plain = gpucache.load(raw, device="cpu", columns=every)
+    packed = gpucache.load(zstd, device="cpu", columns=every)
     for name in plain.tensors:
         assert torch.equal(plain.tensors[name], packed.tensors[name])
     ranked = gpucache.load(zstd, device="cpu", rank=1, world_size=2, columns=["embedding"])
@@ -30,12 +31,14 @@ def test_compressed_shards_load_like_uncompressed_ones(both):
 def test_compressed_shards_stream(both):
     raw, zstd = both
     for kwargs in ({}, {"block_rows": 32, "window_blocks": 2}):
-        one = list(gpucache.stream(raw, device="cpu", batch_size=32, seed=3, **kwargs))
-        other = list(gpucache.stream(zstd, device="cpu", batch_size=32, seed=3, **kwargs))
+        one = list(gpucache.stream(raw, device="cpu", batch_size=32, seed=3,
+                                   columns=["embedding", "@source_row"], **kwargs))
+        other = list(gpucache.stream(zstd, device="cpu", batch_size=32, seed=3,
+                                     columns=["embedding", "@source_row"], **kwargs))
         assert len(one) == len(other) == 10  # the last, short batch too
         for a, b in zip(one, other):
             assert torch.equal(a["embedding"], b["embedding"])
-            assert torch.equal(a["source_row"], b["source_row"])
+            assert torch.equal(a["@source_row"], b["@source_row"])
 
 
 def test_a_corrupted_compressed_chunk_is_refused(both, fresh_copy):

@@ -144,17 +144,17 @@ def test_npy_export_repacks_to_the_same_columns(text_dataset, tmp_path):
 
 
 def test_safetensors_export_of_a_packed_dataset(packed, tmp_path):
-    """A dataset pack wrote (an f32 embedding padded to 16, u16 and u64 provenance columns)."""
+    """A dataset pack wrote (an f32 embedding padded to 16, i32 and i64 provenance columns)."""
     safetensors_numpy = pytest.importorskip("safetensors.numpy")
     path = tmp_path / "packed.safetensors"
     gpucache("export", packed, "--to", "safetensors", path)
     loaded = safetensors_numpy.load_file(str(path))
     gpucache("export", packed, "--to", "npy", tmp_path / "npy")
-    assert sorted(loaded) == ["embedding", "source", "source_row"]
+    assert sorted(loaded) == ["@source", "@source_row", "embedding"]
     for name, array in loaded.items():
         assert_same(array, numpy.load(tmp_path / "npy" / f"{name}.npy"), name)
     assert loaded["embedding"].shape == (103, 10)
-    assert loaded["source_row"].dtype == numpy.uint64
+    assert loaded["@source_row"].dtype == numpy.int64
 
 
 def test_empty_dataset_exports_empty_tensors(tmp_path):

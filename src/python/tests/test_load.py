@@ -22,10 +22,12 @@ def inside_mapping(pointer, ranges) -> bool:
 
 
 def test_values_logical_and_padded_views(packed):
-    ds = gpucache.load(packed, device="cpu")
+    # The packer's provenance columns only when named; they are signed, so torch computes with them.
+    assert [c["name"] for c in gpucache.load(packed, device="cpu").columns] == ["embedding"]
+    ds = gpucache.load(packed, device="cpu", columns=["embedding", "@source", "@source_row"])
     assert len(ds) == 103
     assert ds.device == "cpu"
-    assert [c["name"] for c in ds.columns] == ["embedding", "source", "source_row"]
+    assert [c["name"] for c in ds.columns] == ["embedding", "@source", "@source_row"]
     emb = ds.tensors["embedding"]
     assert emb.shape == (103, 10) and emb.dtype == torch.float32
     assert emb.stride() == (16, 1)  # a strided view of the padded storage
@@ -34,8 +36,10 @@ def test_values_logical_and_padded_views(packed):
     assert padded.shape == (103, 16)
     assert torch.count_nonzero(padded[:, 10:]) == 0
     assert emb.data_ptr() == padded.data_ptr()
-    assert torch.equal(ds.tensors["source_row"], torch.arange(103))
-    assert ds.tensors["source"].shape == (103,)
+    assert torch.equal(ds.tensors["@source_row"], torch.arange(103))
+    assert ds.tensors["@source_row"].dtype == torch.int64
+    assert ds.tensors["@source"].dtype == torch.int32 and ds.tensors["@source"].shape == (103,)
+    assert ds.tensors["@source_row"].sum().item() == sum(range(103))
     assert ds.nbytes == 0
 
 
@@ -56,22 +60,22 @@ def test_zero_copy_views_point_into_the_mapping(single_shard, packed):
 
 
 def test_shards_cut_on_pages_load_as_one_zero_copy_tensor(tmp_path):
-    """Without --shard-rows, pack cuts full shards at multiples of 2048 rows here, so each column's
+    """Without --shard-rows, pack cuts full shards at multiples of 1024 rows here, so each column's
     part of a shard is whole pages and the shards are mapped side by side: no copy."""
     numpy.save(tmp_path / "emb.npy", embeddings(5000, 10))
     ds_dir = pack([tmp_path / "emb.npy"], tmp_path / "ds", "--shard-size", "200K",
                   "--norm-max", "1000")
-    ds = gpucache.load(ds_dir, device="cpu")
+    ds = gpucache.load(ds_dir, device="cpu", columns=["embedding", "@source", "@source_row"])
     assert [len(v) for v in ds.shard_views.values()] == [3, 3, 3]
     assert [v.shape[0] for v in ds.shard_views["embedding"]] == [2048, 2048, 904]
     emb = ds.tensors["embedding"]
     assert torch.equal(emb, torch.from_numpy(embeddings(5000, 10)))
-    assert torch.equal(ds.tensors["source_row"], torch.arange(5000))
+    assert torch.equal(ds.tensors["@source_row"], torch.arange(5000))
     joined = {path: (start, size) for start, size, path in ds.mapped_ranges()
               if path.startswith("joined view")}
     start, size = joined["joined view of column 'embedding'"]
     assert start == emb.data_ptr() and size == 5000 * 64
-    for name in ("source", "source_row"):
+    for name in ("@source", "@source_row"):
         assert joined[f"joined view of column '{name}'"][0] == ds.tensors[name].data_ptr()
     # A slice starting inside a page and spanning shards is zero-copy as well.
     part = gpucache.load(ds_dir, device="cpu", rows=(1000, 4500), verify=False)
@@ -112,11 +116,12 @@ def test_rank_shares_cover_every_row_once(packed, world_size):
     for rank in range(world_size):
         # The first 103 % world_size ranks get one row more: no row is dropped.
         rows = 103 // world_size + (rank < 103 % world_size)
-        ds = gpucache.load(packed, device="cpu", rank=rank, world_size=world_size)
+        ds = gpucache.load(packed, device="cpu", rank=rank, world_size=world_size,
+                           columns=["embedding", "@source", "@source_row"])
         assert len(ds) == rows and ds.share_rows(rank) == rows
         assert ds.row_begin == len(seen)
         assert ds.total_rows == 103
-        seen.extend(ds.tensors["source_row"].tolist())
+        seen.extend(ds.tensors["@source_row"].tolist())
         # Only the shards holding the share's rows are mapped (30 rows per shard).
         first, last = ds.row_begin, ds.row_begin + rows - 1
         expected = {f"shard-{k:05d}.gcs" for k in range(first // 30, last // 30 + 1)}
@@ -125,10 +130,10 @@ def test_rank_shares_cover_every_row_once(packed, world_size):
 
 
 def test_rows_and_columns_selection(packed):
-    ds = gpucache.load(packed, device="cpu", columns=["source_row"], rows=(25, 65), rank=1,
+    ds = gpucache.load(packed, device="cpu", columns=["@source_row"], rows=(25, 65), rank=1,
                        world_size=2)
-    assert list(ds.tensors) == ["source_row"]
-    assert ds.tensors["source_row"].tolist() == list(range(45, 65))
+    assert list(ds.tensors) == ["@source_row"]
+    assert ds.tensors["@source_row"].tolist() == list(range(45, 65))
 
 
 def test_rank_defaults_to_the_whole_dataset_without_torch_distributed(packed):
@@ -197,7 +202,7 @@ def test_texts_and_meta(text_dataset):
 
 
 def test_meta_of_a_packed_dataset(packed):
-    meta = gpucache.load(packed, device="cpu", columns=["source"]).meta
+    meta = gpucache.load(packed, device="cpu", columns=["@source"]).meta
     assert meta["rows"] == 103
     assert [s["file"] for s in meta["shards"]] == [f"shard-{k:05d}.gcs" for k in range(4)]
 
@@ -231,14 +236,15 @@ def test_numpy_arrays_when_torch_is_absent(packed, text_dataset):
 import sys
 sys.modules["torch"] = None  # import torch now fails
 import numpy, gpucache
-ds = gpucache.load({str(packed)!r}, device="cpu", rank=1, world_size=2)
+ds = gpucache.load({str(packed)!r}, device="cpu", rank=1, world_size=2,
+                   columns=["embedding", "@source", "@source_row"])
 emb = ds.tensors["embedding"]
 assert isinstance(emb, numpy.ndarray) and emb.shape == (51, 10), (type(emb), emb.shape)
-assert ds.tensors["source_row"].dtype == numpy.uint64
-assert (ds.tensors["source_row"] == numpy.arange(52, 103)).all()
+assert ds.tensors["@source_row"].dtype == numpy.int64
+assert (ds.tensors["@source_row"] == numpy.arange(52, 103)).all()
 batches = list(gpucache.GPUBatches(ds, batch_size=10, seed=3))
 assert len(batches) == 6 and batches[0]["embedding"].shape == (10, 10)
-rows = numpy.concatenate([b["source_row"] for b in batches])
+rows = numpy.concatenate([b["@source_row"] for b in batches])
 assert sorted(rows.tolist()) == list(range(52, 103))
 assert gpucache.load({str(text_dataset)!r}, device="cpu").texts("caption")[1] == "row 1 ✓"
 try:

@@ -81,11 +81,11 @@ def test_resume_arithmetic_comes_from_the_runtime():
 
 @pytest.fixture(scope="module")
 def ds(packed):
-    return gpucache.load(packed, device="cpu")
+    return gpucache.load(packed, device="cpu", columns=["embedding", "@source_row"])
 
 
 def rows_of(batches):
-    return [row for batch in batches for row in batch["source_row"].tolist()]
+    return [row for batch in batches for row in batch["@source_row"].tolist()]
 
 
 def test_ranks_reshuffle_globally_and_partition_each_epoch(ds):
@@ -154,4 +154,4 @@ def test_batch_indices_come_from_the_index_alone(ds):
     batches = gpucache.GPUBatches(ds, batch_size=9, seed=5)
     batches.set_epoch(4)
     epoch = list(batches)
-    assert batches.batch_indices(4, 6).tolist() == epoch[6]["source_row"].tolist()
+    assert batches.batch_indices(4, 6).tolist() == epoch[6]["@source_row"].tolist()

@@ -84,11 +84,14 @@ def test_var_columns_and_fields_and_roles(tmp_path):
     ds = loaded(tmp_path / "ds")
     assert ds.texts("caption") == words
     assert as_numpy(ds.sequences["ids"].values).dtype == numpy.int16
-    # The one float vector column is the embedding (named so, as for an HDF5 file's arrays);
-    # roles= makes it a plain tensor.
-    gpucache.pack({"vec": embeddings(4, 8)}, tmp_path / "t", roles={"embedding": "tensor"})
+    # The one float vector column is the embedding by role, under its own name (as an HDF5 file's
+    # arrays); roles= makes it a plain tensor.
+    gpucache.pack({"vec": embeddings(4, 8)}, tmp_path / "e")
+    column = gpucache.inspect(tmp_path / "e")["columns"][0]
+    assert (column["name"], column["role"]) == ("vec", "embedding")
+    gpucache.pack({"vec": embeddings(4, 8)}, tmp_path / "t", roles={"vec": "tensor"})
     column = gpucache.inspect(tmp_path / "t")["columns"][0]
-    assert (column["name"], column["role"]) == ("embedding", "tensor")
+    assert (column["name"], column["role"]) == ("vec", "tensor")
 
 
 def test_memory_columns_are_checked(tmp_path):

@@ -6,6 +6,9 @@ import torch
 
 import gpucache
 
+# The embedding and the packer's row provenance, which batches hold only when named.
+WITH_ROWS = ["embedding", "@source_row"]
+
 
 def same_batches(streamed, resident):
     assert len(streamed) == len(resident)
@@ -28,6 +31,7 @@ def same_batches(streamed, resident):
 ])
 def test_stream_equals_gpubatches_over_the_loaded_dataset(packed, kwargs):
     ds = gpucache.load(packed, device="cpu")
+    assert [c["name"] for c in ds.columns] == ["embedding"]  # provenance only when asked
     options = dict(kwargs)
     rank = options.pop("rank", 0)
     world = options.pop("world_size", 1)
@@ -61,32 +65,32 @@ def test_every_column_kind_streams(shapes_dataset):
 
 
 def test_set_epoch_and_resume_after_k_batches(packed):
-    reference = gpucache.stream(packed, device="cpu", batch_size=10, seed=5)
+    reference = gpucache.stream(packed, device="cpu", batch_size=10, seed=5, columns=WITH_ROWS)
     epochs = [list(reference), list(reference)]
-    rows = [[b["source_row"].tolist() for b in epoch] for epoch in epochs]
+    rows = [[b["@source_row"].tolist() for b in epoch] for epoch in epochs]
     for k in (0, 4, 10):
-        first = gpucache.stream(packed, device="cpu", batch_size=10, seed=5)
+        first = gpucache.stream(packed, device="cpu", batch_size=10, seed=5, columns=WITH_ROWS)
         iterator = iter(first)
-        head = [next(iterator)["source_row"].tolist() for _ in range(k)]
+        head = [next(iterator)["@source_row"].tolist() for _ in range(k)]
         state = first.state_dict()
         assert (state["epoch"], state["batch"]) == (0, k)
-        resumed = gpucache.stream(packed, device="cpu", batch_size=10, seed=5)
+        resumed = gpucache.stream(packed, device="cpu", batch_size=10, seed=5, columns=WITH_ROWS)
         resumed.load_state_dict(state)
         resumed.set_epoch(0)
-        assert head + [b["source_row"].tolist() for b in resumed] == rows[0]
-        assert [b["source_row"].tolist() for b in resumed] == rows[1]
+        assert head + [b["@source_row"].tolist() for b in resumed] == rows[0]
+        assert [b["@source_row"].tolist() for b in resumed] == rows[1]
     # A GPUBatches state resumes a stream and back: both follow the same order.
-    ds = gpucache.load(packed, device="cpu")
+    ds = gpucache.load(packed, device="cpu", columns=WITH_ROWS)
     resident = gpucache.GPUBatches(ds, batch_size=10, seed=5)
     iterator = iter(resident)
     for _ in range(3):
         next(iterator)
-    streamed = gpucache.stream(packed, device="cpu", batch_size=10, seed=5)
+    streamed = gpucache.stream(packed, device="cpu", batch_size=10, seed=5, columns=WITH_ROWS)
     streamed.load_state_dict(resident.state_dict())
-    assert [b["source_row"].tolist() for b in streamed] == rows[0][3:]
-    again = gpucache.stream(packed, device="cpu", batch_size=10, seed=5)
+    assert [b["@source_row"].tolist() for b in streamed] == rows[0][3:]
+    again = gpucache.stream(packed, device="cpu", batch_size=10, seed=5, columns=WITH_ROWS)
     again.set_epoch(1)
-    assert [b["source_row"].tolist() for b in again] == rows[1]
+    assert [b["@source_row"].tolist() for b in again] == rows[1]
 
 
 def test_a_corrupted_chunk_is_refused_once_its_rows_are_needed(packed, fresh_copy):
@@ -129,9 +133,9 @@ def test_stream_errors(packed):
 
 def test_a_stream_is_an_iterable_dataset_for_dataloader(packed):
     from torch.utils.data import DataLoader
-    streamed = gpucache.stream(packed, device="cpu", batch_size=10, seed=6)
-    direct = [b["source_row"].tolist() for b in streamed]
+    streamed = gpucache.stream(packed, device="cpu", batch_size=10, seed=6, columns=WITH_ROWS)
+    direct = [b["@source_row"].tolist() for b in streamed]
     streamed.set_epoch(0)
     loader = DataLoader(streamed, batch_size=None)
     assert len(loader) == 11  # 103 rows: 10 batches of 10 and one of 3
-    assert [b["source_row"].tolist() for b in loader] == direct
+    assert [b["@source_row"].tolist() for b in loader] == direct

@@ -30,14 +30,14 @@ def test_getitem_and_len_make_a_map_style_dataset(shapes_dataset):
 
 @pytest.mark.parametrize("workers", [0, 2])
 def test_dataloader_batches_rows(packed, workers):
-    ds = gpucache.load(packed, device="cpu")
+    ds = gpucache.load(packed, device="cpu", columns=["embedding", "@source_row"])
     loader = DataLoader(ds, batch_size=16, shuffle=True, num_workers=workers,
                         generator=torch.Generator().manual_seed(0))
     seen = []
     for batch in loader:
         assert batch["embedding"].shape[1:] == (10,)
-        assert torch.equal(batch["embedding"][:, 0], (batch["source_row"].float() + 16) / 128)
-        seen += batch["source_row"].tolist()
+        assert torch.equal(batch["embedding"][:, 0], (batch["@source_row"].float() + 16) / 128)
+        seen += batch["@source_row"].tolist()
     assert sorted(seen) == list(range(103))
 
 
@@ -48,10 +48,11 @@ from torch.utils.data import DataLoader, DistributedSampler
 import gpucache
 path, init, rank, out = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
 dist.init_process_group("gloo", init_method=init, rank=rank, world_size=2)
-ds = gpucache.load(path, device="cpu", rank=0, world_size=1)  # every rank maps the whole set
+# every rank maps the whole set
+ds = gpucache.load(path, device="cpu", rank=0, world_size=1, columns=["embedding", "@source_row"])
 sampler = DistributedSampler(ds, shuffle=True, seed=0)
 sampler.set_epoch(1)
-rows = [r for b in DataLoader(ds, batch_size=8, sampler=sampler) for r in b["source_row"].tolist()]
+rows = [r for b in DataLoader(ds, batch_size=8, sampler=sampler) for r in b["@source_row"].tolist()]
 dist.barrier()
 json.dump(rows, open(out, "w"))
 """

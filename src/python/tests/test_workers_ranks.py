@@ -14,6 +14,8 @@ from torch.utils.data import DataLoader
 
 import gpucache
 
+ROWS = ["embedding", "@source_row"]  # the provenance column is read only when named
+
 TIMEOUT = 180  # seconds for any child process; a hang fails instead of blocking CI
 
 
@@ -38,10 +40,10 @@ path, method, configurations = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
 results = []
 for kind, workers, persistent in configurations:
     if kind == "stream":
-        data = gpucache.stream(path, device="cpu", batch_size=8, seed=1, columns=["source_row"])
+        data = gpucache.stream(path, device="cpu", batch_size=8, seed=1, columns=["@source_row"])
         options = dict(batch_size=None)
     else:
-        data = gpucache.load(path, device="cpu", columns=["source_row"])
+        data = gpucache.load(path, device="cpu", columns=["@source_row"])
         options = dict(batch_size=8, shuffle=True, generator=torch.Generator().manual_seed(0))
     if workers:
         options.update(num_workers=workers, multiprocessing_context=method,
@@ -51,7 +53,7 @@ for kind, workers, persistent in configurations:
     for epoch in range(2):
         if kind == "stream":
             data.set_epoch(epoch)
-        epochs.append([r for b in loader for r in b["source_row"].tolist()])
+        epochs.append([r for b in loader for r in b["@source_row"].tolist()])
     results.append(epochs)
 print(json.dumps(results))
 """
@@ -68,8 +70,8 @@ CONFIGURATIONS = {
 def test_dataloader_workers_yield_every_row_once_per_epoch(packed, method):
     configurations = CONFIGURATIONS[method]
     results = run_child(LOADER, packed, method, json.dumps(configurations))
-    alone = gpucache.stream(packed, device="cpu", batch_size=8, seed=1, columns=["source_row"])
-    order = [[r for b in alone for r in b["source_row"].tolist()] for _ in range(2)]
+    alone = gpucache.stream(packed, device="cpu", batch_size=8, seed=1, columns=["@source_row"])
+    order = [[r for b in alone for r in b["@source_row"].tolist()] for _ in range(2)]
     for (kind, workers, persistent), epochs in zip(configurations, results):
         for rows in epochs:
             assert sorted(rows) == list(range(103)), (kind, workers, persistent)
@@ -85,9 +87,9 @@ def test_ranks_times_workers_cover_every_row_once(packed):
         out = []
         for rank in range(2):
             s = gpucache.stream(sys.argv[1], device="cpu", batch_size=8, seed=4, rank=rank,
-                                world_size=2, columns=["source_row"])
+                                world_size=2, columns=["@source_row"])
             loader = DataLoader(s, batch_size=None, num_workers=2)
-            out.append([r for b in loader for r in b["source_row"].tolist()])
+            out.append([r for b in loader for r in b["@source_row"].tolist()])
         print(json.dumps(out))
     """, packed)
     assert not set(per_rank[0]) & set(per_rank[1])
@@ -101,10 +103,10 @@ def test_a_stream_opened_in_the_parent_runs_in_forked_workers(packed):
         import json, sys
         from torch.utils.data import DataLoader
         import gpucache
-        s = gpucache.stream(sys.argv[1], device="cpu", batch_size=8, seed=1, prefetch=2)
+        s = gpucache.stream(sys.argv[1], device="cpu", batch_size=8, seed=1, prefetch=2, columns=["embedding", "@source_row"])
         first = next(iter(s))
         loader = DataLoader(s, batch_size=None, num_workers=2, multiprocessing_context="fork")
-        print(json.dumps([r for b in loader for r in b["source_row"].tolist()]))
+        print(json.dumps([r for b in loader for r in b["@source_row"].tolist()]))
     """, packed)
     assert sorted(rows) == list(range(103))
 
@@ -114,7 +116,7 @@ def test_stream_state_in_a_worker_names_the_worker(packed):
         import json, sys
         from torch.utils.data import DataLoader, IterableDataset
         import gpucache
-        s = gpucache.stream(sys.argv[1], device="cpu", batch_size=8, seed=1)
+        s = gpucache.stream(sys.argv[1], device="cpu", batch_size=8, seed=1, columns=["embedding", "@source_row"])
         class Report(IterableDataset):  # yields the worker's state after each batch
             def __iter__(self):
                 for batch in s:
@@ -124,7 +126,7 @@ def test_stream_state_in_a_worker_names_the_worker(packed):
     """, packed)
     assert [(st["worker"], st["workers"], st["batch"]) for st in states[:4]] == [
         (0, 2, 2), (1, 2, 3), (0, 2, 4), (1, 2, 5)]
-    s = gpucache.stream(packed, device="cpu", batch_size=8, seed=1)
+    s = gpucache.stream(packed, device="cpu", batch_size=8, seed=1, columns=ROWS)
     with pytest.raises(gpucache.Error, match="worker 1's of 2"):
         s.load_state_dict(states[1])
 
@@ -135,13 +137,13 @@ import torch.distributed as dist
 import gpucache
 path, init, rank, out = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
 dist.init_process_group("gloo", init_method=init, rank=rank, world_size=2)
-rows = lambda batches: [r for b in batches for r in b["source_row"].tolist()]
+rows = lambda batches: [r for b in batches for r in b["@source_row"].tolist()]
 seen = {}
-ds = gpucache.load(path, device="cpu")                      # this rank's share
+ds = gpucache.load(path, device="cpu", columns=["embedding", "@source_row"])                      # this rank's share
 seen["load+GPUBatches"] = rows(gpucache.GPUBatches(ds, batch_size=8, seed=0))
-whole = gpucache.load(path, device="cpu", rank=0, world_size=1)
+whole = gpucache.load(path, device="cpu", rank=0, world_size=1, columns=["embedding", "@source_row"])
 seen["whole+GPUBatches"] = rows(gpucache.GPUBatches(whole, batch_size=8, seed=0))
-seen["stream"] = rows(gpucache.stream(path, device="cpu", batch_size=8, seed=0))
+seen["stream"] = rows(gpucache.stream(path, device="cpu", batch_size=8, seed=0, columns=["embedding", "@source_row"]))
 try:
     gpucache.GPUBatches(ds, batch_size=8, rank=rank, world_size=2)
     seen["mismatch"] = ""
@@ -176,19 +178,19 @@ def test_two_gloo_ranks_with_the_defaults_see_disjoint_rows_covering_the_dataset
 
 
 def test_mismatched_rank_combinations_raise(packed):
-    share = gpucache.load(packed, device="cpu", rank=1, world_size=2)
+    share = gpucache.load(packed, device="cpu", rank=1, world_size=2, columns=ROWS)
     assert len(share) == 51 and share.share_rows(0) == 52
     with pytest.raises(gpucache.Error, match="already rank 1's share of world_size 2"):
         gpucache.GPUBatches(share, batch_size=8, rank=1, world_size=2)
     with pytest.raises(gpucache.Error, match="pass neither"):
         gpucache.GPUBatches(share, batch_size=8, rank=1, world_size=1)
     with pytest.raises(gpucache.Error, match="rank and world_size go together"):
-        gpucache.stream(packed, device="cpu", rank=1)
+        gpucache.stream(packed, device="cpu", rank=1, columns=ROWS)
     # 103 rows over 2 ranks: 52 and 51, in batches of 51 would be 2 batches and 1: DDP would hang.
     with pytest.raises(gpucache.Error, match="ranks would get 2 and 1 batches.*drop_last=True"):
-        gpucache.stream(packed, device="cpu", batch_size=51, rank=0, world_size=2)
+        gpucache.stream(packed, device="cpu", batch_size=51, rank=0, world_size=2, columns=ROWS)
     with pytest.raises(gpucache.Error, match="ranks would get 2 and 1 batches"):
-        gpucache.GPUBatches(gpucache.load(packed, device="cpu"), batch_size=51, rank=0,
+        gpucache.GPUBatches(gpucache.load(packed, device="cpu", columns=ROWS), batch_size=51, rank=0,
                             world_size=2)
     with pytest.raises(gpucache.Error, match="ranks would get 2 and 1 batches"):
         gpucache.GPUBatches(share, batch_size=51)
@@ -196,36 +198,36 @@ def test_mismatched_rank_combinations_raise(packed):
 
 
 def test_shares_of_load_cover_every_row_once(packed):
-    shares = [gpucache.load(packed, device="cpu", rank=r, world_size=3) for r in range(3)]
+    shares = [gpucache.load(packed, device="cpu", rank=r, world_size=3, columns=ROWS) for r in range(3)]
     assert [len(s) for s in shares] == [35, 34, 34]
-    rows = [r for s in shares for r in s.tensors["source_row"].tolist()]
+    rows = [r for s in shares for r in s.tensors["@source_row"].tolist()]
     assert rows == list(range(103))
 
 
 def test_default_loops_see_every_row(packed):
-    ds = gpucache.load(packed, device="cpu")
-    rows = [r for b in gpucache.GPUBatches(ds, batch_size=10) for r in b["source_row"].tolist()]
+    ds = gpucache.load(packed, device="cpu", columns=ROWS)
+    rows = [r for b in gpucache.GPUBatches(ds, batch_size=10) for r in b["@source_row"].tolist()]
     assert sorted(rows) == list(range(103))   # 103 is no multiple of 10: the short batch too
     evaluation = gpucache.GPUBatches(ds, batch_size=10, shuffle=False)
-    assert [r for b in evaluation for r in b["source_row"].tolist()] == list(range(103))
-    streamed = gpucache.stream(packed, device="cpu", batch_size=10)
-    assert sorted(r for b in streamed for r in b["source_row"].tolist()) == list(range(103))
+    assert [r for b in evaluation for r in b["@source_row"].tolist()] == list(range(103))
+    streamed = gpucache.stream(packed, device="cpu", batch_size=10, columns=ROWS)
+    assert sorted(r for b in streamed for r in b["@source_row"].tolist()) == list(range(103))
 
 
 def test_transform_runs_on_each_batch_and_leaves_the_state_alone(packed):
-    ds = gpucache.load(packed, device="cpu")
+    ds = gpucache.load(packed, device="cpu", columns=ROWS)
 
     def normalise(batch):
-        return {"x": (batch["embedding"] - 0.5).to(torch.bfloat16), "row": batch["source_row"]}
+        return {"x": (batch["embedding"] - 0.5).to(torch.bfloat16), "row": batch["@source_row"]}
 
     plain = list(gpucache.GPUBatches(ds, batch_size=16, seed=3))
     mapped = gpucache.GPUBatches(ds, batch_size=16, seed=3, transform=normalise)
-    streamed = gpucache.stream(packed, device="cpu", batch_size=16, seed=3, transform=normalise)
+    streamed = gpucache.stream(packed, device="cpu", batch_size=16, seed=3, transform=normalise, columns=ROWS)
     for got in (list(mapped), list(streamed)):
         for batch, want in zip(got, plain):
             assert set(batch) == {"x", "row"} and batch["x"].dtype == torch.bfloat16
             assert torch.equal(batch["x"], (want["embedding"] - 0.5).to(torch.bfloat16))
-            assert torch.equal(batch["row"], want["source_row"])
+            assert torch.equal(batch["row"], want["@source_row"])
     resumed = gpucache.GPUBatches(ds, batch_size=16, seed=3, transform=normalise)
     iterator = iter(resumed)
     next(iterator)
@@ -236,25 +238,25 @@ def test_transform_runs_on_each_batch_and_leaves_the_state_alone(packed):
 
 
 def test_load_stats_on_the_cpu(packed):
-    stats = gpucache.load(packed, device="cpu").load_stats
+    stats = gpucache.load(packed, device="cpu", columns=ROWS).load_stats
     assert set(stats) == {"bytes_copied", "bytes_verified", "shards_registered",
                           "shards_staged", "seconds"}
     assert stats["bytes_copied"] == 0 and stats["bytes_verified"] > 0 and stats["seconds"] >= 0
-    assert gpucache.load(packed, device="cpu", verify=False).load_stats["bytes_verified"] == 0
+    assert gpucache.load(packed, device="cpu", verify=False, columns=ROWS).load_stats["bytes_verified"] == 0
 
 
 def test_a_cpu_dataset_pickles_by_loading_again(packed):
     import pickle
-    ds = gpucache.load(packed, device="cpu", columns=["source_row"], rank=1, world_size=2)
+    ds = gpucache.load(packed, device="cpu", columns=["@source_row"], rank=1, world_size=2)
     again = pickle.loads(pickle.dumps(ds))
-    assert torch.equal(again.tensors["source_row"], ds.tensors["source_row"])
+    assert torch.equal(again.tensors["@source_row"], ds.tensors["@source_row"])
     assert (again.rank, again.world_size) == (1, 2)
 
 
 @pytest.mark.skipif(not torch.cuda.is_available() or not gpucache.cuda_available(),
                     reason="needs a CUDA GPU")
 def test_transform_on_the_gpu_adds_no_host_synchronisation(packed):
-    ds = gpucache.load(packed, device="cuda")
+    ds = gpucache.load(packed, device="cuda", columns=ROWS)
     mean = torch.full((1, 10), 0.5, device="cuda")
 
     def normalise(batch):

@@ -30,6 +30,18 @@ struct ReadOptions {
   bool tensor_data = true;
 };
 
+// A field of an input that no column is made of, and why: named by probe, pack's summary and
+// --json, and the manifest (`left_out`), so nothing of the user's data goes missing unsaid.
+struct LeftOutField {
+  std::string field;   // its path or name in the input ("when", "/record", "[*].meta")
+  std::string reason;  // "dates, times, ... are not numbers gpucache stores"
+  bool operator==(const LeftOutField&) const = default;
+};
+// "field (reason)", as messages list them.
+inline std::string left_out_entry(const LeftOutField& left_out) {
+  return left_out.field + " (" + left_out.reason + ")";
+}
+
 // What a reader hands over: exactly one of a tree, which schema mapping turns into columns, and
 // columns named as --field paths name them (the reader's path of each, e.g. an HDF5 dataset's).
 struct InputData {
@@ -43,9 +55,10 @@ struct InputData {
   };
   std::vector<DefaultField> default_fields{};
   std::string layout_explanation{};
-  // Arrays or fields the reader found but cannot make columns of, each with why: "when (INT96
-  // timestamps)". Probe lists them, and --field naming one says why it is missing.
-  std::vector<std::string> left_out{};
+  // Arrays or fields the reader found but cannot make columns of, each with why ("when", "INT96
+  // timestamps"). Probe lists them, pack reports them, and --field naming one says why it is
+  // missing.
+  std::vector<LeftOutField> left_out{};
   bool columnar() const noexcept { return !columns.empty(); }
 };
 

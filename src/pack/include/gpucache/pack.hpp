@@ -69,6 +69,9 @@ struct PackOptions {
   std::vector<std::pair<std::string, DType>> column_dtypes;
   // --role COLUMN=ROLE: what a column is for, when the layout says otherwise (schema.hpp).
   std::vector<RoleSpec> roles;
+  // --strict: a field of an input that gpucache cannot store (SourceMapping::left_out) is an
+  // error instead of a field left out and reported.
+  bool strict = false;
   std::uint64_t shard_size = 1ull << 30;  // bytes per shard, at most (one row always fits)
   std::optional<std::uint64_t> shard_rows;
   std::uint64_t pad_to = 16;  // row pitch: a multiple of this many elements (and of 16 bytes)
@@ -129,8 +132,30 @@ struct PackedSplit {
   std::vector<PackedShard> shards;
 };
 
+// A field of an input no column was made of, and why (SourceMapping::left_out, per input).
+struct LeftOutInputField {
+  std::string input;
+  std::string field;
+  std::string reason;
+};
+
+// A column stored in another dtype than an input holds it: by --dtype, or (not asked) an f64
+// embedding, which is converted and so stored as f32.
+struct StoredConversion {
+  std::string column;
+  DType from = DType::f32;
+  DType to = DType::f32;
+  bool asked = false;  // by --dtype
+};
+
 struct PackResult {
   std::string output_dir;
+  std::vector<StoredConversion> conversions;
+  // Fields of the inputs that gpucache cannot store, left out (--strict refuses them instead);
+  // also in the manifest's `left_out`.
+  std::vector<LeftOutInputField> left_out;
+  // Fields that could be columns but that --field did not name: (input, field).
+  std::vector<std::pair<std::string, std::string>> not_selected;
   std::uint64_t input_rows = 0;
   std::uint64_t rows = 0;
   std::uint64_t bytes = 0;
@@ -152,6 +177,9 @@ struct PackResult {
 
   std::string to_json() const;
   std::string to_text() const;
+  // The fields not packed, one line each (left out, then a note on those --field did not name),
+  // for the CLI's stderr; empty when every field became a column.
+  std::string notes_text() const;
 };
 
 PackResult pack(const PackOptions& options);

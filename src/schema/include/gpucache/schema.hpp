@@ -50,7 +50,7 @@ struct FieldSpec {
 
 // Parses "COLUMN=PATH", or "COLUMN=FILE" and "COLUMN=FILE:PATH" when FILE names an existing file,
 // as given to --field. Throws UsageError for a missing '=', a column name that is not
-// [a-z_][a-z0-9_]*, or a path that does not parse.
+// [a-z_][a-z0-9_]* (dotted parts allowed: "meta.lang"), or a path that does not parse.
 FieldSpec parse_field_spec(std::string_view text);
 
 // --role COLUMN=ROLE: what a column is for (embedding, tensor, sequence, text).
@@ -72,6 +72,13 @@ struct SourceMapping {
   std::vector<FieldSpec> fields;
   // One or two sentences: what was found and why it maps this way.
   std::string explanation;
+  // Fields of the input that no column is made of because gpucache cannot store them, each with
+  // why (the reader's, and the tree's fields whose values make no column). Pack reports them and
+  // refuses them with --strict.
+  std::vector<LeftOutField> left_out;
+  // Fields that could be columns but that --field did not name (it keeps exactly the columns it
+  // names, and the standard columns of the kind): pack notes them.
+  std::vector<std::string> not_selected;
 
   const InputColumn* find(std::string_view column) const noexcept;
 };

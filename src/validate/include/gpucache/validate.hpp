@@ -37,6 +37,15 @@ enum class OverflowPolicy { drop, clamp, error };
 std::string_view overflow_policy_name(OverflowPolicy policy) noexcept;
 std::optional<OverflowPolicy> parse_overflow_policy(std::string_view name) noexcept;
 
+// The one rule for which dtypes a float column may be stored as. f32, f16 and bf16 are what rows
+// are converted to (rounded, padded, normalised: pack's --dtype, ConversionOptions); f64 is
+// stored only as the input holds it, unchanged (the checks see its values as f32). Every place
+// that accepts a float storage type asks these.
+bool float_storage_dtype(DType dtype) noexcept;     // f32, f16, bf16, f64
+bool float_conversion_dtype(DType dtype) noexcept;  // f32, f16, bf16
+// "f32, f16 or bf16", for messages.
+inline constexpr std::string_view kFloatConversionDTypes = "f32, f16 or bf16";
+
 // The rules and how to run them. manifest.json records the rules (every field but output_dtype,
 // device and threads) through validation_options_to_json() in gpucache/validation_json.hpp.
 struct ValidationOptions {

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "gpucache/column.hpp"
@@ -32,6 +33,21 @@ inline constexpr std::uint64_t kAlignment = 4096;
 inline constexpr std::uint64_t kDefaultChunkSize = 4ull << 20;
 inline constexpr std::uint64_t kMaxColumnNameBytes = 63;
 inline constexpr std::uint64_t kRowShapeEntrySize = 64;
+
+// The packer's provenance columns (which input, and which row of it, each row came from) live in
+// a namespace of their own: their names start with '@', which no user column name may (a user
+// name starting with it is made legal by the packer, and the rename reported), so a user field
+// called `source` or `source_row` never collides with them. Signed types, so torch computes with
+// them. Datasets written before this rule carry `source` (u16) and `source_row` (u64) instead,
+// which readers show as ordinary columns.
+inline constexpr char kProvenancePrefix = '@';
+inline constexpr std::string_view kSourceColumn = "@source";         // i32: index into `inputs`
+inline constexpr std::string_view kSourceRowColumn = "@source_row";  // i64: row in that input
+inline constexpr DType kSourceColumnDType = DType::i32;
+inline constexpr DType kSourceRowColumnDType = DType::i64;
+inline bool is_provenance_column(std::string_view name) {
+  return !name.empty() && name.front() == kProvenancePrefix;
+}
 inline constexpr std::uint64_t kFlagCompressed = 1;
 inline constexpr std::uint64_t kFlagRowShapes = 2;  // a row-shape table follows the column table
 

@@ -1,0 +1,157 @@
+// The ingest contract through the real binary (issue 27): every field of the user's data reaches
+// the dataset under its own name and type, and the packer's own columns never take a user's name.
+#include <doctest/doctest.h>
+
+#include <cstring>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "gpucache/npy.hpp"
+#include "gpucache/shard/shard_layout.hpp"
+#include "test_support.hpp"
+
+using gpucache::DType;
+using test_support::data_path;
+using test_support::run_cli;
+namespace fs = std::filesystem;
+
+namespace {
+
+nlohmann::json json_of(const test_support::RunResult& result) {
+  INFO("stdout: " << result.out << "\nstderr: " << result.err);
+  REQUIRE_NOTHROW(nlohmann::json::parse(result.out));
+  return nlohmann::json::parse(result.out);
+}
+
+std::string joined(const std::vector<std::string>& names) {
+  std::string text;
+  for (const auto& name : names) text += (text.empty() ? "" : ",") + name;
+  return text;
+}
+
+template <typename T>
+std::vector<T> npy_values(const std::string& path, DType dtype) {
+  const gpucache::Value value = gpucache::read_npy(path);
+  const auto* tensor = value.as_tensor();
+  REQUIRE(tensor != nullptr);
+  REQUIRE(tensor->dtype == dtype);
+  const auto bytes = tensor->contiguous_bytes();
+  std::vector<T> values(bytes.size() / sizeof(T));
+  std::memcpy(values.data(), bytes.data(), bytes.size());
+  return values;
+}
+
+}  // namespace
+
+TEST_CASE("user fields named source and source_row pack, verify and export as the user's") {
+  test_support::ScratchDir scratch;
+  const std::string dataset = scratch / "ds";
+  const auto packed =
+      run_cli({"pack", data_path("mapping/user_names.pt"), "-o", dataset, "--json"});
+  REQUIRE_MESSAGE(packed.exit_code == 0, packed.err);
+  CHECK(json_of(packed)["rows"] == 6);
+
+  const auto verified = run_cli({"verify", dataset, "--json"});
+  CHECK_MESSAGE(verified.exit_code == 0, verified.out);
+  CHECK(json_of(verified)["ok"] == true);
+
+  // The user's columns and the provenance columns side by side, each under its own name.
+  std::vector<std::string> names;
+  const auto inspected = json_of(run_cli({"inspect", dataset, "--json"}));
+  for (const auto& column : inspected["columns"])
+    names.push_back(column["name"].get<std::string>());
+  CHECK(joined(names) == "embedding,source,source_row,@source,@source_row");
+
+  REQUIRE(run_cli({"export", dataset, "--to", "npy", scratch / "out"}).exit_code == 0);
+  CHECK(npy_values<std::int64_t>(scratch / "out/source.npy", DType::i64) ==
+        std::vector<std::int64_t>{0, 10, 20, 30, 40, 50});
+  CHECK(npy_values<std::int32_t>(scratch / "out/source_row.npy", DType::i32) ==
+        std::vector<std::int32_t>{-3, -2, -1, 0, 1, 2});
+  // Provenance: signed types, so torch computes with them (it cannot add u64).
+  CHECK(npy_values<std::int32_t>(scratch / "out/@source.npy", DType::i32) ==
+        std::vector<std::int32_t>(6, 0));
+  CHECK(npy_values<std::int64_t>(scratch / "out/@source_row.npy", DType::i64) ==
+        std::vector<std::int64_t>{0, 1, 2, 3, 4, 5});
+}
+
+TEST_CASE("a user column cannot be named into the provenance namespace") {
+  test_support::ScratchDir scratch;
+  const auto packed = run_cli({"pack", data_path("mapping/user_names.pt"), "-o", scratch / "ds",
+                               "--field", "@source=embedding", "--json"});
+  CHECK(packed.exit_code == 2);
+  CHECK(packed.out.find("@source") != std::string::npos);
+}
+
+TEST_CASE("every field of a list of dicts becomes a column, or is named as left out") {
+  for (const std::string file : {"dialogue_fields.pt", "dialogue_fields.jsonl"}) {
+    CAPTURE(file);
+    test_support::ScratchDir scratch;
+    const std::string input = data_path("mapping/" + file);
+    const auto packed = run_cli({"pack", input, "-o", scratch / "ds", "--json"});
+    REQUIRE_MESSAGE(packed.exit_code == 0, packed.out << packed.err);
+    const auto result = json_of(packed);
+    CHECK(result["rows"] == 4);
+    // tags holds a list of str per row: no column can hold it, and pack says so.
+    REQUIRE(result["left_out"].size() == 1);
+    CHECK(result["left_out"][0]["input"] == input);
+    CHECK(result["left_out"][0]["field"] == "[*].tags");
+    CHECK_FALSE(result["left_out"][0]["reason"].get<std::string>().empty());
+    CHECK(result["not_selected"].empty());
+
+    std::vector<std::string> names;
+    const auto inspected = json_of(run_cli({"inspect", scratch / "ds", "--json"}));
+    for (const auto& column : inspected["columns"])
+      names.push_back(column["name"].get<std::string>());
+    CHECK(joined(names) ==
+          "question_embedding,answer_embedding,question,answer,label,id,conversation_id,turn,"
+          "meta.lang,meta.score,@source,@source_row");
+    const auto manifest = test_support::read_bytes(scratch / "ds/manifest.json");
+    const auto stored = nlohmann::json::parse(manifest.begin(), manifest.end());
+    REQUIRE(stored["left_out"].size() == 1);
+    CHECK(stored["left_out"][0]["field"] == "[*].tags");
+
+    REQUIRE(run_cli({"export", scratch / "ds", "--to", "npy", scratch / "out"}).exit_code == 0);
+    CHECK(npy_values<std::int64_t>(scratch / "out/id.npy", DType::i64) ==
+          std::vector<std::int64_t>{1000, 1001, 1002, 1003});
+    CHECK(npy_values<std::int64_t>(scratch / "out/conversation_id.npy", DType::i64) ==
+          std::vector<std::int64_t>{0, 0, 1, 1});
+
+    // The text summary names it on stderr; --strict refuses it, naming input, field and why.
+    const auto text = run_cli({"pack", input, "-o", scratch / "ds2", "--quiet"});
+    REQUIRE(text.exit_code == 0);
+    CHECK(text.err.find("left out: " + input + ": [*].tags (") != std::string::npos);
+    const auto strict = run_cli({"pack", input, "-o", scratch / "ds3", "--strict"});
+    CHECK(strict.exit_code == 2);
+    CHECK(strict.err.find(input + ": field '[*].tags': cannot be stored") != std::string::npos);
+    CHECK_FALSE(fs::exists(scratch / "ds3/manifest.json"));
+  }
+}
+
+TEST_CASE("--field keeps the columns it names and notes the others") {
+  test_support::ScratchDir scratch;
+  const std::string input = data_path("mapping/dialogue_fields.pt");
+  const auto packed =
+      run_cli({"pack", input, "-o", scratch / "ds", "--field", "label=[*].label", "--json"});
+  REQUIRE_MESSAGE(packed.exit_code == 0, packed.out << packed.err);
+  std::vector<std::string> not_selected;
+  const auto result = json_of(packed);
+  for (const auto& entry : result["not_selected"])
+    not_selected.push_back(entry["field"].get<std::string>());
+  CHECK(joined(not_selected) == "[*].id,[*].conversation_id,[*].turn,[*].meta.lang,[*].meta.score");
+  const auto text = run_cli({"pack", input, "-o", scratch / "ds2", "--field", "label=[*].label"});
+  REQUIRE(text.exit_code == 0);
+  CHECK(text.err.find("note: --field keeps only the columns it names; not packed: " + input +
+                      ": [*].id") != std::string::npos);
+}
+
+TEST_CASE("probe names the fields it leaves out") {
+  const auto probed = run_cli({"probe", data_path("mapping/dialogue_fields.jsonl")});
+  REQUIRE(probed.exit_code == 0);
+  CHECK(probed.out.find("left out: [*].tags (") != std::string::npos);
+  CHECK(probed.out.find("meta.lang") != std::string::npos);
+  const auto json =
+      json_of(run_cli({"probe", data_path("mapping/dialogue_fields.jsonl"), "--json"}))[0];
+  REQUIRE(json["layout"]["left_out"].size() == 1);
+  CHECK(json["layout"]["left_out"][0]["field"] == "[*].tags");
+}
