@@ -230,5 +230,5 @@ TEST_CASE("a struct nested 40 levels deep is left out with its reason; the file 
   const InputData data = read_input(fixture("deep_struct.parquet"));
   REQUIRE(data.columns.size() == 1);
   CHECK(data.columns[0].path == "ok");
-  CHECK(data.left_out == std::vector<std::string>{"deep (nested more than 32 levels deep)"});
+  CHECK(data.left_out == std::vector<LeftOutField>{{"deep", "nested more than 32 levels deep"}});
 }

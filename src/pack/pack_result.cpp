@@ -3,7 +3,7 @@
 
 #include "gpucache/pack.hpp"
 #include "gpucache/validation_json.hpp"
-#include "source.hpp"
+#include "pack_source.hpp"
 
 namespace gpucache {
 namespace {
