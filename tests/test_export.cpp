@@ -483,8 +483,8 @@ TEST_CASE("re-packing an export gives the same column values") {
     REQUIRE(run_cli({"export", scratch / "a", "--to", "safetensors", scratch / "a.safetensors"})
                 .exit_code == 0);
     const auto packed = run_cli({"pack", scratch / "a.safetensors", "-o", scratch / "b", "--field",
-                                 "embedding=embedding", "--field", "input=[\"@source\"]",
-                                 "--field", "input_row=[\"@source_row\"]", "--quiet"});
+                                 "embedding=embedding", "--field", "input=[\"@source\"]", "--field",
+                                 "input_row=[\"@source_row\"]", "--quiet"});
     REQUIRE_MESSAGE(packed.exit_code == 0, packed.err);
     REQUIRE(run_cli({"export", scratch / "b", scratch / "b_npy"}).exit_code == 0);
     for (const auto& [repacked, original] : std::vector<std::pair<std::string, std::string>>{

@@ -41,8 +41,7 @@ std::string fingerprint(const PackOptions& o) {
       << " on_overflow=" << static_cast<int>(v.on_overflow) << " normalize=" << v.normalize
       << " max_rows=" << (v.max_rows_per_source ? std::to_string(*v.max_rows_per_source) : "-")
       << " sample=" << (v.sample_fraction ? *v.sample_fraction : -1) << " shuffle=" << v.shuffle
-      << " seed=" << v.seed << " strict=" << o.strict
-      << " on_null=" << static_cast<int>(o.on_null);
+      << " seed=" << v.seed << " strict=" << o.strict << " on_null=" << static_cast<int>(o.on_null);
   return out.str();
 }
 

@@ -189,8 +189,7 @@ TEST_CASE("nulls: each column lists its null rows and holds placeholders there")
       // A null inside a list: the field is left out, with the reason, not the whole file.
       CHECK(column == nullptr);
       const LeftOutField left_out{name, want["left_out"].get<std::string>()};
-      CHECK(std::find(data.left_out.begin(), data.left_out.end(), left_out) !=
-            data.left_out.end());
+      CHECK(std::find(data.left_out.begin(), data.left_out.end(), left_out) != data.left_out.end());
       continue;
     }
     REQUIRE(column != nullptr);

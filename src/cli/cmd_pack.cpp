@@ -19,8 +19,8 @@ std::string checks_help() {
   for (const auto& info : kChecks) width = std::max(width, info.name.size());
   // The defaults by role, from default_checks (checks.cpp), for a float column.
   std::string defaults;
-  for (const auto role : {ColumnRole::embedding, ColumnRole::tensor, ColumnRole::sequence,
-                          ColumnRole::text}) {
+  for (const auto role :
+       {ColumnRole::embedding, ColumnRole::tensor, ColumnRole::sequence, ColumnRole::text}) {
     defaults += (defaults.empty() ? "" : "; ") + std::string(column_role_name(role)) + " " +
                 describe_checks(default_checks(role, DType::f32, false));
     if (default_checks(role, DType::f32, true) != default_checks(role, DType::f32, false))
@@ -28,8 +28,8 @@ std::string checks_help() {
   }
   std::string text =
       "Checks, per column (--checks COLUMN=CHECK,... replaces a column's defaults; none for no\n"
-      "checks). Defaults by role, for float columns (others: none): " + defaults +
-      ";\nthe dialogue pair also pair_cos with --pair-cos-*.\n";
+      "checks). Defaults by role, for float columns (others: none): " +
+      defaults + ";\nthe dialogue pair also pair_cos with --pair-cos-*.\n";
   for (const auto& info : kChecks)
     text += "  " + std::string(info.name) + std::string(width + 2 - info.name.size(), ' ') +
             std::string(info.doc) + "\n";

@@ -78,10 +78,9 @@ std::shared_ptr<const ShardTable> open_shard_table(const std::string& path,
   if (!fs::is_directory(status)) return open_single_shard(path);
   const std::string manifest_path = (fs::path(path) / shard::kManifestName).string();
   if (!fs::exists(manifest_path, error)) throw no_manifest(path);
-  const shard::Manifest manifest =
-      shard::open_manifest(path, shard::ManifestHashCheck::required,
-                           "manifest.json was edited or corrupted")
-          .manifest;
+  const shard::Manifest manifest = shard::open_manifest(path, shard::ManifestHashCheck::required,
+                                                        "manifest.json was edited or corrupted")
+                                       .manifest;
   if (manifest.shards.empty()) throw Error(manifest_path, "shards", "the dataset has no shards");
 
   auto table = std::make_shared<ShardTable>();

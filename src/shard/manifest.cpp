@@ -265,8 +265,7 @@ OpenedManifest open_manifest(const std::string& dir, ManifestHashCheck check,
   if (!stream) throw Error(opened.path, "", "cannot open: not a finished gpucache dataset");
   std::ostringstream text;
   text << stream.rdbuf();
-  opened.manifest =
-      parse_manifest(text.str(), opened.path, opened.hash_ok, &opened.recorded_hash);
+  opened.manifest = parse_manifest(text.str(), opened.path, opened.hash_ok, &opened.recorded_hash);
   if (!opened.hash_ok && check == ManifestHashCheck::required)
     throw Error(opened.path, "manifest_hash",
                 "does not match the manifest's content: " + std::string(advice));

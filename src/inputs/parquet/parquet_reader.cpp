@@ -513,9 +513,8 @@ InputData read_parquet(const std::string& path, const ReadOptions& options) {
     const std::size_t field_leaves = count_leaves(field);
     if (depth_below(field) >= kMaxSchemaDepth) {
       // Too deep to read, not too deep to skip: the field is left out, the file read.
-      left_out.push_back({field.element->name, "nested more than " +
-                                                   std::to_string(kMaxSchemaDepth) +
-                                                   " levels deep"});
+      left_out.push_back({field.element->name,
+                          "nested more than " + std::to_string(kMaxSchemaDepth) + " levels deep"});
       leaf_index += field_leaves;
       continue;
     }

@@ -74,7 +74,7 @@ enum class ManifestHashCheck {
   reported,  // returned with hash_ok false, for the caller to report (verify, inspect)
 };
 struct OpenedManifest {
-  std::string path;           // DIR/manifest.json
+  std::string path;  // DIR/manifest.json
   Manifest manifest;
   std::string recorded_hash;  // the manifest_hash the file carries
   bool hash_ok = false;
