@@ -207,8 +207,14 @@ TEST_CASE("a file of 1000 row groups reads its values, and probes and packs in u
   const long pack = peak_kib(
       {"pack", fixture("many_row_groups.parquet"), "-o", scratch / "ds", "-q", "--threads", "2"});
   MESSAGE("peak RSS: probe " << probe << " KiB, pack " << pack << " KiB");
+#if defined(__SANITIZE_ADDRESS__)
+  // AddressSanitizer's shadow memory and quarantine add tens of MiB of resident memory to any
+  // process: the bound speaks of the plain build (scripts/test.sh), which holds it.
+  MESSAGE("memory bound not checked under AddressSanitizer");
+#else
   CHECK(probe < 64 * 1024);
   CHECK(pack < 64 * 1024);
+#endif
 }
 
 TEST_CASE("a field name of 70 bytes makes a column name a shard can store, and packs") {
