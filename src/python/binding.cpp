@@ -247,6 +247,26 @@ void bind_error(nb::module_& m) {
 }
 
 // What the runtime found: CUDA, its library, the placements, and the like.
+// OrderOptions from the binding's positional arguments (NativeOrder and batch_order_rows).
+OrderOptions order_options(std::uint64_t rows, std::uint64_t batch_size, bool shuffle,
+                           std::uint64_t seed, std::uint64_t epoch, std::uint32_t rank,
+                           std::uint32_t world_size, bool drop_last, bool pad,
+                           std::uint64_t block_rows, std::uint64_t window_blocks) {
+  OrderOptions options;
+  options.rows = rows;
+  options.batch_size = batch_size;
+  options.shuffle = shuffle;
+  options.seed = seed;
+  options.epoch = epoch;
+  options.rank = rank;
+  options.world_size = world_size;
+  options.drop_last = drop_last;
+  options.pad = pad;
+  options.block_rows = block_rows;
+  options.window_blocks = window_blocks;
+  return options;
+}
+
 void bind_runtime_info(nb::module_& m) {
   m.def("cuda_available", &cuda_available,
         "True when a CUDA runtime library loads and sees at least one GPU");
@@ -270,18 +290,10 @@ void bind_runtime_info(nb::module_& m) {
       [](std::uint64_t rows, std::uint64_t batch_size, bool shuffle, std::uint64_t seed,
          std::uint64_t epoch, std::uint32_t rank, std::uint32_t world_size, bool drop_last,
          std::uint64_t block_rows, std::uint64_t window_blocks, std::uint64_t batch) {
-        OrderOptions options;
-        options.rows = rows;
-        options.batch_size = batch_size;
-        options.shuffle = shuffle;
-        options.seed = seed;
-        options.epoch = epoch;
-        options.rank = rank;
-        options.world_size = world_size;
-        options.drop_last = drop_last;
-        options.block_rows = block_rows;
-        options.window_blocks = window_blocks;
-        return BatchOrder(options).batch(batch);
+        // pad stays the C++ default (true), as this hook always checked the runtime's own order.
+        return BatchOrder(order_options(rows, batch_size, shuffle, seed, epoch, rank, world_size,
+                                        drop_last, OrderOptions{}.pad, block_rows, window_blocks))
+            .batch(batch);
       },
       nb::arg("rows"), nb::arg("batch_size"), nb::arg("shuffle"), nb::arg("seed"), nb::arg("epoch"),
       nb::arg("rank"), nb::arg("world_size"), nb::arg("drop_last"), nb::arg("block_rows"),
@@ -297,19 +309,9 @@ void bind_batch_order(nb::module_& m) {
           [](BatchOrder* self, std::uint64_t rows, std::uint64_t batch_size, bool shuffle,
              std::uint64_t seed, std::uint64_t epoch, std::uint32_t rank, std::uint32_t world_size,
              bool drop_last, bool pad, std::uint64_t block_rows, std::uint64_t window_blocks) {
-            OrderOptions options;
-            options.rows = rows;
-            options.batch_size = batch_size;
-            options.shuffle = shuffle;
-            options.seed = seed;
-            options.epoch = epoch;
-            options.rank = rank;
-            options.world_size = world_size;
-            options.drop_last = drop_last;
-            options.pad = pad;
-            options.block_rows = block_rows;
-            options.window_blocks = window_blocks;
-            new (self) BatchOrder(options);
+            new (self)
+                BatchOrder(order_options(rows, batch_size, shuffle, seed, epoch, rank, world_size,
+                                         drop_last, pad, block_rows, window_blocks));
           },
           nb::arg("rows"), nb::arg("batch_size"), nb::arg("shuffle"), nb::arg("seed"),
           nb::arg("epoch"), nb::arg("rank"), nb::arg("world_size"), nb::arg("drop_last"),
