@@ -2,7 +2,9 @@
 
 #include <bit>
 #include <cstring>
+#include <string>
 
+#include "gpucache/common/dtype_formats.hpp"
 #include "gpucache/error.hpp"
 
 namespace gpucache::detail {
@@ -35,29 +37,15 @@ float bf16_bits_to_f32(std::uint16_t bits) noexcept {
 }
 
 void widen_to_f32(DType from, const std::byte* in, float* out, std::size_t count) {
-  switch (from) {
-    case DType::f32:
-      std::memcpy(out, in, count * 4);
-      return;
-    case DType::f16:
-    case DType::bf16:
-      for (std::size_t i = 0; i < count; ++i) {
-        std::uint16_t bits;
-        std::memcpy(&bits, in + 2 * i, 2);
-        out[i] = from == DType::f16 ? f16_bits_to_f32(bits) : bf16_bits_to_f32(bits);
-      }
-      return;
-    case DType::f64:
-      for (std::size_t i = 0; i < count; ++i) {
-        double value;
-        std::memcpy(&value, in + 8 * i, 8);
-        out[i] = static_cast<float>(value);
-      }
-      return;
-    default:
-      throw Error("", "",
-                  std::string("cannot convert ") + std::string(dtype_name(from)) + " to f32");
-  }
+  const DTypeInfo* info = dtype_info(from);
+  if (info == nullptr || info->to_f32 == nullptr)
+    throw Error("", "", std::string("cannot convert ") + std::string(dtype_name(from)) + " to f32");
+  info->to_f32(in, out, count);
+}
+
+bool widens_to_f32(DType dtype) noexcept {
+  const DTypeInfo* info = dtype_info(dtype);
+  return info != nullptr && info->is_float && info->to_f32 != nullptr;
 }
 
 }  // namespace gpucache::detail

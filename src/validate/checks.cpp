@@ -5,6 +5,7 @@
 #include <cstdlib>
 
 #include "gpucache/error.hpp"
+#include "gpucache/validate.hpp"
 
 namespace gpucache {
 namespace {
@@ -19,7 +20,7 @@ std::string selectable_names() {
 
 // The types the checks read (widened to f32).
 bool checkable(DType dtype) {
-  return dtype == DType::f32 || dtype == DType::f16 || dtype == DType::bf16 || dtype == DType::f64;
+  return float_storage_dtype(dtype);
 }
 
 std::optional<double> parse_bound(std::string_view text) {

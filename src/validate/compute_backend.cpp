@@ -17,16 +17,20 @@ namespace gpucache {
 
 namespace {
 
-// Each float storage type, and the kernels' output type when rows are converted to it.
+// Each float storage type: the kernels' input type when the checks read rows of it, and their
+// output type when rows are converted to it. (The validate module's one dtype table; the names and
+// sizes are common's.)
 struct FloatStorage {
   DType dtype;
+  detail::InputType read_as;
   std::optional<detail::OutputType> converted_to;
 };
 constexpr std::array<FloatStorage, 4> kFloatStorage{{
-    {DType::f32, detail::OutputType::f32},
-    {DType::f16, detail::OutputType::f16},
-    {DType::bf16, detail::OutputType::bf16},
-    {DType::f64, std::nullopt},  // stored as the input holds it, never converted to
+    {DType::f32, detail::InputType::f32, detail::OutputType::f32},
+    {DType::f16, detail::InputType::f16, detail::OutputType::f16},
+    {DType::bf16, detail::InputType::bf16, detail::OutputType::bf16},
+    // stored as the input holds it, never converted to
+    {DType::f64, detail::InputType::f64, std::nullopt},
 }};
 
 const FloatStorage* float_storage(DType dtype) noexcept {
@@ -58,6 +62,11 @@ OutputType output_type_for(DType dtype, bool converting, const std::string& opti
               std::string(converting ? "rows are converted to " : "float columns are stored as ") +
                   std::string(kFloatConversionDTypes) + (converting ? "" : " or f64") + ", not " +
                   std::string(dtype_name(dtype)));
+}
+
+std::optional<InputType> input_type_for(DType dtype) noexcept {
+  const FloatStorage* entry = float_storage(dtype);
+  return entry ? std::optional(entry->read_as) : std::nullopt;
 }
 
 #ifdef GPUCACHE_HAVE_CUDA

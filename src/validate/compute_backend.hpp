@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "gpucache/device.hpp"
@@ -26,6 +27,9 @@ struct DeviceRows {
 // overflow the checks watch for (f64 is stored unchanged: none, as f32). Throws gpucache::Error
 // naming `option` for any other type.
 OutputType output_type_for(DType dtype, bool converting, const std::string& option);
+// The kernels' input type for rows of a float storage type (what the checks read); nullopt for
+// any other dtype.
+std::optional<InputType> input_type_for(DType dtype) noexcept;
 
 class ComputeBackend {
  public:

@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "gpucache/common/checked_math.hpp"
+#include "gpucache/common/dtype_formats.hpp"
 #include "gpucache/common/utf8.hpp"
 #include "gpucache/error.hpp"
 #include "parquet_codec.hpp"
@@ -659,32 +660,16 @@ class ChunkDecoder {
       std::memcpy(out, in, count * out_size);
       return;
     }
-    auto narrow = [&]<class T>(T*) {
-      for (std::uint64_t i = 0; i < count; ++i) {
-        std::int32_t value;
-        std::memcpy(&value, in + i * 4, 4);
-        if (value < std::numeric_limits<T>::min() || value > std::numeric_limits<T>::max())
-          fail("value " + std::to_string(value) + " is out of range for its " +
-               std::string(dtype_name(column_.dtype)) + " annotation");
-        const T narrowed = static_cast<T>(value);
-        std::memcpy(out + i * sizeof(T), &narrowed, sizeof(T));
-      }
-    };
-    switch (column_.dtype) {
-      case DType::i8:
-        narrow(static_cast<std::int8_t*>(nullptr));
-        break;
-      case DType::u8:
-        narrow(static_cast<std::uint8_t*>(nullptr));
-        break;
-      case DType::i16:
-        narrow(static_cast<std::int16_t*>(nullptr));
-        break;
-      case DType::u16:
-        narrow(static_cast<std::uint16_t*>(nullptr));
-        break;
-      default:
-        fail("its values cannot be converted to " + std::string(dtype_name(column_.dtype)));
+    // INT32 values narrowed to their INT(8|16) annotation by the dtype table's integer writer.
+    const DTypeInfo* info = dtype_info(column_.dtype);
+    if (info == nullptr || info->from_i64 == nullptr || info->size != out_size)
+      fail("its values cannot be converted to " + std::string(dtype_name(column_.dtype)));
+    for (std::uint64_t i = 0; i < count; ++i) {
+      std::int32_t value;
+      std::memcpy(&value, in + i * 4, 4);
+      if (!info->from_i64(value, out + i * out_size))
+        fail("value " + std::to_string(value) + " is out of range for its " +
+             std::string(dtype_name(column_.dtype)) + " annotation");
     }
   }
 

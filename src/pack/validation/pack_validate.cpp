@@ -47,7 +47,7 @@ RowList identity(std::uint64_t count, const SpillPolicy& spill) {
 
 // The float types the Validator reads.
 bool checkable(DType dtype) {
-  return dtype == DType::f32 || dtype == DType::f16 || dtype == DType::bf16 || dtype == DType::f64;
+  return float_storage_dtype(dtype);
 }
 
 std::string column_list(const Source& source) {
