@@ -88,7 +88,8 @@ void check_same_records(const std::vector<Record>& cpu, const std::vector<Record
 }
 
 // The rows of `values` widened-and-narrowed into `input`'s encoding (f16/bf16 by the conversion
-// kernel's rounding, f64 exactly), so every input type sees the same adversarial rows.
+// kernel's rounding, f64 exactly; f64_kept slightly off them), so every input type sees the same
+// adversarial rows.
 std::vector<std::byte> encode_rows(const std::vector<float>& values, detail::InputType input) {
   std::vector<std::byte> bytes(values.size() * detail::input_size(input));
   for (std::size_t i = 0; i < values.size(); ++i) {
@@ -98,6 +99,12 @@ std::vector<std::byte> encode_rows(const std::vector<float>& values, detail::Inp
         break;
       case detail::InputType::f64: {
         const double wide = values[i];
+        std::memcpy(bytes.data() + 8 * i, &wide, 8);
+        break;
+      }
+      case detail::InputType::f64_kept: {
+        // Values f32 cannot hold, so the f64 sums (rounded products, never fused) are compared.
+        const double wide = static_cast<double>(values[i]) * (1.0 + 0x1p-40);
         std::memcpy(bytes.data() + 8 * i, &wide, 8);
         break;
       }
@@ -156,8 +163,9 @@ TEST_CASE("check pass: CUDA summaries and dot products equal the CPU reference b
   for (const std::uint64_t dim : {1, 5, 31, 32, 33, 384, 768, 1000, 4096}) {
     const std::uint64_t rows = dim >= 1000 ? 2000 : 5000;
     const auto q = make_rows(rows, dim, dim), a = make_rows(rows, dim, dim + 1);
-    for (const auto input : {detail::InputType::f32, detail::InputType::f16,
-                             detail::InputType::bf16, detail::InputType::f64}) {
+    for (const auto input :
+         {detail::InputType::f32, detail::InputType::f16, detail::InputType::bf16,
+          detail::InputType::f64, detail::InputType::f64_kept}) {
       const auto q_bytes = encode_rows(q, input), a_bytes = encode_rows(a, input);
       for (const bool hash : {false, true}) {
         const detail::SummaryParams params{dim, input, hash};

@@ -106,7 +106,11 @@ void check_recorded_rules(const std::string& dataset_dir, const shard::Manifest&
   }
   if (columns.empty() || manifest.rows == 0) return;
   std::vector<ColumnLayout> layouts;
-  for (std::size_t c : columns) layouts.emplace_back(manifest.columns[c].row_elements());
+  // An f64 column is checked on its f64 values, as pack checked it (InputType::f64_kept); the
+  // others on their values widened to f32, as stored.
+  for (std::size_t c : columns)
+    layouts.emplace_back(manifest.columns[c].row_elements(),
+                         manifest.columns[c].dtype == DType::f64 ? DType::f64 : DType::f32);
 
   std::vector<std::unique_ptr<shard::ShardReader>> shards;
   try {

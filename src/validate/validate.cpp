@@ -135,20 +135,13 @@ void grow(detail::SpillArray<T>& values, std::uint64_t size) {
   if (values.size() < size) values.resize(size);
 }
 
-detail::InputType input_type(DType dtype, std::size_t column) {
-  switch (dtype) {
-    case DType::f32:
-      return detail::InputType::f32;
-    case DType::f16:
-      return detail::InputType::f16;
-    case DType::bf16:
-      return detail::InputType::bf16;
-    case DType::f64:
-      return detail::InputType::f64;
-    default:
-      throw Error("", fmt::format("column {}", column),
-                  fmt::format("checks read f32, f16, bf16 or f64 rows, not {}", dtype_name(dtype)));
-  }
+// `stored`: the column's storage type. f64 rows stored as f64 are checked on their f64 values
+// (InputType::f64_kept); rows converted to another type on the values rounded to f32.
+detail::InputType input_type(DType dtype, DType stored, std::size_t column) {
+  if (dtype == DType::f64 && stored == DType::f64) return detail::InputType::f64_kept;
+  if (const auto input = detail::input_type_for(dtype)) return *input;
+  throw Error("", fmt::format("column {}", column),
+              fmt::format("checks read f32, f16, bf16 or f64 rows, not {}", dtype_name(dtype)));
 }
 
 }  // namespace
@@ -403,7 +396,7 @@ void Validator::check_batch(std::span<const ColumnBatch> columns, std::uint64_t 
     if (!columns[c].rows)
       throw Error("", fmt::format("batch at row {}", first_row),
                   fmt::format("no data for column {}", column_label(state.columns[c].checks, c)));
-    inputs.push_back(input_type(columns[c].dtype, c));
+    inputs.push_back(input_type(columns[c].dtype, state.columns[c].layout.output_dtype, c));
   }
   auto bytes = [&](unsigned c) { return static_cast<const std::byte*>(columns[c].rows); };
   auto on_device = [&](unsigned c) {
@@ -442,7 +435,7 @@ void Validator::check_rows(std::span<const ColumnRowPointers> columns, std::uint
     if (!complete)
       throw Error("", fmt::format("batch at row {}", first_row),
                   fmt::format("no data for column {}", column_label(state.columns[c].checks, c)));
-    inputs.push_back(input_type(columns[c].dtype, c));
+    inputs.push_back(input_type(columns[c].dtype, state.columns[c].layout.output_dtype, c));
   }
   auto pointers = [&](unsigned c) {
     return reinterpret_cast<const std::byte* const*>(columns[c].rows);

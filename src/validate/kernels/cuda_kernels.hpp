@@ -19,7 +19,7 @@ namespace gpucache::detail {
 struct CudaStaging;
 
 // Bumped whenever the table or a signature in it changes: a module of another version is refused.
-inline constexpr unsigned kCudaKernelsVersion = 1;
+inline constexpr unsigned kCudaKernelsVersion = 2;  // 2: InputType::f64_kept
 
 struct CudaKernels {
   unsigned version;  // kCudaKernelsVersion of the module

@@ -24,11 +24,17 @@ inline constexpr unsigned kLanes = 32;
 
 enum class OutputType : std::uint8_t { f32 = 0, f16 = 1, bf16 = 2 };
 enum class OverflowMode : std::uint8_t { drop = 0, clamp = 1, error = 2 };
-// The float types rows reach the checks in; each value is widened to f32 first.
-enum class InputType : std::uint8_t { f32 = 0, f16 = 1, bf16 = 2, f64 = 3 };
+// The float types rows reach the checks in; each value is widened to f32 first, except that a
+// column stored as f64 (f64_kept: not converted) has its sums of squares and dot products taken
+// from the f64 values themselves (load_wide), so its finite, nonzero, norm and pair_cos checks
+// see what is stored; its largest magnitude and row hash still use the values rounded to f32
+// (the overflow check does not apply to it, and dedup compares the rows' values on a match).
+enum class InputType : std::uint8_t { f32 = 0, f16 = 1, bf16 = 2, f64 = 3, f64_kept = 4 };
 
 GPUCACHE_HD unsigned input_size(InputType input) {
-  return input == InputType::f64 ? 8u : input == InputType::f32 ? 4u : 2u;
+  return input == InputType::f64 || input == InputType::f64_kept ? 8u
+         : input == InputType::f32                               ? 4u
+                                                                 : 2u;
 }
 
 // The check pass runs per column: one summary per row of that column. The verdicts are folded
@@ -145,7 +151,8 @@ GPUCACHE_HD float load_value(const unsigned char* row, InputType input, std::uin
       return bits_float(input == InputType::f16 ? f16_to_f32_bits(bits)
                                                 : static_cast<std::uint32_t>(bits) << 16);
     }
-    case InputType::f64: {
+    case InputType::f64:
+    case InputType::f64_kept: {
       double value;
 #ifdef __CUDA_ARCH__
       value = reinterpret_cast<const double*>(row)[i];
@@ -156,6 +163,32 @@ GPUCACHE_HD float load_value(const unsigned char* row, InputType input, std::uin
     }
   }
   return 0.0f;
+}
+
+// a * b rounded once, never fused with the sum it is added to (nvcc contracts a * b + c into an
+// FMA by default): the same bits on both backends also for f64_kept values, whose products are
+// not exact in f64 as f32 values' are.
+GPUCACHE_HD double product(double a, double b) {
+#ifdef __CUDA_ARCH__
+  return __dmul_rn(a, b);
+#else
+  return a * b;
+#endif
+}
+
+// Value i in the precision the sums use: the f64 value of an f64_kept row, else load_value's f32
+// (exact in f64, so the sums of the other types are unchanged).
+GPUCACHE_HD double load_wide(const unsigned char* row, InputType input, std::uint64_t i) {
+  if (input == InputType::f64_kept) {
+    double value;
+#ifdef __CUDA_ARCH__
+    value = reinterpret_cast<const double*>(row)[i];
+#else
+    std::memcpy(&value, row + 8 * i, 8);
+#endif
+    return value;
+  }
+  return static_cast<double>(load_value(row, input, i));
 }
 
 // ---- hashing and keys -------------------------------------------------------------------------

@@ -18,8 +18,8 @@ __device__ ColumnSummary summarize_warp(const unsigned char* __restrict__ row, I
 #pragma unroll 4
   for (std::uint64_t i = lane; i < values; i += kLanes) {
     const float x = load_value(row, input, i);
-    const double wide = x;
-    sum += wide * wide;  // exact product, so a fused multiply-add rounds the same
+    const double wide = load_wide(row, input, i);  // x, or an f64_kept row's own value
+    sum += product(wide, wide);                    // rounded on its own, as the CPU does
     max_abs = fmaxf(max_abs, fabsf(x));
     if constexpr (kHash) hash = hash_step(hash, float_bits(x));
   }
@@ -62,8 +62,8 @@ __global__ void __launch_bounds__(kBlockThreads)
     double sum = 0.0;
 #pragma unroll 4
     for (std::uint64_t i = lane; i < params.values; i += kLanes)
-      sum += static_cast<double>(load_value(a + row * a_pitch, params.a, i)) *
-             static_cast<double>(load_value(b + row * b_pitch, params.b, i));  // exact product
+      sum += product(load_wide(a + row * a_pitch, params.a, i),
+                     load_wide(b + row * b_pitch, params.b, i));  // rounded on its own
     sum = warp_sum(sum);
     if (lane == 0) out[row] = sum;
   }

@@ -22,11 +22,13 @@ struct Lanes {
   alignas(64) std::uint64_t hashes[kLanes];
 };
 
-template <bool kHash>
-[[gnu::always_inline]] inline void accumulate(Lanes& lanes, const float* block, unsigned count) {
+// `wide`: the values in f64 when they are more precise than `block` (an f64_kept row), else null.
+template <bool kHash, bool kWide = false>
+[[gnu::always_inline]] inline void accumulate(Lanes& lanes, const float* block, unsigned count,
+                                              const double* wide_block = nullptr) {
   for (unsigned l = 0; l < count; ++l) {
     const float x = block[l];
-    const double wide = x;
+    const double wide = kWide ? wide_block[l] : x;
     lanes.sums[l] += wide * wide;  // exact product: f32 x f32 fits in the fp64 mantissa
     const float magnitude = std::fabs(x);
     lanes.maxes[l] = lanes.maxes[l] < magnitude ? magnitude : lanes.maxes[l];
@@ -192,10 +194,16 @@ ColumnSummary summarize_widened(const std::byte* row, InputType input, std::uint
     lanes.hashes[l] = hash_lane_init(l);
   }
   alignas(64) float block[kLanes];
+  alignas(64) double wide[kLanes];
   for (std::uint64_t i = 0; i < values; i += kLanes) {
     const auto count = static_cast<unsigned>(std::min<std::uint64_t>(kLanes, values - i));
     for (unsigned l = 0; l < count; ++l) block[l] = load_value(bytes, input, i + l);
-    accumulate<kHash>(lanes, block, count);
+    if (input == InputType::f64_kept) {
+      for (unsigned l = 0; l < count; ++l) wide[l] = load_wide(bytes, input, i + l);
+      accumulate<kHash, true>(lanes, block, count, wide);
+    } else {
+      accumulate<kHash>(lanes, block, count);
+    }
   }
   ColumnSummary summary;
   summary.sum_squares = tree_sum(lanes.sums);
@@ -220,8 +228,7 @@ double dot_row(const DotParams& params, const std::byte* a, const std::byte* b) 
   const auto* b_bytes = reinterpret_cast<const unsigned char*>(b);
   alignas(64) double sums[kLanes] = {};
   for (std::uint64_t i = 0; i < params.values; ++i)
-    sums[i % kLanes] += static_cast<double>(load_value(a_bytes, params.a, i)) *
-                        static_cast<double>(load_value(b_bytes, params.b, i));
+    sums[i % kLanes] += product(load_wide(a_bytes, params.a, i), load_wide(b_bytes, params.b, i));
   return tree_sum(sums);
 }
 
