@@ -150,6 +150,121 @@ TEST_CASE("--dtype COLUMN=TYPE converts one float column as torch rounds it") {
   }
 }
 
+TEST_CASE("--dtype COLUMN=TYPE stores u8 images as bf16, exactly, and reports it") {
+  test_support::ScratchDir scratch;
+  const ImageFiles files = write_image_files(scratch);
+  PackOptions options;
+  options.output_dir = scratch / "ds";
+  options.fields = {parse_field_spec("images=" + files.images),
+                    parse_field_spec("labels=" + files.labels)};
+  options.column_dtypes = {{"images", DType::bf16}};
+  const PackResult result = pack(options);
+  CHECK(result.rows == kRows);
+  const auto manifest = test_support::manifest_json(options.output_dir);
+  CHECK(manifest["columns"][0]["dtype"] == "bf16");
+  CHECK(manifest["columns"][0]["shape"] == nlohmann::json::array({kRows, 3, 4, 5}));
+  CHECK(manifest["columns"][1]["dtype"] == "i64");  // the labels keep their type
+  // Every u8 value is a bf16 value: the stored rows are the images, exactly.
+  const auto stored = column_bytes(options.output_dir, "images");
+  REQUIRE(stored.size() == files.image_values.size() * 2);
+  for (std::size_t i = 0; i < files.image_values.size(); ++i) {
+    std::uint16_t value;
+    std::memcpy(&value, stored.data() + 2 * i, 2);
+    CHECK(value == bf16_of(static_cast<float>(files.image_values[i])));
+    CHECK(std::bit_cast<float>(std::uint32_t{value} << 16) ==
+          static_cast<float>(files.image_values[i]));
+  }
+  REQUIRE(result.conversions.size() == 1);
+  CHECK(result.conversions[0].column == "images");
+  CHECK(result.conversions[0].from == DType::u8);
+  CHECK(result.conversions[0].to == DType::bf16);
+  CHECK(result.conversions[0].asked);
+  CHECK(result.conversions[0].exact);
+  const auto json = nlohmann::json::parse(result.to_json());
+  CHECK(json["stored_as"][0]["exact"] == true);
+  CHECK(verify(options.output_dir).ok());
+}
+
+TEST_CASE(
+    "--dtype COLUMN=TYPE: f64 to f32 is lossy and reported; a conversion the table lacks "
+    "is an error naming the column and what it allows") {
+  test_support::ScratchDir scratch;
+  // [3, 2] rows: a tensor column (a float vector would be an embedding, converted anyway).
+  std::vector<double> values(kRows * 6);
+  for (std::size_t i = 0; i < values.size(); ++i) values[i] = 1.0 / static_cast<double>(i + 3);
+  test_support::save_npy(scratch / "features.npy", DType::f64, {kRows, 3, 2}, values);
+  PackOptions options;
+  options.fields = {parse_field_spec("features=" + (scratch / "features.npy"))};
+  options.output_dir = scratch / "ds";
+  // Without --dtype an f64 tensor stays f64.
+  CHECK(pack(options).conversions.empty());
+  CHECK(test_support::manifest_json(options.output_dir)["columns"][0]["dtype"] == "f64");
+  options.force = true;
+  options.column_dtypes = {{"features", DType::f32}};
+  const PackResult result = pack(options);
+  REQUIRE(result.conversions.size() == 1);
+  CHECK(result.conversions[0].asked);
+  CHECK_FALSE(result.conversions[0].exact);
+  const auto stored = column_bytes(options.output_dir, "features");
+  REQUIRE(stored.size() == values.size() * 4);
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    float value;
+    std::memcpy(&value, stored.data() + 4 * i, 4);
+    CHECK(value == static_cast<float>(values[i]));
+  }
+
+  // u16 reaches past f16's largest value: refused, naming the column and the allowed targets.
+  std::vector<std::uint16_t> counts(kRows, 65535);
+  test_support::save_npy(scratch / "counts.npy", DType::u16, {kRows}, counts);
+  options.fields = {parse_field_spec("counts=" + (scratch / "counts.npy"))};
+  options.column_dtypes = {{"counts", DType::f16}};
+  try {
+    pack(options);
+    FAIL("u16 stored as f16 was not refused");
+  } catch (const Error& error) {
+    const std::string message = error.what();
+    CHECK(message.find("counts.npy") != std::string::npos);
+    CHECK(message.find("column 'counts'") != std::string::npos);
+    CHECK(message.find("--dtype counts=f16") != std::string::npos);
+    CHECK(message.find("may be stored as f32 or bf16") != std::string::npos);
+  }
+  // Integers to an integer type: no such conversion.
+  options.column_dtypes = {{"counts", DType::i32}};
+  CHECK_THROWS_WITH_AS(pack(options), doctest::Contains("u16 may be stored as f32 or bf16"), Error);
+  // The same type is no conversion: accepted, stored as it is.
+  options.column_dtypes = {{"counts", DType::u16}};
+  CHECK(pack(options).conversions.empty());
+}
+
+TEST_CASE("an f64 column stored as f64 is checked on its f64 values, a converted one on f32's") {
+  test_support::ScratchDir scratch;
+  // Rows of [3, 2]: 1e100 (finite in f64, infinite as f32), 1e-50 (nonzero in f64, zero as
+  // f32), NaN, and an ordinary row.
+  const std::vector<double> firsts{1e100, 1e-50, NAN, 0.5};
+  std::vector<double> values;
+  for (const double first : firsts)
+    for (int k = 0; k < 6; ++k) values.push_back(k == 0 ? first : (first == 1e-50 ? 0.0 : 1.0));
+  test_support::save_npy(scratch / "features.npy", DType::f64, {4, 3, 2}, values);
+  PackOptions options;
+  options.fields = {parse_field_spec("features=" + (scratch / "features.npy"))};
+  options.checks = {parse_checks_spec("features=finite,nonzero")};
+  options.output_dir = scratch / "kept";
+  PackResult result = pack(options);
+  CHECK(result.rows == 3);  // only the NaN row is dropped
+  CHECK(result.dropped[static_cast<std::size_t>(DropReason::nan_inf)] == 1);
+  CHECK(result.dropped[static_cast<std::size_t>(DropReason::zero)] == 0);
+  VerifyOptions deep;
+  deep.deep = true;  // re-runs the recorded checks on the stored f64 rows: the same verdicts
+  CHECK(verify(options.output_dir, deep).ok());
+  // Stored as f32 (asked), the rows are checked as stored: 1e100 overflows, 1e-50 is zero.
+  options.output_dir = scratch / "converted";
+  options.column_dtypes = {{"features", DType::f32}};
+  result = pack(options);
+  CHECK(result.rows == 1);
+  CHECK(result.dropped[static_cast<std::size_t>(DropReason::nan_inf)] == 2);
+  CHECK(result.dropped[static_cast<std::size_t>(DropReason::zero)] == 1);
+}
+
 TEST_CASE("token ids of varying length pack as a sequence column, empty rows included") {
   test_support::ScratchDir scratch;
   {

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <tuple>
 
+#include "gpucache/common/dtype_formats.hpp"
 #include "gpucache/common/hash.hpp"
 #include "gpucache/error.hpp"
 #include "gpucache/progress.hpp"
@@ -47,11 +48,8 @@ void check_options(const PackOptions& options) {
   if (options.dtype && !float_conversion_dtype(*options.dtype))
     throw UsageError("--dtype must be " + std::string(kFloatConversionDTypes) +
                      " (f64 columns are stored as f64 without it)");
-  for (const auto& [column, dtype] : options.column_dtypes)
-    if (!float_conversion_dtype(dtype))
-      throw UsageError("--dtype " + column + "=" + std::string(dtype_name(dtype)) +
-                       ": float columns are converted to " + std::string(kFloatConversionDTypes) +
-                       " (f64 columns are stored as f64 without --dtype)");
+  // --dtype COLUMN=TYPE is checked against the column's dtype (the dtype table's conversions)
+  // where the columns are known: output_columns.
   if (options.pad_to == 0 || options.pad_to > 4096)
     throw UsageError("--pad-to must be between 1 and 4096");
   if (options.shard_rows && *options.shard_rows == 0)
@@ -213,7 +211,11 @@ std::vector<StoredConversion> stored_conversions(const std::vector<Column>& spec
       const bool known = std::any_of(conversions.begin(), conversions.end(), [&](const auto& seen) {
         return seen.column == specs[c].name && seen.from == from;
       });
-      if (!known) conversions.push_back({specs[c].name, from, specs[c].dtype, asked});
+      if (!known) {
+        const auto conversion = dtype_conversion(from, specs[c].dtype);
+        conversions.push_back(
+            {specs[c].name, from, specs[c].dtype, asked, conversion && conversion->exact});
+      }
     }
   }
   return conversions;
@@ -243,6 +245,15 @@ std::vector<std::unique_ptr<RowConverter>> make_converters(
                        std::string(dtype_name(specs[c].dtype)) +
                        " in one input and another float type in another; pass --dtype " +
                        specs[c].name + "=f32 (or f16, bf16)");
+    for (const auto& source : inputs.sources()) {
+      const DType from = source.columns[c].dtype;
+      if (!dtype_conversion(from, specs[c].dtype))
+        throw Error(source.path, "column '" + specs[c].name + "'",
+                    "holds " + std::string(dtype_name(from)) + " values, which cannot be stored " +
+                        "as " + std::string(dtype_name(specs[c].dtype)) + " (they may be stored " +
+                        "as " + dtype_conversion_targets(from) + "); pack this input apart or " +
+                        "pass --dtype " + specs[c].name + "=TYPE with a type both allow");
+    }
     ConversionOptions conversion;
     conversion.output_dtype = specs[c].dtype;
     conversion.padded_dim = specs[c].row_elements();

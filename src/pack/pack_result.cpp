@@ -30,7 +30,8 @@ std::string PackResult::to_json() const {
     json["stored_as"].push_back({{"column", conversion.column},
                                  {"from", std::string(dtype_name(conversion.from))},
                                  {"to", std::string(dtype_name(conversion.to))},
-                                 {"asked", conversion.asked}});
+                                 {"asked", conversion.asked},
+                                 {"exact", conversion.exact}});
   json["not_selected"] = Json::array();
   for (const auto& [input, field] : not_selected)
     json["not_selected"].push_back({{"input", input}, {"field", field}});

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 #include <numeric>
 
+#include "gpucache/common/dtype_formats.hpp"
 #include "gpucache/common/hash.hpp"
 #include "gpucache/error.hpp"
 
@@ -11,28 +12,42 @@ namespace gpucache::detail {
 
 namespace {
 
-// --dtype (or its per-column form) converts float columns; integer and bool columns keep their
-// type, and a --dtype COLUMN=TYPE naming one is an error (it would be ignored). Without it every
+// The stored dtype of a column. --dtype COLUMN=TYPE stores it as TYPE when the dtype table allows
+// the conversion (gpucache/common/dtype_formats.hpp: u8 images as bf16, f64 as f32) and is an
+// error naming the allowed targets otherwise, never ignored. --dtype TYPE converts every float
+// column (integer and bool columns keep their type: labels stay integers). Without either, every
 // column keeps its type, but f64 embeddings, which are converted (padded, checked) and so stored
 // as a conversion type (gpucache/validate.hpp): f32, which the result reports.
 DType output_dtype(const InputColumn& column, const std::string& input,
                    const PackOptions& options) {
   for (const auto& [name, dtype] : options.column_dtypes)
     if (name == column.name) {
-      if (column.kind != ColumnKind::tensor || !dtype_is_float(column.dtype))
+      const std::string option = "--dtype " + column.name + "=" + std::string(dtype_name(dtype));
+      if (column.kind != ColumnKind::tensor)
         throw Error(input, "column '" + column.name + "'",
-                    "holds " +
-                        (column.kind == ColumnKind::text
-                             ? std::string("text")
-                             : std::string(dtype_name(column.dtype)) + " integers") +
-                        ", which --dtype " + column.name + "=" + std::string(dtype_name(dtype)) +
-                        " cannot convert (only float columns are converted); leave the option "
-                        "out to store them as they are");
+                    "holds " + std::string(column.kind == ColumnKind::text ? "text" : "sequences") +
+                        ", which " + option +
+                        " cannot convert (only tensor columns are converted); leave the option "
+                        "out to store it as it is");
+      if (!dtype_conversion(column.dtype, dtype))
+        throw Error(input, "column '" + column.name + "'",
+                    "holds " + std::string(dtype_name(column.dtype)) + " values, which " + option +
+                        " cannot store: " + std::string(dtype_name(column.dtype)) +
+                        " may be stored as " + dtype_conversion_targets(column.dtype) +
+                        ", or kept as it is without the option");
       return dtype;
     }
   if (column.kind == ColumnKind::text) return DType::u8;
   if (!dtype_is_float(column.dtype)) return column.dtype;
-  if (options.dtype) return *options.dtype;
+  if (options.dtype) {
+    if (!dtype_conversion(column.dtype, *options.dtype))
+      throw Error(input, "column '" + column.name + "'",
+                  "holds " + std::string(dtype_name(column.dtype)) + " values, which --dtype " +
+                      std::string(dtype_name(*options.dtype)) + " cannot store (they may be " +
+                      "stored as " + dtype_conversion_targets(column.dtype) +
+                      "); name the other float columns' type one by one with --dtype COLUMN=TYPE");
+    return *options.dtype;
+  }
   if (is_embedding_column(column) && !float_conversion_dtype(column.dtype)) return DType::f32;
   return column.dtype;
 }

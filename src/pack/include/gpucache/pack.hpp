@@ -146,6 +146,9 @@ struct StoredConversion {
   DType from = DType::f32;
   DType to = DType::f32;
   bool asked = false;  // by --dtype
+  // Every value of `from` is a value of `to` (u8 -> bf16); false when values are rounded
+  // (f64 -> f32: lossy), as the dtype table's conversions say (dtype_conversion).
+  bool exact = false;
 };
 
 struct PackResult {
