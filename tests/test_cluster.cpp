@@ -5,7 +5,9 @@
 #include <doctest/doctest.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -311,6 +313,53 @@ TEST_CASE("append adds shards, rewrites none, and an open reader keeps the old r
   const auto message = error_of({"pack", inputs[1], "--append", dataset});
   CHECK(message.find("option shard_rows is 100 in the dataset but null in this run") !=
         std::string::npos);
+}
+
+// --append compares the stored columns, not the option text: f16 rows stored as f32 by --dtype
+// join a dataset whose f32 rows needed no option; rows that would be stored as f16 are refused,
+// naming the column, both dtypes and the option that fixes it.
+TEST_CASE("append compares what is stored: an f16 input with --dtype f32 joins an f32 dataset") {
+  ScratchDir scratch;
+  // Values every f16 holds exactly: 0.5, 1, -1, 2, 0.25.
+  constexpr std::uint16_t kHalves[] = {0x3800, 0x3C00, 0xBC00, 0x4000, 0x3400};
+  constexpr float kFloats[] = {0.5f, 1.0f, -1.0f, 2.0f, 0.25f};
+  constexpr std::uint64_t kRows = 50, kDim = 12;
+  auto pick = [](std::uint64_t i) { return (i * 7 + i / kDim) % 5; };
+  const std::string f32_file = scratch / "f32.npy", f16_file = scratch / "f16.npy";
+  write_npy(f32_file, DType::f32, {kRows, kDim},
+            [&](std::span<std::byte> out, std::uint64_t first, std::uint64_t) {
+              for (std::size_t i = 0; i < out.size() / 4; ++i)
+                std::memcpy(out.data() + 4 * i, &kFloats[pick(first * kDim + i)], 4);
+            });
+  write_npy(f16_file, DType::f16, {kRows, kDim},
+            [&](std::span<std::byte> out, std::uint64_t first, std::uint64_t) {
+              for (std::size_t i = 0; i < out.size() / 2; ++i)
+                std::memcpy(out.data() + 2 * i, &kHalves[pick(first * kDim + i)], 2);
+            });
+  const std::string dataset = scratch / "ds";
+  pack_ok({f32_file, "-o", dataset});
+  pack_ok({f16_file, "--append", dataset, "--dtype", "f32"});
+  verify_ok(dataset);
+  const auto manifest = test_support::manifest_json(dataset);
+  CHECK(manifest["rows"] == 2 * kRows);
+  CHECK(manifest["columns"][0]["dtype"] == "f32");
+  // The appended rows are the f32 file's rows again.
+  const auto columns = exported(dataset, scratch);
+  const auto& both = columns.at("embedding.npy");
+  REQUIRE(both.size() > 2 * kRows * kDim * 4);
+  const std::size_t header = both.size() - 2 * kRows * kDim * 4;
+  CHECK(std::equal(both.begin() + static_cast<std::ptrdiff_t>(header),
+                   both.begin() + static_cast<std::ptrdiff_t>(header + kRows * kDim * 4),
+                   both.begin() + static_cast<std::ptrdiff_t>(header + kRows * kDim * 4)));
+
+  // Without --dtype the f16 rows would be stored as f16: a real mismatch.
+  const auto message = error_of({"pack", f16_file, "--append", dataset});
+  CHECK(message.find("column 'embedding'") != std::string::npos);
+  CHECK(message.find("is stored as f16 but in " + dataset + " as f32") != std::string::npos);
+  CHECK(message.find("--dtype embedding=f32") != std::string::npos);
+  CHECK(test_support::manifest_json(dataset)["rows"] == 2 * kRows);
+  CHECK_FALSE(fs::exists(dataset + "/.append"));
+  verify_ok(dataset);
 }
 
 // A merge killed with SIGKILL at many points of its run: whatever the moment, the parts still

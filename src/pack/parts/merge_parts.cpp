@@ -121,11 +121,18 @@ Json comparable_options(const Json& options) {
   return comparable;
 }
 
+Json compared_options(const Json& options) {
+  Json compared = comparable_options(options);
+  if (compared.is_object())
+    for (const char* key : kAskedStorageOptions) compared.erase(key);
+  return compared;
+}
+
 void check_same_options(const Json& expected, const Json& got, const std::string& where,
                         const std::string& expected_name, const std::string& got_name) {
   // Compared as unordered objects: the same options may be written in another key order.
   const auto unordered = [](const Json& options) {
-    return nlohmann::json::parse(comparable_options(options).dump());
+    return nlohmann::json::parse(compared_options(options).dump());
   };
   const nlohmann::json a = unordered(expected), b = unordered(got);
   if (a == b) return;
@@ -161,6 +168,15 @@ void check_same_layout(const DatasetPart& first, const DatasetPart& other) {
   const auto& b = other.manifest.columns;
   for (std::size_t c = 0; c < std::max(a.size(), b.size()); ++c) {
     if (c < a.size() && c < b.size() && a[c] == b[c]) continue;
+    // The same column stored in another dtype: say which option stores it as the other does.
+    if (c < a.size() && c < b.size() && a[c].name == b[c].name && a[c].kind == b[c].kind &&
+        a[c].dtype != b[c].dtype)
+      throw Error(other.dir, "column '" + b[c].name + "'",
+                  "is stored as " + std::string(dtype_name(b[c].dtype)) + " but in " + first.dir +
+                      " as " + std::string(dtype_name(a[c].dtype)) + " (" + describe(b[c]) +
+                      " against " + describe(a[c]) + "); pack with --dtype " + b[c].name + "=" +
+                      std::string(dtype_name(a[c].dtype)) + " to store it as " + first.dir +
+                      " does");
     throw Error(other.dir, "columns",
                 c >= b.size() ? "has no column " + describe(a[c]) + ", which " + first.dir + " has"
                 : c >= a.size()

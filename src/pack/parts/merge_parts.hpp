@@ -25,10 +25,18 @@ DatasetPart read_part(const std::string& dir);
 
 // The options that must agree between parts: the recorded ones without "part".
 nlohmann::ordered_json comparable_options(const nlohmann::ordered_json& options);
-// Throws gpucache::Error naming the first difference in columns, roles or options.
+// The options that say how the stored columns were asked for (--dtype, --dtype COLUMN=TYPE,
+// --role), not what is stored: parts and --append compare the stored columns (names, dtypes,
+// shapes), roles and checks instead, so an f16 input appended with --dtype f32 to a dataset
+// whose f32 columns needed no option joins it.
+inline constexpr const char* kAskedStorageOptions[] = {"dtype", "column_dtypes", "roles"};
+// comparable_options without kAskedStorageOptions: what check_same_options compares.
+nlohmann::ordered_json compared_options(const nlohmann::ordered_json& options);
+// Throws gpucache::Error naming the first difference in columns (a column in another dtype: its
+// name, both dtypes and the --dtype that stores it as `first` does), roles or options.
 void check_same_layout(const DatasetPart& first, const DatasetPart& other);
 // Throws gpucache::Error naming the first option that differs ("dataset" and "this run" as the
-// sides' names).
+// sides' names), comparing compared_options.
 void check_same_options(const nlohmann::ordered_json& expected, const nlohmann::ordered_json& got,
                         const std::string& where, const std::string& expected_name,
                         const std::string& got_name);

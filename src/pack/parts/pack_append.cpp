@@ -65,7 +65,9 @@ PackResult pack_append(const PackOptions& options) {
                   "is named " + existing.manifest.shards[i].file + ", not " +
                       shard::shard_file_name(static_cast<std::uint32_t>(i)) +
                       ": append numbers new shards after the existing ones");
-  // Refused before any row is read: the new rows must be packed the way the old ones were.
+  // Refused before any row is read: the new rows must be packed the way the old ones were. How
+  // their dtypes were asked for is not compared here: the staged columns' stored dtypes are,
+  // below (check_same_layout).
   check_same_options(without_column_checks(existing.manifest.options), pack_options_json(options),
                      dir, "the dataset",
                      "this run (pass the options the dataset was packed with; inspect shows them)");
@@ -98,7 +100,13 @@ PackResult pack_append(const PackOptions& options) {
     }
   }
   staged.dir = dir + " (append " + std::to_string(existing.segments.size()) + ")";
-  check_same_layout(existing, staged);
+  try {
+    check_same_layout(existing, staged);
+  } catch (const Error&) {
+    // The staged rows can never join this dataset: nothing is left for --resume to finish.
+    fs::remove_all(staging, error);
+    throw;
+  }
   const shard::Manifest combined = combine_parts({existing, staged});
   const std::size_t first_new = existing.manifest.shards.size();
   for (std::size_t i = 0; i < staged.manifest.shards.size(); ++i) {
