@@ -38,10 +38,10 @@ void write_text(const fs::path& path, const std::string& text) {
 // A shard of `rows` rows: a rank-2 column, a rank-1 column and optionally a text column, written
 // with 4 KiB chunks so the chunk table has several entries.
 void write_shard(const fs::path& path, DType dtype, std::uint64_t rows, std::uint64_t dim,
-                 bool with_text, int zstd_level) {
+                 bool with_text, int zstd_level, const std::string& label = "label") {
   std::vector<Column> specs{
       {"embedding", ColumnKind::tensor, dtype, {dim}, padded_dim_for(dim, dtype, 16)},
-      {"label", ColumnKind::tensor, DType::i32, {}, 1}};
+      {label, ColumnKind::tensor, DType::i32, {}, 1}};
   std::vector<std::string> texts;
   std::uint64_t text_total = 0;
   if (with_text) {
@@ -130,6 +130,10 @@ int main(int argc, char** argv) {
     write_shard(shards / "u8_text_rows2_zstd.gcs", DType::u8, 2, 20, true, 3);
     write_shard(shards / "bf16_rows40_zstd.gcs", DType::bf16, 40, 16, false, 1);
     write_shard(shards / "i64_rows1.gcs", DType::i64, 1, 1, false, 0);
+    // A name over 63 bytes (multi-byte UTF-8): a 1.3 shard with a names table (SPEC.md).
+    std::string long_label;
+    while (long_label.size() < 200) long_label += "\xc3\xa9tiquette_";
+    write_shard(shards / "f32_text_long_name_rows3.gcs", DType::f32, 3, 4, true, 0, long_label);
 
     const fs::path manifests = corpus / "manifest";
     fs::create_directories(manifests);

@@ -129,9 +129,14 @@ inline std::vector<std::byte> rehashed_shard_image(std::span<const std::byte> in
   std::byte* bytes = fixed.data();
   const std::uint64_t size = fixed.size();
   const std::uint64_t column_count = load_u64(bytes + 44) & 0xffffffffu;
-  if (column_count <= (size - shard::kHeaderSize) / shard::kColumnEntrySize)
-    store_u64(bytes + 120, detail::xxh3_64(std::span(fixed).subspan(
-                               shard::kHeaderSize, column_count * shard::kColumnEntrySize)));
+  // The tables columns_hash covers, as the header's flags say (row-shape and names tables too).
+  const std::uint64_t flags = load_u64(bytes + 16);
+  const std::uint64_t per_column = shard::kColumnEntrySize +
+                                   (flags & shard::kFlagRowShapes ? shard::kRowShapeEntrySize : 0) +
+                                   (flags & shard::kFlagNames ? shard::kNameEntrySize : 0);
+  if (column_count <= (size - shard::kHeaderSize) / per_column)
+    store_u64(bytes + 120, detail::xxh3_64(std::span(fixed).subspan(shard::kHeaderSize,
+                                                                    column_count * per_column)));
   const std::uint64_t chunk_table = load_u64(bytes + 96), chunk_count = load_u64(bytes + 88);
   if (chunk_table <= size && chunk_count <= (size - chunk_table) / shard::kChunkEntrySize)
     store_u64(bytes + 128, detail::xxh3_64(std::span(fixed).subspan(

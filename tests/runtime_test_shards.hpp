@@ -212,8 +212,7 @@ inline std::vector<std::byte> build_shard(std::uint32_t shard_index, std::uint64
   h.dataset_id = options.dataset_id;
   h.column_count = static_cast<std::uint32_t>(columns.size());
   h.chunk_size = options.chunk_size;
-  h.flags = (options.compressed_flag ? kFlagCompressed : 0) |
-            (needs_row_shape_table(layout.columns) ? kFlagRowShapes : 0);
+  h.flags = (options.compressed_flag ? kFlagCompressed : 0) | table_flags(layout.columns);
   h.data_offset = align_up(kHeaderSize + *column_tables_size(h), kAlignment);
   std::uint64_t cursor = h.data_offset;
   std::vector<std::vector<std::uint64_t>> offsets(columns.size());

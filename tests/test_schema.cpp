@@ -171,10 +171,17 @@ TEST_CASE("a dict holding one 2-D float tensor under any key, nested or not, is 
             {"payload",
              dict({{"x", f32_iota({3, 2})}, {"labels", list({str("a"), str("b"), str("c")})}})}});
   const SourceMapping inner = map_source(nested, "nested.pt");
-  CHECK(inner.find("embedding")->path == "payload.x");
-  // The only text list of matching length comes along as the text column.
-  CHECK(inner.find("text")->path == "payload.labels");
-  CHECK(read_text(*inner.find("text"), 2) == "c");
+  // A lone block under a key that names no standard column keeps the key's name (names are the
+  // user's, issue #27) and is the embedding by role.
+  CHECK(inner.find("embedding") == nullptr);
+  REQUIRE(inner.find("x") != nullptr);
+  CHECK(inner.find("x")->path == "payload.x");
+  CHECK(inner.find("x")->role == ColumnRole::embedding);
+  // The only text list of matching length comes along as the text column, under its own name.
+  REQUIRE(inner.find("labels") != nullptr);
+  CHECK(inner.find("labels")->path == "payload.labels");
+  CHECK(inner.find("labels")->role == ColumnRole::text);
+  CHECK(read_text(*inner.find("labels"), 2) == "c");
 }
 
 TEST_CASE("[N, 1, D] tensors and strided views are read row-major") {
@@ -488,4 +495,84 @@ TEST_CASE("kind names, --field parsing and flag formatting") {
   CHECK_THROWS_AS(
       map_source(f32_iota({2, 2}), "x", std::nullopt, {{"embedding", "."}, {"embedding", "."}}),
       UsageError);
+}
+
+TEST_CASE("a lone float vector field keeps its name, and --field naming its path maps it once") {
+  std::vector<Value> rows;
+  for (int i = 0; i < 3; ++i)
+    rows.push_back(dict({{"features", f32_iota({4}, i * 10.0f)},
+                         {"label", Value(std::int64_t{i})},
+                         {"note", str("n" + std::to_string(i))}}));
+  const Value root = list(rows);
+
+  // Detected: the one vector field is the embedding by role and the one string field the text,
+  // each under its own name.
+  const SourceMapping detected = map_source(root, "rows.pt");
+  CHECK(detected.kind == SourceKind::llm_cache);
+  CHECK(column_names(detected) == std::vector<std::string>{"note", "features", "label"});
+  CHECK(detected.find("features")->role == ColumnRole::embedding);
+  // --role on its own name makes it a tensor (finite check only).
+  const SourceMapping as_tensor =
+      map_source(root, "rows.pt", std::nullopt, {}, {parse_role_spec("features=tensor")});
+  CHECK(as_tensor.find("features")->role == ColumnRole::tensor);
+
+  // --field features=[*].features names the detected column's data: one column, not a second
+  // `embedding` copy of the same values (issue #27: it was stored twice).
+  for (const std::string path : {"[*].features", "[*][\"features\"]"}) {
+    CAPTURE(path);
+    const SourceMapping named =
+        map_source(root, "rows.pt", std::nullopt, {parse_field_spec("features=" + path)});
+    // The layout's text column comes along (a standard column), under its own name too.
+    CHECK(column_names(named) == std::vector<std::string>{"note", "features"});
+    CHECK(named.find("features")->role == ColumnRole::embedding);
+    CHECK(read_f32(*named.find("features"), 2, 1) == std::vector<float>{20, 21, 22, 23});
+  }
+  // Under another name too: `vec` is the embedding column, and nothing else holds its data.
+  const SourceMapping renamed =
+      map_source(root, "rows.pt", std::nullopt,
+                 {parse_field_spec("vec=[*].features"), parse_field_spec("label=[*].label")});
+  CHECK(column_names(renamed) == std::vector<std::string>{"note", "vec", "label"});
+  CHECK(renamed.find("vec")->role == ColumnRole::embedding);
+}
+
+TEST_CASE("layout_role: the standard embedding columns are embeddings, nothing else has a role") {
+  CHECK(layout_role(SourceKind::dialogue, "question_embedding") == ColumnRole::embedding);
+  CHECK(layout_role(SourceKind::dialogue, "answer_embedding") == ColumnRole::embedding);
+  CHECK(layout_role(SourceKind::embeddings, "embedding") == ColumnRole::embedding);
+  CHECK(layout_role(SourceKind::llm_cache, "embedding") == ColumnRole::embedding);
+  CHECK(layout_role(SourceKind::llm_cache, "text") == ColumnRole::text);
+  CHECK(layout_role(SourceKind::tensors, "embedding") == std::nullopt);
+  CHECK(layout_role(SourceKind::embeddings, "features") == std::nullopt);
+}
+
+TEST_CASE("column names of up to 255 bytes: --field accepts them, longer ones are refused") {
+  const Value root = dict({{"x", f32_iota({3, 2})}});
+  const std::string longest = std::string(255, 'a');
+  const SourceMapping mapping =
+      map_source(root, "in.pt", std::nullopt, {parse_field_spec(longest + "=x")});
+  CHECK(column_names(mapping) == std::vector<std::string>{longest});
+  CHECK_THROWS_WITH(parse_field_spec(std::string(256, 'a') + "=x"),
+                    doctest::Contains("at most 255 bytes"));
+}
+
+TEST_CASE("a key that is no legal column name is made one, and the rename is reported") {
+  const std::string long_key(300, 'k');  // cut to 255 bytes
+  std::vector<Value> rows;
+  for (int i = 0; i < 2; ++i)
+    rows.push_back(dict({{"features", f32_iota({4}, i * 10.0f)},
+                         {"Label", Value(std::int64_t{i})},
+                         {long_key, Value(std::int64_t{i})},
+                         {"meta", dict({{"lang", str("en")}})}}));
+  const SourceMapping mapping = map_source(list(rows), "rows.pt");
+  CHECK(column_names(mapping) ==
+        std::vector<std::string>{"features", "label", std::string(255, 'k'), "meta.lang"});
+  REQUIRE(mapping.renamed.size() == 2);
+  CHECK(mapping.renamed[0] == SourceMapping::Renamed{"[*].Label", "label"});
+  CHECK(mapping.renamed[1].column == std::string(255, 'k'));
+  CHECK(mapping.renamed[1].field == "[*]." + long_key);
+  // A name --field gives is the user's choice, not a rename.
+  const SourceMapping named =
+      map_source(list(rows), "rows.pt", std::nullopt,
+                 {parse_field_spec("features=[*].features"), parse_field_spec("lab=[*].Label")});
+  CHECK(named.renamed.empty());
 }

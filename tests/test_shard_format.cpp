@@ -441,3 +441,145 @@ TEST_CASE("format 1.2: rank-2 rows beside rank-3 rows and sequences round-trip (
   CHECK(reader.values(3, 1).size() == 4);
   CHECK(reader.values(3, 2).size() == 8);
 }
+
+namespace {
+
+// A shard of the given columns (a label i64 value per row, a 3×2×2 u8 image when asked), as bytes.
+std::vector<std::byte> long_name_shard(const std::vector<std::string>& names, bool image,
+                                       const std::string& path) {
+  std::vector<Column> specs;
+  for (const auto& name : names) specs.push_back({name, ColumnKind::tensor, DType::i64, {}, 1});
+  if (image) specs.push_back({"image", ColumnKind::tensor, DType::u8, {3, 2, 2}, 2});
+  const std::uint64_t rows = 2;
+  ShardBuilder builder(specs, rows, std::vector<std::uint64_t>(specs.size(), 0));
+  for (std::size_t c = 0; c < names.size(); ++c)
+    for (std::uint64_t r = 0; r < rows; ++r)
+      builder.tensor_data(c)[r * 8] = static_cast<std::byte>(10 * c + r + 1);
+  builder.write(path, {});
+  const auto chars = test_support::read_bytes(path);
+  std::vector<std::byte> bytes(chars.size());
+  std::memcpy(bytes.data(), chars.data(), chars.size());
+  return bytes;
+}
+
+void store_u64_at(std::vector<std::byte>& bytes, std::uint64_t offset, std::uint64_t value) {
+  for (int i = 0; i < 8; ++i) bytes[offset + i] = static_cast<std::byte>(value >> (8 * i));
+}
+
+// After an edit of the header's flags or of the tables: columns_hash, header_hash and the
+// footer's copy of it recomputed, so the decoder reaches the structural rule under test.
+void rehash_shard(std::vector<std::byte>& bytes, std::uint64_t tables_size) {
+  store_u64_at(bytes, 120,
+               gpucache::detail::xxh3_64(std::span(bytes).subspan(kHeaderSize, tables_size)));
+  store_u64_at(bytes, 248, gpucache::detail::xxh3_64(std::span(bytes).first(248)));
+  const std::uint64_t footer = bytes.size() - kFooterSize;
+  std::memcpy(bytes.data() + footer + 16, bytes.data() + 248, 8);
+  store_u64_at(bytes, footer + 24, gpucache::detail::xxh3_64(std::span(bytes).subspan(footer, 24)));
+}
+
+std::string decode_error(const std::vector<std::byte>& bytes) {
+  try {
+    (void)decode_layout(bytes, "n.gcs");
+  } catch (const Error& error) {
+    return error.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE(
+    "format 1.3: names of up to 255 bytes live in the names table, written only when needed") {
+  test_support::ScratchDir scratch;
+  std::string long_name;  // 208 bytes of two-byte UTF-8 and ASCII
+  while (long_name.size() < 200) long_name += "\xc3\xa9tiquette_";
+  const std::string longest(255, 'n');
+  const std::string short_name(63, 's');  // the longest name the column table holds itself
+  const std::vector<std::string> names{long_name, short_name, "label", longest};
+
+  const auto bytes = long_name_shard(names, true, scratch / "long.gcs");
+  const ShardReader reader(scratch / "long.gcs");
+  const auto& header = reader.layout().header;
+  CHECK(header.version_minor == kVersionMinorLongNames);
+  CHECK(header.has_names_table());
+  CHECK(header.has_row_shapes());
+  REQUIRE(reader.layout().columns.size() == 5);
+  for (std::size_t c = 0; c < names.size(); ++c) {
+    CHECK(reader.layout().columns[c].name == names[c]);
+    CHECK(std::to_integer<int>(reader.tensor_data(c)[8]) == static_cast<int>(10 * c + 2));
+  }
+  CHECK(reader.layout().columns[4].row_shape == std::vector<std::uint64_t>{3, 2, 2});
+  // SPEC.md "Names table": after the column and row-shape tables, every name, short ones too;
+  // the column table's field holds a short name and is zero for a long one.
+  const std::uint64_t names_table = kHeaderSize + 5 * (kColumnEntrySize + kRowShapeEntrySize);
+  CHECK(std::memcmp(bytes.data() + names_table, long_name.data(), long_name.size()) == 0);
+  CHECK(std::memcmp(bytes.data() + names_table + 2 * kNameEntrySize, "label\0", 6) == 0);
+  CHECK(std::memcmp(bytes.data() + names_table + 3 * kNameEntrySize, longest.data(), 255) == 0);
+  CHECK(bytes[names_table + 4 * kNameEntrySize - 1] == std::byte{0});
+  CHECK(std::all_of(bytes.begin() + kHeaderSize, bytes.begin() + kHeaderSize + 64,
+                    [](std::byte b) { return b == std::byte{0}; }));
+  CHECK(std::memcmp(bytes.data() + kHeaderSize + kColumnEntrySize, short_name.data(), 63) == 0);
+  CHECK(std::memcmp(bytes.data() + kHeaderSize + 2 * kColumnEntrySize, "label\0", 6) == 0);
+
+  SUBCASE("names of 63 bytes or fewer keep the 1.1 and 1.2 encodings (no names table)") {
+    const auto plain = long_name_shard({short_name, "label"}, false, scratch / "plain.gcs");
+    const ShardReader plain_reader(scratch / "plain.gcs");
+    CHECK(plain_reader.layout().header.version_minor == kVersionMinorDatasetFields);
+    CHECK(plain_reader.layout().header.flags == 0);
+    const auto shaped = long_name_shard({"label"}, true, scratch / "shaped.gcs");
+    CHECK(ShardReader(scratch / "shaped.gcs").layout().header.version_minor ==
+          kVersionMinorRowShapes);
+    CHECK(ShardReader(scratch / "shaped.gcs").layout().header.flags == kFlagRowShapes);
+  }
+  SUBCASE("a name of 256 bytes or an empty one is refused, naming the column") {
+    ColumnEntry column;
+    column.name = std::string(256, 'x');
+    CHECK_THROWS_WITH(encode_column(column), doctest::Contains("name must be 1 to 255 bytes"));
+    column.name.clear();
+    CHECK_THROWS_WITH(encode_column(column), doctest::Contains("name must be 1 to 255 bytes"));
+  }
+
+  // Every edit below is rehashed, so only the rule under test can refuse it.
+  const std::uint64_t tables_size = *column_tables_size(header);
+  SUBCASE("a names-table name that is not UTF-8") {
+    auto bad = bytes;
+    bad[names_table + 1] = std::byte{0xff};
+    rehash_shard(bad, tables_size);
+    CHECK(decode_error(bad).find("names table entry 0") != std::string::npos);
+    CHECK(decode_error(bad).find("not UTF-8") != std::string::npos);
+  }
+  SUBCASE("a 256-byte name (no terminating zero in the entry)") {
+    auto bad = bytes;
+    bad[names_table + 4 * kNameEntrySize - 1] = std::byte{'n'};
+    rehash_shard(bad, tables_size);
+    CHECK(decode_error(bad).find("names table entry 3") != std::string::npos);
+  }
+  SUBCASE("a long name's column-table field that is not zero") {
+    auto bad = bytes;
+    bad[kHeaderSize] = std::byte{'x'};
+    rehash_shard(bad, tables_size);
+    CHECK(decode_error(bad).find("name over 63 bytes is not zero") != std::string::npos);
+  }
+  SUBCASE("a short name's column-table field that differs from the names table") {
+    auto bad = bytes;
+    bad[kHeaderSize + 2 * kColumnEntrySize] = std::byte{'L'};
+    rehash_shard(bad, tables_size);
+    CHECK(decode_error(bad).find("differs from the names table") != std::string::npos);
+  }
+  SUBCASE("two long names that are the same") {
+    auto bad = bytes;
+    std::memcpy(bad.data() + names_table + 3 * kNameEntrySize, long_name.data(), long_name.size());
+    std::fill(bad.begin() +
+                  static_cast<std::ptrdiff_t>(names_table + 3 * kNameEntrySize + long_name.size()),
+              bad.begin() + static_cast<std::ptrdiff_t>(names_table + 4 * kNameEntrySize),
+              std::byte{0});
+    rehash_shard(bad, tables_size);
+    CHECK(decode_error(bad).find("column name appears twice") != std::string::npos);
+  }
+  SUBCASE("the names flag in a shard of minor version 2 (what a 1.2 reader sees)") {
+    auto bad = bytes;
+    bad[10] = std::byte{kVersionMinorRowShapes};
+    rehash_shard(bad, tables_size);
+    CHECK(decode_error(bad).find("unknown flags are set") != std::string::npos);
+  }
+}

@@ -68,9 +68,9 @@ std::string_view read_text(const InputColumn& column, std::uint64_t row) {
 }
 
 std::string column_name_from_path(std::string_view path) {
-  // 63 bytes: the most a shard stores (shard_layout.hpp's kMaxColumnNameBytes). A name cut to 64
-  // was listed by probe and then refused by pack without naming the input.
-  constexpr std::size_t kLongest = 63;
+  // 255 bytes: the most a shard stores (column.hpp's kMaxColumnNameBytes, SPEC.md "Names table"). A
+  // name cut longer was listed by probe and then refused by pack without naming the input.
+  constexpr std::size_t kLongest = kMaxColumnNameBytes;
   while (!path.empty() && path.front() == '/') path.remove_prefix(1);
   std::string name;
   for (char c : path.substr(0, kLongest)) {
@@ -85,8 +85,11 @@ void make_column_names_unique(std::vector<InputColumn>& columns) {
   std::set<std::string> names;
   for (auto& column : columns) {
     const std::string base = column.name;
-    for (int n = 2; !names.insert(column.name).second; ++n)
-      column.name = base.substr(0, 60) + "_" + std::to_string(n);
+    for (int n = 2; !names.insert(column.name).second; ++n) {
+      std::string suffix(1, '_');  // not "_" + ...: GCC 12's false -Wrestrict there
+      suffix += std::to_string(n);
+      column.name = base.substr(0, kMaxColumnNameBytes - suffix.size()) + suffix;
+    }
   }
 }
 

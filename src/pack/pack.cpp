@@ -394,7 +394,8 @@ PackResult pack(const PackOptions& requested) {
                                    options.memory_columns);
   std::optional<nlohmann::ordered_json> part_section;
   PackInputs inputs = open_inputs(requested, options, part_section);
-  const auto [left_out, not_selected] = detail::fields_not_packed(inputs.sources(), options.strict);
+  const auto [left_out, not_selected, renamed] =
+      detail::fields_not_packed(inputs.sources(), options.strict);
   const auto specs = detail::output_columns(inputs.first(), options);
   // An output that cannot fit even before validation drops a row is refused before it runs.
   detail::check_output_bound(specs, inputs, options);
@@ -420,6 +421,7 @@ PackResult pack(const PackOptions& requested) {
   shard::Manifest base = base_manifest(options, specs, inputs, outcome, part_section, datasets,
                                        split_rule.has_value());
   if (!left_out.empty()) base.sections["left_out"] = detail::left_out_json(left_out);
+  if (!renamed.empty()) base.sections["renamed"] = detail::renamed_json(renamed);
   // base.inputs (the inputs' content hashes) is filled by the first dataset's plan below: hashing
   // the inputs runs on its own thread beside the first shard's fill.
   bool inputs_hashed = false;
@@ -433,6 +435,7 @@ PackResult pack(const PackOptions& requested) {
   result.left_out = left_out;
   result.conversions = stored_conversions(specs, inputs, options);
   result.not_selected = not_selected;
+  result.renamed = renamed;
   result.input_rows = inputs.total_rows();
   std::tie(result.device, result.device_reason) =
       device_and_reason(outcome.device_description, options.validation.device);

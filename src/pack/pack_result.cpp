@@ -25,6 +25,7 @@ std::string PackResult::to_json() const {
                         {"flushed_to_zero_values", flushed_to_zero_values}};
   json["resumed_shards"] = resumed_shards;
   json["left_out"] = detail::left_out_json(left_out);
+  json["renamed"] = detail::renamed_json(renamed);
   json["stored_as"] = Json::array();
   for (const auto& conversion : conversions)
     json["stored_as"].push_back({{"column", conversion.column},
@@ -100,6 +101,10 @@ std::string PackResult::notes_text() const {
   for (const auto& entry : left_out)
     text += "left out: " + entry.input + ": " + entry.field + " (" + entry.reason +
             "); --strict makes this an error\n";
+  for (const auto& entry : renamed)
+    text += "renamed: " + entry.input + ": " + entry.field + " is the column '" + entry.column +
+            "' (column names are [a-z_][a-z0-9_]*, at most 255 bytes; --field NAME=" + entry.field +
+            " names it)\n";
   if (!not_selected.empty()) {
     text += "note: --field keeps only the columns it names; not packed:";
     for (std::size_t i = 0; i < not_selected.size(); ++i)

@@ -117,20 +117,24 @@ SourceMapping map_columns(const std::vector<InputColumn>& columns, const std::st
                         left_out_text(left_out));
       InputColumn column = *found;
       column.name = field.column;
-      const bool embedding = field.column == "embedding" || field.column == "question_embedding" ||
-                             field.column == "answer_embedding";
-      chosen.emplace_back(std::move(column),
-                          embedding ? std::optional(ColumnRole::embedding) : std::nullopt);
+      chosen.emplace_back(std::move(column), std::nullopt);
     }
     const bool dialogue = std::any_of(fields.begin(), fields.end(), [](const FieldSpec& f) {
-      return f.column == "question_embedding" || f.column == "answer_embedding";
+      return layout_role(SourceKind::dialogue, f.column) == ColumnRole::embedding;
     });
-    const bool embeddings = std::any_of(fields.begin(), fields.end(),
-                                        [](const FieldSpec& f) { return f.column == "embedding"; });
+    const bool embeddings = std::any_of(fields.begin(), fields.end(), [](const FieldSpec& f) {
+      return layout_role(SourceKind::embeddings, f.column) == ColumnRole::embedding;
+    });
     mapping.kind = kind         ? *kind
                    : dialogue   ? SourceKind::dialogue
                    : embeddings ? SourceKind::embeddings
                                 : SourceKind::tensors;
+    // A column --field names as a standard embedding column takes that role (the one rule,
+    // layout_role), whatever --kind labels the input.
+    for (auto& [column, role] : chosen)
+      if (layout_role(SourceKind::dialogue, column.name) == ColumnRole::embedding ||
+          layout_role(SourceKind::embeddings, column.name) == ColumnRole::embedding)
+        role = ColumnRole::embedding;
     mapping.explanation = "Columns chosen with --field from the arrays the input holds.";
   } else {
     // One float vector column is an embedding dataset, the others its extra columns; anything
@@ -147,11 +151,12 @@ SourceMapping map_columns(const std::vector<InputColumn>& columns, const std::st
                       available(columns));
     for (std::size_t c = 0; c < columns.size(); ++c) {
       InputColumn column = columns[c];
-      // The lone float vector array is the embedding by role, under its own name: names are the
-      // user's (a `features` column stays `features`; --role features=tensor makes it a tensor).
+      // The lone float vector array fills the layout's `embedding` column under its own name
+      // (names are the user's: a `features` column stays `features`, and takes the embedding's
+      // role by layout_role; --role features=tensor makes it a tensor).
       const bool embedding = embeddings && c == vectors.front();
       chosen.emplace_back(std::move(column),
-                          embedding ? std::optional(ColumnRole::embedding) : std::nullopt);
+                          embedding ? layout_role(mapping.kind, "embedding") : std::nullopt);
     }
     // The embedding column first, as map_source orders standard columns.
     if (embeddings)
@@ -187,6 +192,7 @@ SourceMapping map_columns(const std::vector<InputColumn>& columns, const std::st
                   "the arrays disagree on the number of rows (" + available(columns) +
                       "); choose arrays of one length with --field");
   if (mapping.rows == 0) throw Error(origin, "layout", "the columns have no rows");
+  note_renamed_columns(mapping, fields, false);
   return mapping;
 }
 

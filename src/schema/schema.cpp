@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cctype>
 #include <filesystem>
+#include <map>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "gpucache/common/error_text.hpp"
@@ -59,7 +61,7 @@ bool interchangeable(SourceKind a, SourceKind b) {
 
 // [a-z_][a-z0-9_]*, or several such parts joined by '.' (a nested dict's fields, "meta.lang").
 bool valid_column_name(std::string_view name) {
-  if (name.empty() || name.size() > 63) return false;
+  if (name.empty() || name.size() > kMaxColumnNameBytes) return false;
   bool part_start = true;
   for (char c : name) {
     const auto u = static_cast<unsigned char>(c);
@@ -122,7 +124,37 @@ std::string column_names(const SourceMapping& mapping) {
   return text;
 }
 
+// Whether `name` is the name a field at `path` has in its input: the keys ending its path, joined
+// by '.' (`[*].meta.lang` is `meta.lang` or `lang`, `payload.x` is `x` or `payload.x`, as the
+// layout's rows lie). Data without a key of its own (the root, a dict's keys, the values of a
+// text -> vector dict) has no name to keep, so any name is its own.
+bool is_own_name(const std::string& path, const std::string& name) {
+  const detail::KeyPath segments = detail::parse_path(path);
+  std::size_t first = 0;
+  for (std::size_t i = 0; i < segments.size(); ++i)
+    if (segments[i].kind != detail::PathSegment::Kind::key) first = i + 1;
+  if (first == segments.size()) return true;
+  std::string suffix;
+  for (std::size_t i = segments.size(); i-- > first;) {
+    suffix = segments[i].key + (suffix.empty() ? "" : "." + suffix);
+    if (suffix == name) return true;
+  }
+  return false;
+}
+
 }  // namespace
+
+void note_renamed_columns(SourceMapping& mapping, const std::vector<FieldSpec>& fields, bool tree) {
+  const auto standards = standard_columns(mapping.kind);
+  for (const auto& column : mapping.columns) {
+    // A name the user gave (--field), or the layout's standard name for its column, is meant.
+    if (has_column(fields, column.name) || find_standard(standards, column.name)) continue;
+    std::string_view bare = column.path;
+    while (!bare.empty() && bare.front() == '/') bare.remove_prefix(1);
+    const bool own = tree ? is_own_name(column.path, column.name) : bare == column.name;
+    if (!own) mapping.renamed.push_back({column.path, column.name});
+  }
+}
 
 std::string_view source_kind_name(SourceKind kind) noexcept {
   switch (kind) {
@@ -153,7 +185,7 @@ FieldSpec parse_field_spec(std::string_view text) {
   FieldSpec field{std::string(text.substr(0, equals)), std::string(text.substr(equals + 1)), ""};
   if (!valid_column_name(field.column))
     throw UsageError("--field '" + std::string(text) + "': column name '" + field.column +
-                     "' must match [a-z_][a-z0-9_]*, dotted parts allowed (at most 63 bytes)");
+                     "' must match [a-z_][a-z0-9_]*, dotted parts allowed (at most 255 bytes)");
   // A file of its own: the whole value when it names a file, or the part before a ':' that does.
   const std::string value = field.path;
   std::error_code error;
@@ -213,7 +245,7 @@ RoleSpec parse_role_spec(std::string_view text) {
   const std::string column(text.substr(0, equals));
   if (!valid_column_name(column))
     throw UsageError("--role '" + std::string(text) + "': column name '" + column +
-                     "' must match [a-z_][a-z0-9_]*, dotted parts allowed (at most 63 bytes)");
+                     "' must match [a-z_][a-z0-9_]*, dotted parts allowed (at most 255 bytes)");
   const auto role = parse_column_role(text.substr(equals + 1));
   if (!role)
     throw UsageError("--role '" + std::string(text) +
@@ -237,6 +269,12 @@ std::string format_flags(SourceKind kind, const std::vector<FieldSpec>& fields) 
   return text;
 }
 
+std::optional<ColumnRole> layout_role(SourceKind kind, std::string_view standard_column) {
+  if (const auto* standard = find_standard(standard_columns(kind), standard_column))
+    return standard->role;
+  return std::nullopt;
+}
+
 const InputColumn* SourceMapping::find(std::string_view column) const noexcept {
   for (const auto& candidate : columns)
     if (candidate.name == column) return &candidate;
@@ -249,7 +287,7 @@ SourceMapping map_source(const Value& root, const std::string& origin,
   for (std::size_t i = 0; i < fields.size(); ++i) {
     if (!valid_column_name(fields[i].column))
       throw UsageError("--field column name '" + fields[i].column +
-                       "' must match [a-z_][a-z0-9_]*, dotted parts allowed (at most 63 bytes)");
+                       "' must match [a-z_][a-z0-9_]*, dotted parts allowed (at most 255 bytes)");
     detail::parse_path(fields[i].path);
     for (std::size_t j = 0; j < i; ++j) {
       if (fields[j].column == fields[i].column)
@@ -297,24 +335,59 @@ SourceMapping map_source(const Value& root, const std::string& origin,
   std::vector<FieldSpec> plan = fields;
   const bool detection_fits = detected && interchangeable(detected->kind, final_kind);
   bool used_detection = false;
+  // Planned columns that fill a standard column under another name (column -> standard).
+  std::map<std::string, std::string> fills;
   if (detection_fits) {
     // A set of the planned names, not a search of the plan per field: a detected layout may
     // have 10^6 columns (a safetensors file of that many tensors).
     std::unordered_set<std::string> planned;
     for (const auto& field : plan) planned.insert(field.column);
+    // The paths --field maps, canonical as detection's are: a detected column at one of them is
+    // that field's column under the user's name, not a second copy of the same data
+    // (`--field features=[*].features` over a lone block of float vectors).
+    // (A field named as a standard column is that column, whatever path it gives.)
+    std::unordered_map<std::string, std::string> explicit_paths;
+    for (const auto& field : fields)
+      if (field.file.empty() && !find_standard(standards, field.column))
+        explicit_paths.emplace(detail::format_path(detail::parse_path(field.path)), field.column);
+    // Standard columns the plan has (by name, or filled under another name): detection adds no
+    // second one (`--field embedding=x` over a lone block `features` keeps only `embedding`).
+    std::unordered_set<std::string> covered;
+    for (const auto& field : fields)
+      if (find_standard(standards, field.column)) covered.insert(field.column);
     for (const auto& field : detected->fields) {
+      const auto filled = detected->fills.find(field.column);
+      const std::string standard =
+          filled != detected->fills.end() ? filled->second : std::string(field.column);
       // Standard columns the fields leave out; extra columns of the layout too, unless the
       // fields name columns explicitly.
-      const bool wanted = find_standard(standards, field.column) || fields.empty();
+      const bool is_standard = find_standard(standards, standard) != nullptr;
+      if (const auto same = explicit_paths.find(field.path); same != explicit_paths.end()) {
+        if (is_standard && same->second != standard && covered.insert(standard).second)
+          fills[same->second] = standard;
+        continue;
+      }
+      if (is_standard && covered.count(standard)) continue;
+      const bool wanted = is_standard || fields.empty();
       if (wanted && planned.insert(field.column).second) {
         plan.push_back(field);
+        if (standard != field.column) fills[field.column] = standard;
+        if (is_standard) covered.insert(standard);
         used_detection = true;
       }
     }
   }
+  // The standard column a planned column is, by its name or by what it fills; empty for none.
+  auto standard_of = [&](const std::string& column) -> std::string {
+    if (const auto filled = fills.find(column); filled != fills.end()) return filled->second;
+    return find_standard(standards, column) ? column : std::string();
+  };
   std::string missing;
   for (const auto& standard : standards) {
-    if (standard.required && !has_column(plan, standard.name))
+    const bool present = std::any_of(plan.begin(), plan.end(), [&](const FieldSpec& field) {
+      return standard_of(field.column) == standard.name;
+    });
+    if (standard.required && !present)
       missing += " --field " + std::string(standard.name) + "=PATH";
   }
   if (!missing.empty()) {
@@ -335,10 +408,10 @@ SourceMapping map_source(const Value& root, const std::string& origin,
   std::vector<FieldSpec> ordered;
   for (const auto& standard : standards) {
     for (const auto& field : plan)
-      if (field.column == standard.name) ordered.push_back(field);
+      if (standard_of(field.column) == standard.name) ordered.push_back(field);
   }
   for (const auto& field : plan)
-    if (!find_standard(standards, field.column)) ordered.push_back(field);
+    if (standard_of(field.column).empty()) ordered.push_back(field);
 
   for (const auto& role : roles) {
     if (!has_column(ordered, role.column)) {
@@ -352,8 +425,7 @@ SourceMapping map_source(const Value& root, const std::string& origin,
   mapping.kind = final_kind;
   mapping.origin = origin;
   for (const auto& field : ordered) {
-    std::optional<ColumnRole> role;
-    if (const auto* standard = find_standard(standards, field.column)) role = standard->role;
+    std::optional<ColumnRole> role = layout_role(final_kind, standard_of(field.column));
     for (const auto& given : roles)
       if (given.column == field.column) role = given.role;
     mapping.columns.push_back(detail::build_column(root, origin, field, role));
@@ -375,6 +447,7 @@ SourceMapping map_source(const Value& root, const std::string& origin,
   if (mapping.rows == 0) throw Error(origin, "layout", "the columns have no rows");
   // Every other field beside the columns: a column too, or named with why it is not one.
   detail::add_remaining_fields(root, origin, fields.empty(), mapping);
+  note_renamed_columns(mapping, fields, true);
 
   if (fields.empty()) {
     mapping.explanation = "Detected " + std::string(source_kind_name(detected->kind)) + " in " +

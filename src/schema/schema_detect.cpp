@@ -150,7 +150,7 @@ std::string column_name_for(std::string_view key) {
     name += std::isalnum(u) ? static_cast<char>(std::tolower(u)) : '_';
   }
   if (!name.empty() && std::isdigit(static_cast<unsigned char>(name.front()))) name = "c_" + name;
-  if (name.size() > 63) name.resize(63);
+  if (name.size() > kMaxColumnNameBytes) name.resize(kMaxColumnNameBytes);
   return std::all_of(name.begin(), name.end(), [](char c) { return c == '_'; }) ? "" : name;
 }
 
@@ -318,6 +318,20 @@ class Detector {
     return std::nullopt;
   }
 
+  // A field found by what it holds (the one block of float vectors, the one list of strings)
+  // under a key that need not name a standard column: it fills `standard` under the key's own
+  // name (names are the user's, issue #27). A key of which no legal name is left, or whose name
+  // another standard column of the layout has, gets the standard name.
+  static void add_own_name(DetectedLayout& layout, std::string_view standard,
+                           const std::string& key, const std::string& path) {
+    std::string name = column_name_for(key);
+    const bool taken = name == "text" || name == "embedding";
+    if (name.empty() || (taken && name != standard)) name = std::string(standard);
+    if (layout.fills.count(name)) name = std::string(standard);
+    layout.fields.push_back({name, path});
+    if (name != standard) layout.fills[name] = std::string(standard);
+  }
+
   std::optional<DetectedLayout> rows_of_dicts(const List& list, const KeyPath& prefix) {
     const Dict& first = *list.items.front().as_dict();
     const KeyPath rows = with_wildcard(prefix);
@@ -339,8 +353,8 @@ class Detector {
     if (vectors.size() == 1) {
       DetectedLayout layout{
           texts.size() == 1 ? SourceKind::llm_cache : SourceKind::embeddings, {}, description};
-      if (texts.size() == 1) layout.fields.push_back({"text", path_of(texts.front())});
-      layout.fields.push_back({"embedding", path_of(vectors.front())});
+      if (texts.size() == 1) add_own_name(layout, "text", texts.front(), path_of(texts.front()));
+      add_own_name(layout, "embedding", vectors.front(), path_of(vectors.front()));
       return layout;
     }
     if (vectors.size() >= 2) {
@@ -428,8 +442,8 @@ class Detector {
           text_key && block.as_list() ? SourceKind::llm_cache : SourceKind::embeddings,
           {},
           description};
-      if (text_key) layout.fields.push_back({"text", path_of(*text_key)});
-      layout.fields.push_back({"embedding", path_of(blocks.front())});
+      if (text_key) add_own_name(layout, "text", *text_key, path_of(*text_key));
+      add_own_name(layout, "embedding", blocks.front(), path_of(blocks.front()));
       return with_extra_columns(std::move(layout), dict, prefix);
     }
     if (blocks.size() > 1) {

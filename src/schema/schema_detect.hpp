@@ -1,6 +1,7 @@
 // Recognises the three source kinds in a Value tree and proposes the --field paths for them.
 #pragma once
 
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -14,6 +15,11 @@ struct DetectedLayout {
   SourceKind kind = SourceKind::embeddings;
   std::vector<FieldSpec> fields;  // canonical paths, standard columns only
   std::string description;        // what was found, e.g. "a list of 1000 dicts with keys ..."
+  // Columns of `fields` that fill a standard column under the user's own name (a lone float
+  // block under the key `features` is the embedding column, named `features`): column -> the
+  // standard column it fills. Names are the user's (issue #27).
+  // (Initialised so that DetectedLayout{kind, fields, description} stays warning-free.)
+  std::map<std::string, std::string> fills = {};
 };
 
 // Throws gpucache::Error (location "layout") when nothing is recognised or several candidates

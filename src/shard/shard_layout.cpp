@@ -7,6 +7,7 @@
 
 #include "gpucache/common/checked_math.hpp"
 #include "gpucache/common/hash.hpp"
+#include "gpucache/common/utf8.hpp"
 #include "gpucache/error.hpp"
 
 namespace gpucache::shard {
@@ -105,8 +106,11 @@ std::array<std::byte, kHeaderSize> encode_header(const Header& header) {
 std::array<std::byte, kColumnEntrySize> encode_column(const ColumnEntry& column) {
   std::array<std::byte, kColumnEntrySize> out{};
   if (column.name.empty() || column.name.size() > kMaxColumnNameBytes)
-    throw Error("", "column '" + column.name + "'", "name must be 1 to 63 bytes");
-  std::memcpy(out.data(), column.name.data(), column.name.size());
+    throw Error("", "column '" + column.name + "'",
+                "name must be 1 to " + std::to_string(kMaxColumnNameBytes) + " bytes");
+  // A longer name lives in the names table only (SPEC.md "Names table"); its field stays zero.
+  if (column.name.size() <= kMaxShortColumnNameBytes)
+    std::memcpy(out.data(), column.name.data(), column.name.size());
   put<std::uint8_t>(out.data(), 64, static_cast<std::uint8_t>(column.kind));
   put<std::uint8_t>(out.data(), 65, static_cast<std::uint8_t>(column.dtype));
   put<std::uint8_t>(out.data(), 66, column.rank());
@@ -140,19 +144,30 @@ std::array<std::byte, kFooterSize> encode_footer(const Footer& footer) {
 
 std::vector<std::byte> encode_column_tables(const std::vector<ColumnEntry>& columns) {
   const bool shapes = needs_row_shape_table(columns);
+  const bool names = needs_names_table(columns);
   std::vector<std::byte> out;
-  out.reserve(columns.size() * (kColumnEntrySize + (shapes ? kRowShapeEntrySize : 0)));
+  out.reserve(columns.size() * (kColumnEntrySize + (shapes ? kRowShapeEntrySize : 0) +
+                                (names ? kNameEntrySize : 0)));
   for (const auto& column : columns) {
     const auto entry = encode_column(column);
     out.insert(out.end(), entry.begin(), entry.end());
   }
-  if (!shapes) return out;
-  for (const auto& column : columns) {
-    std::array<std::byte, kRowShapeEntrySize> entry{};
-    if (column.kind == ColumnKind::tensor && column.row_shape.size() <= kMaxRowDims)
-      for (std::size_t d = 0; d < column.row_shape.size(); ++d)
-        put<std::uint64_t>(entry.data(), 8 * d, column.row_shape[d]);
-    out.insert(out.end(), entry.begin(), entry.end());
+  if (shapes) {
+    for (const auto& column : columns) {
+      std::array<std::byte, kRowShapeEntrySize> entry{};
+      if (column.kind == ColumnKind::tensor && column.row_shape.size() <= kMaxRowDims)
+        for (std::size_t d = 0; d < column.row_shape.size(); ++d)
+          put<std::uint64_t>(entry.data(), 8 * d, column.row_shape[d]);
+      out.insert(out.end(), entry.begin(), entry.end());
+    }
+  }
+  if (names) {
+    // Every column's name, short ones too, so the table alone names every column.
+    for (const auto& column : columns) {
+      std::array<std::byte, kNameEntrySize> entry{};
+      std::memcpy(entry.data(), column.name.data(), column.name.size());  // checked above
+      out.insert(out.end(), entry.begin(), entry.end());
+    }
   }
   return out;
 }
@@ -163,7 +178,20 @@ bool needs_row_shape_table(const std::vector<ColumnEntry>& columns) noexcept {
   });
 }
 
+bool needs_names_table(const std::vector<ColumnEntry>& columns) noexcept {
+  return std::any_of(columns.begin(), columns.end(), [](const ColumnEntry& column) {
+    return column.name.size() > kMaxShortColumnNameBytes;
+  });
+}
+
+std::uint64_t table_flags(const std::vector<ColumnEntry>& columns) noexcept {
+  return (needs_row_shape_table(columns) ? kFlagRowShapes : 0) |
+         (needs_names_table(columns) ? kFlagNames : 0);
+}
+
 std::uint16_t minimum_minor_version(const std::vector<ColumnEntry>& columns) noexcept {
+  // Only a name over 63 bytes makes a shard 1.3, so every other shard keeps its bytes.
+  if (needs_names_table(columns)) return kVersionMinorLongNames;
   for (const auto& column : columns) {
     const bool dense_vector = column.kind == ColumnKind::tensor && column.row_shape.size() == 1 &&
                               column.row_pitch_bytes() % 16 != 0;
@@ -185,16 +213,47 @@ std::vector<std::byte> encode_chunk_table(const std::vector<ChunkEntry>& chunks)
 
 namespace {
 
-// One column table entry and its row-shape entry (nullptr when the shard has no row-shape
-// table), checked against the rules of `minor` (the shard's minor version).
+// The name a names-table entry holds: 1 to 255 bytes of UTF-8, then zero bytes to its end.
+std::string decode_long_name(const std::byte* name_entry, std::uint32_t index,
+                             const std::string& path) {
+  const std::string where = "names table entry " + std::to_string(index);
+  const auto length = std::find(name_entry, name_entry + kNameEntrySize, std::byte{0}) - name_entry;
+  if (length == 0 || length > static_cast<long>(kMaxColumnNameBytes))
+    fail(path, where, "column name is empty or not terminated");
+  std::string name(reinterpret_cast<const char*>(name_entry), static_cast<std::size_t>(length));
+  if (!all_zero({name_entry + length, static_cast<std::size_t>(kNameEntrySize - length)}))
+    fail(path, where, "bytes after the name are not zero");
+  if (!detail::valid_utf8(name))
+    fail(
+        path, where,
+        "column name is not UTF-8 (byte " + std::to_string(detail::first_invalid_utf8(name)) + ")");
+  return name;
+}
+
+// One column table entry, its row-shape entry (nullptr when the shard has no row-shape table)
+// and its names-table entry (nullptr when it has none), checked against the rules of `minor`
+// (the shard's minor version).
 ColumnEntry decode_one_column(const std::byte* entry, const std::byte* shape_entry,
-                              std::uint16_t minor, std::uint32_t index, const std::string& path) {
+                              const std::byte* name_entry, std::uint16_t minor, std::uint32_t index,
+                              const std::string& path) {
   const std::string where = "column table entry " + std::to_string(index);
   ColumnEntry column;
   const auto name_length = std::find(entry, entry + 64, std::byte{0}) - entry;
-  if (name_length == 0 || name_length > static_cast<long>(kMaxColumnNameBytes))
-    fail(path, where, "column name is empty or not terminated");
-  column.name.assign(reinterpret_cast<const char*>(entry), static_cast<std::size_t>(name_length));
+  if (name_entry) {
+    // SPEC.md "Names table": the field holds the name when it fits in 63 bytes, else zeros.
+    column.name = decode_long_name(name_entry, index, path);
+    const bool fits = column.name.size() <= kMaxShortColumnNameBytes;
+    const std::string_view field(reinterpret_cast<const char*>(entry),
+                                 static_cast<std::size_t>(name_length));
+    if (fits ? field != column.name : name_length != 0)
+      fail(path, where,
+           fits ? "the name field differs from the names table's name"
+                : "the name field of a name over 63 bytes is not zero");
+  } else {
+    if (name_length == 0 || name_length > static_cast<long>(kMaxShortColumnNameBytes))
+      fail(path, where, "column name is empty or not terminated");
+    column.name.assign(reinterpret_cast<const char*>(entry), static_cast<std::size_t>(name_length));
+  }
   if (!all_zero({entry + name_length, static_cast<std::size_t>(64 - name_length)}) ||
       !all_zero({entry + 67, 5}))
     fail(path, where, "reserved bytes are not zero");
@@ -290,8 +349,9 @@ ColumnEntry decode_one_column(const std::byte* entry, const std::byte* shape_ent
 }  // namespace
 
 std::optional<std::uint64_t> column_tables_size(const Header& header) noexcept {
-  const std::uint64_t per_column =
-      kColumnEntrySize + (header.has_row_shapes() ? kRowShapeEntrySize : 0);
+  const std::uint64_t per_column = kColumnEntrySize +
+                                   (header.has_row_shapes() ? kRowShapeEntrySize : 0) +
+                                   (header.has_names_table() ? kNameEntrySize : 0);
   return detail::checked_mul(header.column_count, per_column);
 }
 
@@ -301,20 +361,29 @@ std::vector<ColumnEntry> decode_columns(std::span<const std::byte> tables, const
   if (!expected || *expected != tables.size())
     fail(path, "column table",
          "the column tables are not " + std::to_string(tables.size()) + " bytes");
+  const std::uint64_t count = header.column_count;
   const std::byte* shapes =
-      header.has_row_shapes() ? tables.data() + header.column_count * kColumnEntrySize : nullptr;
+      header.has_row_shapes() ? tables.data() + count * kColumnEntrySize : nullptr;
+  const std::byte* names =
+      header.has_names_table()
+          ? tables.data() +
+                count * (kColumnEntrySize + (header.has_row_shapes() ? kRowShapeEntrySize : 0))
+          : nullptr;
   std::vector<ColumnEntry> columns;
   columns.reserve(header.column_count);
   for (std::uint32_t i = 0; i < header.column_count; ++i) {
-    columns.push_back(decode_one_column(tables.data() + i * kColumnEntrySize,
-                                        shapes ? shapes + i * kRowShapeEntrySize : nullptr,
-                                        header.version_minor, i, path));
+    columns.push_back(decode_one_column(
+        tables.data() + i * kColumnEntrySize, shapes ? shapes + i * kRowShapeEntrySize : nullptr,
+        names ? names + i * kNameEntrySize : nullptr, header.version_minor, i, path));
     const std::string named = "column '" + columns.back().name + "'";
     for (std::uint32_t j = 0; j < i; ++j)
       if (columns[j].name == columns.back().name) fail(path, named, "column name appears twice");
   }
   if (header.has_row_shapes() && !needs_row_shape_table(columns))
     fail(path, "header byte 16", "a row-shape table is present but no column has rank 3 or more");
+  // Like the row-shape table, present exactly when needed, so a shard has one encoding.
+  if (header.has_names_table() && !needs_names_table(columns))
+    fail(path, "header byte 16", "a names table is present but no column name is over 63 bytes");
   return columns;
 }
 
@@ -359,7 +428,8 @@ Header decode_header(std::span<const std::byte> file, const std::string& path) {
   header.chunks_hash = get<std::uint64_t>(in, 128);
   header.header_hash = stored_hash;
   const std::uint64_t known_flags =
-      kFlagCompressed | (header.version_minor >= kVersionMinorRowShapes ? kFlagRowShapes : 0);
+      kFlagCompressed | (header.version_minor >= kVersionMinorRowShapes ? kFlagRowShapes : 0) |
+      (header.version_minor >= kVersionMinorLongNames ? kFlagNames : 0);
   if (header.flags & ~known_flags) fail(path, "header byte 16", "unknown flags are set");
   if (get<std::uint32_t>(in, 116) != 0)
     fail(path, "header bytes 116-119", "reserved header bytes are not zero");

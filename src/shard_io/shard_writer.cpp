@@ -70,8 +70,9 @@ std::vector<ColumnEntry> entries_for(const std::vector<Column>& specs) {
 }
 
 std::uint64_t data_offset_for(const std::vector<ColumnEntry>& columns) {
-  const std::uint64_t per_column =
-      kColumnEntrySize + (needs_row_shape_table(columns) ? kRowShapeEntrySize : 0);
+  const std::uint64_t per_column = kColumnEntrySize +
+                                   (needs_row_shape_table(columns) ? kRowShapeEntrySize : 0) +
+                                   (needs_names_table(columns) ? kNameEntrySize : 0);
   return align_up(kHeaderSize + columns.size() * per_column, kAlignment);
 }
 
@@ -275,7 +276,7 @@ WrittenShard ShardBuilder::write(const std::string& path, const WriteOptions& op
   header.chunk_count = (data_size_ + options.chunk_size - 1) / options.chunk_size;
   if (options.zstd_level != 0) header.flags |= kFlagCompressed;
   header.version_minor = minimum_minor_version(columns_);
-  if (needs_row_shape_table(columns_)) header.flags |= kFlagRowShapes;
+  header.flags |= table_flags(columns_);
 
   // Hash (and compress) every chunk independently, so the thread count cannot change the bytes.
   std::vector<ChunkEntry> chunks(header.chunk_count);

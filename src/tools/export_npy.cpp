@@ -160,6 +160,14 @@ ExportResult export_npy_files(const ExportSource& source, const std::string& dir
             ? std::vector<std::string>{name + ".values.npy", name + ".offsets.npy"}
             : std::vector<std::string>{
                   name + (chosen.column.kind == ColumnKind::text ? ".jsonl" : ".npy")};
+    // Names may be 255 bytes (SPEC.md "Names table"), file names (with the ".tmp" of the
+    // atomic write) no longer than NAME_MAX, 255 on Linux's file systems: said before writing.
+    for (const auto& file : files)
+      if (file.size() + 4 > 255)
+        throw Error(source.path(), "column '" + name + "'",
+                    "its file " + file + " would need a name of " + std::to_string(file.size()) +
+                        " bytes, over the 251 a file name may have here: export it with --to "
+                        "safetensors");
     for (const auto& file : files)
       if (!names.insert(file).second)
         throw Error(source.path(), "column '" + name + "'",

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "gpucache/common/utf8.hpp"
 #include "gpucache/error.hpp"
 #include "gpucache/input.hpp"
 #include "gpucache/memory_input.hpp"
@@ -14,13 +15,24 @@ namespace {
 // a user's column can never be mistaken for them; a name in it can only come from the user
 // spelling it, since keys from files are made legal before they get here.
 Source checked_names(Source source) {
-  for (const auto& column : source.columns)
+  for (const auto& column : source.columns) {
+    // What a shard can name (SPEC.md "Names table"): said before any row is read, naming the
+    // input, rather than by the shard writer at the end. Names from files are made legal by their
+    // readers; only a caller's own (memory keys, --field) can fail here.
+    if (column.name.empty() || column.name.size() > kMaxColumnNameBytes ||
+        !detail::valid_utf8(column.name))
+      throw Error(source.path,
+                  "column '" + column.name.substr(0, 80) + (column.name.size() > 80 ? "...'" : "'"),
+                  "a column name must be 1 to " + std::to_string(kMaxColumnNameBytes) +
+                      " bytes of UTF-8 (this one is " + std::to_string(column.name.size()) +
+                      "); give the column a shorter name");
     if (shard::is_provenance_column(column.name))
       throw Error(source.path, "column '" + column.name + "'",
                   std::string("names starting with '") + shard::kProvenancePrefix +
                       "' are the packer's own (its provenance columns " +
                       std::string(shard::kSourceColumn) + " and " +
                       std::string(shard::kSourceRowColumn) + "); give the column another name");
+  }
   return source;
 }
 
@@ -130,8 +142,17 @@ FieldsNotPacked fields_not_packed(const std::vector<Source>& sources, bool stric
     }
     for (const auto& field : source.mapping->not_selected)
       found.not_selected.emplace_back(source.path, field);
+    for (const auto& entry : source.mapping->renamed)
+      found.renamed.push_back({source.path, entry.field, entry.column});
   }
   return found;
+}
+
+nlohmann::ordered_json renamed_json(const std::vector<RenamedInputField>& renamed) {
+  auto list = nlohmann::ordered_json::array();
+  for (const auto& entry : renamed)
+    list.push_back({{"input", entry.input}, {"field", entry.field}, {"column", entry.column}});
+  return list;
 }
 
 nlohmann::ordered_json left_out_json(const std::vector<LeftOutInputField>& left_out) {

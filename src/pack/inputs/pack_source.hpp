@@ -48,9 +48,12 @@ std::vector<std::string> input_files(const PackOptions& options);
 struct FieldsNotPacked {
   std::vector<LeftOutInputField> left_out;
   std::vector<std::pair<std::string, std::string>> not_selected;  // (input, field)
+  std::vector<RenamedInputField> renamed;  // stored under a legal name, not their own
 };
 FieldsNotPacked fields_not_packed(const std::vector<Source>& sources, bool strict);
 // [{"input", "field", "reason"}, ...]: the manifest's `left_out` and pack's --json `left_out`.
 nlohmann::ordered_json left_out_json(const std::vector<LeftOutInputField>& left_out);
+// [{"input", "field", "column"}, ...]: the manifest's `renamed` and pack's --json `renamed`.
+nlohmann::ordered_json renamed_json(const std::vector<RenamedInputField>& renamed);
 
 }  // namespace gpucache::detail

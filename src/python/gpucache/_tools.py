@@ -231,7 +231,9 @@ def pack(inputs, out=None, *, progress: ProgressArg = False, **options) -> dict:
     out), strict (a field gpucache cannot store is an error instead of left out).
     Every field of the input becomes a column, or is listed with why in the result's "left_out"
     ([{"input", "field", "reason"}], also in the manifest); with fields=, only the columns named
-    (and the standard columns of the kind) are packed, the others listed in "not_selected".
+    (and the standard columns of the kind) are packed, the others listed in "not_selected". A
+    field whose key is no legal column name is stored under a legal one and listed in "renamed"
+    ([{"input", "field", "column"}], also in the manifest). Column names may be 1 to 255 bytes.
     progress: a callable(done, total) told input bytes, True for a tqdm bar (or the CLI's line
         when tqdm is missing), False for nothing.
     """

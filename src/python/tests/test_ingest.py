@@ -143,3 +143,138 @@ def test_a_lone_float_vector_keeps_its_name_and_takes_a_role(tmp_path):
     assert as_tensor["rows"] == 6
     assert torch.equal(gpucache.load(tmp_path / "tensor", device="cpu").tensors["features"],
                        torch.from_numpy(features))
+
+
+def feature_rows(count=6):
+    """A .pt list of dicts whose one float vector field is `features`; row 2's is all zero."""
+    rows = []
+    for i in range(count):
+        features = torch.full((4,), (i + 1) / 8)
+        if i == 2:
+            features = torch.zeros(4)
+        rows.append({"features": features, "label": i})
+    return rows
+
+
+def cli(*arguments):
+    return subprocess.run([str(_tool("src/cli/gpucache")), *map(str, arguments)],
+                          capture_output=True, text=True)
+
+
+def test_a_lone_float_field_of_a_pt_file_keeps_its_name_in_the_cli_and_python(tmp_path):
+    torch.save(feature_rows(), tmp_path / "rows.pt")
+    # The CLI and Python map the file by one rule: `features` is the embedding (the all-zero row
+    # is dropped by its norm checks), under its own name.
+    result = cli("pack", tmp_path / "rows.pt", "-o", tmp_path / "cli", "--quiet")
+    assert result.returncode == 0, result.stderr
+    from_python = gpucache.pack(tmp_path / "rows.pt", tmp_path / "py")
+    for out in (tmp_path / "cli", tmp_path / "py"):
+        ds = gpucache.load(out, device="cpu")
+        assert [c["name"] for c in ds.columns] == ["features", "label"]
+        assert [c["role"] for c in gpucache.inspect(out)["columns"]][:1] == ["embedding"]
+        assert ds.tensors["label"].tolist() == [0, 1, 3, 4, 5]
+    assert from_python["rows"] == 5
+    # --role / roles= on its own name: a tensor, finite check only, so the zero row stays.
+    result = cli("pack", tmp_path / "rows.pt", "-o", tmp_path / "cli_t", "--quiet", "--role",
+                 "features=tensor")
+    assert result.returncode == 0, result.stderr
+    gpucache.pack(tmp_path / "rows.pt", tmp_path / "py_t", roles={"features": "tensor"})
+    for out in (tmp_path / "cli_t", tmp_path / "py_t"):
+        ds = gpucache.load(out, device="cpu")
+        assert ds.tensors["label"].tolist() == list(range(6))
+        assert gpucache.inspect(out)["columns"][0]["role"] == "tensor"
+
+
+def test_field_naming_a_detected_vector_stores_it_once(tmp_path):
+    torch.save(feature_rows(), tmp_path / "rows.pt")
+    result = cli("pack", tmp_path / "rows.pt", "-o", tmp_path / "ds", "--quiet", "--json",
+                 "--field", "features=[*].features")
+    assert result.returncode == 0, result.stderr
+    ds = gpucache.load(tmp_path / "ds", device="cpu")
+    # One column: before issue #27 the values came twice, as `features` and as `embedding`.
+    assert [c["name"] for c in ds.columns] == ["features"]
+    assert torch.equal(ds.tensors["features"][0], torch.full((4,), 1 / 8))
+
+
+def test_roles_apply_to_every_memory_input(tmp_path):
+    features = numpy.ones((4, 3), numpy.float32)
+    features[1] = 0
+    gpucache.pack({"features": features}, tmp_path / "dict", roles={"features": "tensor"})
+    assert len(gpucache.load(tmp_path / "dict", device="cpu")) == 4
+    pyarrow = pytest.importorskip("pyarrow")
+    table = pyarrow.table({"features": pyarrow.array(features.tolist(),
+                                                     pyarrow.list_(pyarrow.float32(), 3)),
+                           "label": numpy.arange(4)})
+    gpucache.pack(table, tmp_path / "table", roles={"features": "tensor"})
+    assert len(gpucache.load(tmp_path / "table", device="cpu")) == 4
+    gpucache.pack(table, tmp_path / "table_emb")
+    assert len(gpucache.load(tmp_path / "table_emb", device="cpu")) == 3
+
+
+LONG = "caf\u00e9_" * 40  # 240 bytes of UTF-8
+
+
+def test_names_up_to_255_bytes_round_trip(tmp_path):
+    longest = "n" * 255
+    columns = {LONG: numpy.arange(5), longest: numpy.arange(5) * 2, "label": numpy.arange(5)}
+    result = gpucache.pack(columns, tmp_path / "ds")
+    assert result["rows"] == 5
+    assert gpucache.verify(tmp_path / "ds")["ok"]
+    ds = gpucache.load(tmp_path / "ds", device="cpu")
+    assert [c["name"] for c in ds.columns] == [LONG, longest, "label"]
+    assert ds.tensors[longest].tolist() == [0, 2, 4, 6, 8]
+    assert [c["name"] for c in gpucache.inspect(tmp_path / "ds")["columns"]][:3] == [
+        LONG, longest, "label"]
+    shard = (tmp_path / "ds" / "shard-00000.gcs").read_bytes()
+    assert int.from_bytes(shard[10:12], "little") == 3  # format 1.3: the names table
+    # safetensors keeps every name; npy refuses the one too long for a file name, naming it.
+    exported = cli("export", tmp_path / "ds", tmp_path / "x.safetensors", "--to", "safetensors")
+    assert exported.returncode == 0, exported.stderr
+    refused = cli("export", tmp_path / "ds", tmp_path / "npy")
+    assert refused.returncode == 2
+    assert "export it with --to safetensors" in refused.stderr
+    # Merge keeps them.
+    gpucache.pack(columns, tmp_path / "ds2")
+    merged = cli("merge", tmp_path / "ds", tmp_path / "ds2", "-o", tmp_path / "merged")
+    assert merged.returncode == 0, merged.stderr
+    assert gpucache.load(tmp_path / "merged", device="cpu").tensors[LONG].tolist() == [
+        0, 1, 2, 3, 4] * 2
+
+
+def test_a_name_over_255_bytes_is_refused_naming_it(tmp_path):
+    with pytest.raises(gpucache.Error, match="1 to 255 bytes"):
+        gpucache.pack({"x" * 256: numpy.arange(3)}, tmp_path / "ds")
+
+
+def test_names_of_63_bytes_or_fewer_keep_format_1_1(tmp_path):
+    gpucache.pack({"s" * 63: numpy.arange(3)}, tmp_path / "ds")
+    shard = (tmp_path / "ds" / "shard-00000.gcs").read_bytes()
+    assert int.from_bytes(shard[10:12], "little") == 1
+
+
+def test_a_long_parquet_field_name_is_kept_whole(tmp_path):
+    pyarrow = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    name = "a_field_name_" * 8  # 104 bytes: cut to 63 before issue #27
+    pq.write_table(pyarrow.table({name: numpy.arange(4), "label": numpy.arange(4)}),
+                   tmp_path / "t.parquet")
+    result = cli("pack", tmp_path / "t.parquet", "-o", tmp_path / "ds", "--quiet")
+    assert result.returncode == 0, result.stderr
+    assert [c["name"] for c in gpucache.load(tmp_path / "ds", device="cpu").columns] == [
+        name, "label"]
+
+
+def test_a_rename_to_a_legal_name_is_reported_everywhere(tmp_path):
+    torch.save([{"features": torch.full((4,), 0.5), "Label": i} for i in range(3)],
+               tmp_path / "rows.pt")
+    result = cli("pack", tmp_path / "rows.pt", "-o", tmp_path / "ds", "--quiet")
+    assert result.returncode == 0, result.stderr
+    assert f"renamed: {tmp_path / 'rows.pt'}: [*].Label is the column 'label'" in result.stderr
+    as_json = gpucache.pack(tmp_path / "rows.pt", tmp_path / "py")
+    expected = [{"input": str(tmp_path / "rows.pt"), "field": "[*].Label", "column": "label"}]
+    assert as_json["renamed"] == expected
+    import json
+    manifest = json.loads((tmp_path / "py" / "manifest.json").read_text())
+    assert manifest["renamed"] == expected
+    assert [c["name"] for c in gpucache.load(tmp_path / "py", device="cpu").columns] == [
+        "features", "label"]

@@ -26,6 +26,10 @@ enum class ColumnKind : std::uint8_t {
 // The most dimensions a row may have (a tensor column is then [rows, d0, ..., d7]).
 inline constexpr std::size_t kMaxRowDims = 8;
 
+// The longest column name in bytes of UTF-8 (src/shard/SPEC.md, "Names table": format 1.3; names
+// over 63 bytes need it).
+inline constexpr std::size_t kMaxColumnNameBytes = 255;
+
 // "tensor", "text", "sequence".
 GPUCACHE_API std::string_view column_kind_name(ColumnKind kind) noexcept;
 GPUCACHE_API std::optional<ColumnKind> parse_column_kind(std::string_view name) noexcept;

@@ -64,7 +64,7 @@ void read_rows_as(const InputColumn& column, std::uint64_t first, std::uint64_t 
 std::string_view read_text(const InputColumn& column, std::uint64_t row);
 
 // For readers whose columns are named by paths in the file (an HDF5 dataset's, a Parquet field's):
-// a valid column name ([a-z_][a-z0-9_]*, at most 63 characters, what a shard stores) made from
+// a valid column name ([a-z_][a-z0-9_]*, at most 255 bytes, what a shard stores) made from
 // `path`: lower case, leading slashes dropped, every other character '_', '_' before a leading
 // digit ("/Data/x 1" makes "data_x_1").
 std::string column_name_from_path(std::string_view path);

@@ -139,6 +139,14 @@ struct LeftOutInputField {
   std::string reason;
 };
 
+// A field of an input stored under another name than its own, to make the name legal
+// (SourceMapping::renamed, per input).
+struct RenamedInputField {
+  std::string input;
+  std::string field;
+  std::string column;
+};
+
 // A column stored in another dtype than an input holds it: by --dtype, or (not asked) an f64
 // embedding, which is converted and so stored as f32.
 struct StoredConversion {
@@ -159,6 +167,9 @@ struct PackResult {
   std::vector<LeftOutInputField> left_out;
   // Fields that could be columns but that --field did not name: (input, field).
   std::vector<std::pair<std::string, std::string>> not_selected;
+  // Fields stored under another name than their own, to make it legal; also in the manifest's
+  // `renamed`.
+  std::vector<RenamedInputField> renamed;
   std::uint64_t input_rows = 0;
   std::uint64_t rows = 0;
   std::uint64_t bytes = 0;

@@ -79,6 +79,16 @@ struct SourceMapping {
   // Fields that could be columns but that --field did not name (it keeps exactly the columns it
   // names, and the standard columns of the kind): pack notes them.
   std::vector<std::string> not_selected;
+  // Fields stored under another name than their own because theirs is not a legal column name
+  // (a key with capitals or other characters, one over 255 bytes, two keys that make one name):
+  // pack reports each (stderr, --json `renamed`, the manifest). A name --field gives, or a
+  // layout's standard name (docs/cli.md "Roles: embedding or tensor"), is no rename.
+  struct Renamed {
+    std::string field;   // the field's path in the input
+    std::string column;  // the column's name
+    bool operator==(const Renamed&) const = default;
+  };
+  std::vector<Renamed> renamed;
 
   const InputColumn* find(std::string_view column) const noexcept;
 };
@@ -117,6 +127,20 @@ SourceMapping map_input(const InputData& data, const std::string& origin,
                         std::optional<SourceKind> kind = std::nullopt,
                         const std::vector<FieldSpec>& fields = {},
                         const std::vector<RoleSpec>& roles = {});
+
+// Adds to mapping.renamed each column stored under another name than the field's own in the
+// input (`tree`: the keys of its path, else the reader's path), unless `fields` or the layout's
+// standard columns give that name. map_source and map_input call it.
+void note_renamed_columns(SourceMapping& mapping, const std::vector<FieldSpec>& fields, bool tree);
+
+// The one role rule for the CLI and Python alike (docs/cli.md, "Roles: embedding or tensor"): the
+// role a column gets without --role / roles=, given the layout's kind and the standard column it
+// is or fills (under its own name: a lone block of float vectors `features` fills `embedding`).
+// The standard embedding columns (dialogue's question_embedding and answer_embedding, the
+// embedding of embeddings and llm-cache layouts) are `embedding`: a float vector a row, padded,
+// checked finite, non-zero and within the norm bounds. Every other column has no layout role: its
+// rows decide (tensor, finite check only for floats; sequence; text), and nullopt says so.
+std::optional<ColumnRole> layout_role(SourceKind kind, std::string_view standard_column);
 
 // One column from a file of its own (a FieldSpec with `file`): the array at field.path, or when
 // the path is empty the one array the file holds. `roles` may set its role. Throws

@@ -20,19 +20,26 @@ inline constexpr std::array<std::uint8_t, 8> kMagic{0x89, 'G', 'P', 'C', '\r', '
 inline constexpr std::array<std::uint8_t, 8> kFooterMagic{0x89, 'G', 'P', 'C', 'E', 'N', 'D', '\n'};
 inline constexpr std::uint16_t kVersionMajor = 1;
 // The newest minor version this code reads and writes. 1.1 added the dataset fields
-// (shard_count, dataset_rows, dataset_id) to the header; 1.2 rows of any shape and sequences.
-// Writers write the lowest version a shard needs (minimum_minor_version).
-inline constexpr std::uint16_t kVersionMinor = 2;
+// (shard_count, dataset_rows, dataset_id) to the header; 1.2 rows of any shape and sequences;
+// 1.3 column names of up to 255 bytes (the names table). Writers write the lowest version a shard
+// needs (minimum_minor_version).
+inline constexpr std::uint16_t kVersionMinor = 3;
 inline constexpr std::uint16_t kVersionMinorDatasetFields = 1;
 inline constexpr std::uint16_t kVersionMinorRowShapes = 2;
+inline constexpr std::uint16_t kVersionMinorLongNames = 3;
 inline constexpr std::uint64_t kHeaderSize = 256;
 inline constexpr std::uint64_t kColumnEntrySize = 128;
 inline constexpr std::uint64_t kChunkEntrySize = 24;
 inline constexpr std::uint64_t kFooterSize = 32;
 inline constexpr std::uint64_t kAlignment = 4096;
 inline constexpr std::uint64_t kDefaultChunkSize = 4ull << 20;
-inline constexpr std::uint64_t kMaxColumnNameBytes = 63;
+// A column name is 1 to kMaxColumnNameBytes (column.hpp) bytes of UTF-8. The column table's
+// 64-byte name field holds names of up to kMaxShortColumnNameBytes; a shard with a longer name
+// carries every name in the names table (1.3, kNameEntrySize bytes a column: up to 255 bytes and
+// a terminating zero).
+inline constexpr std::uint64_t kMaxShortColumnNameBytes = 63;
 inline constexpr std::uint64_t kRowShapeEntrySize = 64;
+inline constexpr std::uint64_t kNameEntrySize = 256;
 
 // The packer's provenance columns (which input, and which row of it, each row came from) live in
 // a namespace of their own: their names start with '@', which no user column name may (a user
@@ -50,6 +57,7 @@ inline bool is_provenance_column(std::string_view name) {
 }
 inline constexpr std::uint64_t kFlagCompressed = 1;
 inline constexpr std::uint64_t kFlagRowShapes = 2;  // a row-shape table follows the column table
+inline constexpr std::uint64_t kFlagNames = 4;      // a names table follows them (1.3)
 
 enum class Codec : std::uint32_t { raw = 0, zstd = 1 };
 
@@ -83,6 +91,7 @@ struct Header {
   bool compressed() const noexcept { return (flags & kFlagCompressed) != 0; }
   bool has_dataset_fields() const noexcept { return version_minor >= kVersionMinorDatasetFields; }
   bool has_row_shapes() const noexcept { return (flags & kFlagRowShapes) != 0; }
+  bool has_names_table() const noexcept { return (flags & kFlagNames) != 0; }
 };
 
 // A column as a shard's column table places it: its description, and where its bytes lie in the
@@ -125,7 +134,9 @@ std::uint64_t chunk_logical_size(const Header& header, std::uint64_t index) noex
 std::array<std::byte, kHeaderSize> encode_header(const Header& header);
 std::array<std::byte, kColumnEntrySize> encode_column(const ColumnEntry& column);
 // The column table, followed by the row-shape table when a column needs one
-// (needs_row_shape_table): the bytes columns_hash covers.
+// (needs_row_shape_table) and the names table when a name needs one (needs_names_table): the
+// bytes columns_hash covers. Throws gpucache::Error naming the column for a name that is empty
+// or longer than kMaxColumnNameBytes.
 std::vector<std::byte> encode_column_tables(const std::vector<ColumnEntry>& columns);
 std::array<std::byte, kChunkEntrySize> encode_chunk(const ChunkEntry& chunk);
 std::array<std::byte, kFooterSize> encode_footer(const Footer& footer);
@@ -134,8 +145,8 @@ std::vector<std::byte> encode_chunk_table(const std::vector<ChunkEntry>& chunks)
 // Decodes the header from the first 256 bytes and checks magic, versions, sizes and header_hash.
 // Throws gpucache::Error(path, "header byte N" / "header", cause).
 Header decode_header(std::span<const std::byte> file, const std::string& path);
-// Bytes of the column table and, when the header's flags say so, the row-shape table after it;
-// nothing when that overflows.
+// Bytes of the column table and, when the header's flags say so, the row-shape and names tables
+// after it; nothing when that overflows.
 std::optional<std::uint64_t> column_tables_size(const Header& header) noexcept;
 // Decodes the columns from `tables` (column_tables_size(header) bytes from byte 256) and checks
 // every rule that needs only the header: names, reserved bytes, kinds, dtypes, ranks, row shapes
@@ -144,8 +155,11 @@ std::vector<ColumnEntry> decode_columns(std::span<const std::byte> tables, const
                                         const std::string& path);
 
 // What a writer must declare for these columns: whether a row-shape table is needed (a tensor of
-// rank 3 or more), and the lowest minor version that expresses them (SPEC.md "Versions").
+// rank 3 or more), whether a names table is (a name over 63 bytes), the header flags saying so,
+// and the lowest minor version that expresses them (SPEC.md "Versions").
 bool needs_row_shape_table(const std::vector<ColumnEntry>& columns) noexcept;
+bool needs_names_table(const std::vector<ColumnEntry>& columns) noexcept;
+std::uint64_t table_flags(const std::vector<ColumnEntry>& columns) noexcept;
 std::uint16_t minimum_minor_version(const std::vector<ColumnEntry>& columns) noexcept;
 // Decodes and checks the whole layout of a mapped or fully read shard: header, both tables and
 // their hashes, the footer, the file size, zero gaps, and every structural rule of SPEC.md
