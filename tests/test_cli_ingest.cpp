@@ -2,8 +2,10 @@
 // the dataset under its own name and type, and the packer's own columns never take a user's name.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <vector>
 
@@ -154,4 +156,70 @@ TEST_CASE("probe names the fields it leaves out") {
       json_of(run_cli({"probe", data_path("mapping/dialogue_fields.jsonl"), "--json"}))[0];
   REQUIRE(json["layout"]["left_out"].size() == 1);
   CHECK(json["layout"]["left_out"][0]["field"] == "[*].tags");
+}
+
+TEST_CASE("a mixed project: --input-map packs inputs of different layouts into one dataset") {
+  test_support::ScratchDir scratch;
+  // A dialogue file's questions and answers (the same file twice, mapped two ways), an embeddings
+  // dict with its texts and an LLM cache, all into embedding + text.
+  const std::string map = scratch / "project.json";
+  {
+    nlohmann::json project = {
+        {"inputs",
+         {{{"path", data_path("pt/dialogue_list.pt")},
+           {"fields", {{"embedding", "[*].question_embedding"}, {"text", "[*].question"}}}},
+          {{"path", data_path("pt/dialogue_list.pt")},
+           {"fields", {{"embedding", "[*].answer_embedding"}, {"text", "[*].answer"}}}},
+          {{"path", data_path("pt/embeddings_dict.pt")}},
+          {{"path", data_path("pt/llm_cache.pt")}}}}};
+    std::ofstream(map) << project.dump();
+  }
+  const auto packed = run_cli({"pack", "--input-map", map, "-o", scratch / "ds", "--json"});
+  REQUIRE_MESSAGE(packed.exit_code == 0, packed.err);
+  const auto result = json_of(packed);
+  CHECK(result["rows"] == 3 + 3 + 4 + 3);
+  // Each dialogue entry names what it left: the other side's question/answer and embedding.
+  CAPTURE(result["not_selected"].dump());
+  CHECK(result["not_selected"].size() >= 4);
+
+  const auto inspected = json_of(run_cli({"inspect", scratch / "ds", "--json"}));
+  std::vector<std::string> names;
+  for (const auto& column : inspected["columns"])
+    names.push_back(column["name"].get<std::string>());
+  CHECK(joined(names) == "embedding,text,@source,@source_row");
+
+  // @source says which entry of the map each row came from.
+  REQUIRE(run_cli({"export", scratch / "ds", "--to", "npy", scratch / "out"}).exit_code == 0);
+  CHECK(npy_values<std::int32_t>(scratch / "out/@source.npy", DType::i32) ==
+        std::vector<std::int32_t>{0, 0, 0, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3});
+  CHECK(npy_values<std::int64_t>(scratch / "out/@source_row.npy", DType::i64) ==
+        std::vector<std::int64_t>{0, 1, 2, 0, 1, 2, 0, 1, 2, 3, 0, 1, 2});
+}
+
+TEST_CASE("--input-map: an input that lacks a column is named with the column and what to pass") {
+  test_support::ScratchDir scratch;
+  const std::string map = scratch / "project.json";
+  std::ofstream(map) << nlohmann::json{{"inputs",
+                                        {{{"path", data_path("pt/llm_cache.pt")}},
+                                         {{"path", data_path("pt/embeddings.pt")}}}}}
+                            .dump();
+  const auto refused = run_cli({"pack", "--input-map", map, "-o", scratch / "ds"});
+  CHECK(refused.exit_code == 2);
+  CHECK_MESSAGE(refused.err.find("embeddings.pt (embeddings) has no column 'text', which ") !=
+                    std::string::npos,
+                refused.err);
+  CHECK(refused.err.find("llm_cache.pt (llm-cache) has") != std::string::npos);
+  CHECK(refused.err.find("its own fields in --input-map") != std::string::npos);
+  CHECK(std::count(refused.err.begin(), refused.err.end(), '\n') == 1);
+
+  // --field beside the map, and a map entry with an unknown key, are refused naming what to do.
+  const auto both =
+      run_cli({"pack", "--input-map", map, "--field", "embedding=.", "-o", scratch / "ds2"});
+  CHECK(both.exit_code == 2);
+  CHECK(both.err.find("--input-map entry") != std::string::npos);
+  std::ofstream(scratch / "bad.json") << R"({"inputs": [{"path": "a.pt", "field": {}}]})";
+  const auto bad = run_cli({"pack", "--input-map", scratch / "bad.json", "-o", scratch / "ds3"});
+  CHECK(bad.exit_code == 2);
+  CHECK(bad.err.find("input 0 has \"field\"; an entry takes path, kind, fields and roles") !=
+        std::string::npos);
 }

@@ -25,7 +25,9 @@ namespace {
 std::string fingerprint(const PackOptions& o) {
   std::ostringstream out;
   out << "kind=" << (o.kind ? static_cast<int>(*o.kind) : -1) << " fields=" << o.fields.size()
-      << " roles=" << o.roles.size() << " dtype=" << (o.dtype ? dtype_name(*o.dtype) : "-")
+      << " roles=" << o.roles.size() << " inputs=" << o.inputs.size()
+      << " input_mappings=" << o.input_mappings.size()
+      << " dtype=" << (o.dtype ? dtype_name(*o.dtype) : "-")
       << " column_dtypes=" << o.column_dtypes.size() << " splits=" << o.splits.size() << " part="
       << (o.part ? std::to_string(o.part->index) + "/" + std::to_string(o.part->count) : "-")
       << " append=" << o.append_to << " shard_size=" << o.shard_size

@@ -450,7 +450,7 @@ TEST_CASE("read_rows_as converts into an output buffer at any alignment") {
   CHECK(values == std::vector<float>{1, -2, 0.5, 3});
 }
 
-TEST_CASE("several inputs must agree on kind, columns and dims") {
+TEST_CASE("several inputs must agree on columns and dims, not on layout") {
   const SourceMapping a = map_source(dict({{"embeddings", f32_iota({2, 4})}}), "a.pt");
   const SourceMapping b = map_source(dict({{"embeddings", f32_iota({3, 8})}}), "b.pt");
   const SourceMapping c = map_source(dict({{"vectors", f32_iota({5, 4})}}), "c.pt");
@@ -471,11 +471,48 @@ TEST_CASE("several inputs must agree on kind, columns and dims") {
   }
   const SourceMapping with_text =
       map_source(dict({{"embeddings", f32_iota({1, 4})}, {"texts", list({str("x")})}}), "t.pt");
+  // The input that lacks the column is named, with the one that has it and what to pass, both
+  // ways round.
   CHECK_THROWS_WITH(check_compatible({a, with_text}),
-                    doctest::Contains("do not have the same columns"));
+                    doctest::Contains("a.pt (embeddings) has no column 'text', which t.pt "
+                                      "(embeddings) has; map a field of it to that column"));
+  CHECK_THROWS_WITH(check_compatible({with_text, a}),
+                    doctest::Contains("a.pt (embeddings) has no column 'text', which t.pt"));
+  CHECK_THROWS_WITH(check_compatible({with_text, a}), doctest::Contains("fields={'text': PATH}"));
   const SourceMapping dialogue = map_source(dialogue_rows(2, 4), "d.pt");
   CHECK_THROWS_WITH(check_compatible({a, dialogue}),
-                    doctest::Contains("are not all of one kind: a.pt: embeddings; d.pt: "));
+                    doctest::Contains("d.pt (dialogue) has no column 'embedding', which a.pt "
+                                      "(embeddings) has"));
+  // Layouts may differ when the columns line up: a dialogue file's questions mapped to
+  // embedding + text beside an LLM cache's text + embedding (in the other order).
+  const SourceMapping questions =
+      map_source(dialogue_rows(2, 4), "d.pt", SourceKind::embeddings,
+                 {{"embedding", "[*].question_embedding"}, {"text", "[*].question"}});
+  const SourceMapping cache =
+      map_source(dict({{"first text", f32_iota({4})}, {"second text", f32_iota({4})}}), "llm.pt");
+  REQUIRE(cache.kind == SourceKind::llm_cache);
+  CHECK_NOTHROW(check_compatible({questions, cache}));
+}
+
+TEST_CASE("a dict in memory is an LLM cache by the .pt reader's rule, and only with tensors") {
+  // Metadata-only tensors: the rule touches no data.
+  auto vector = [](std::vector<std::int64_t> shape) {
+    auto t = std::make_shared<Tensor>();
+    t->dtype = DType::f32;
+    t->shape = std::move(shape);
+    t->strides.assign(t->shape.size(), 1);
+    t->storage = std::make_shared<const Storage>(Storage::not_read(t->numel() * 4));
+    return Value(t);
+  };
+  CHECK(memory_dict_is_llm_cache(dict({{"a question", vector({8})}, {"another", vector({8})}})));
+  CHECK(memory_dict_is_llm_cache(dict({{"one row as [1, D]", vector({1, 8})}})));
+  // Columns: an [N, D] matrix, a matrix beside a text list, an integer list, a list of numbers.
+  CHECK_FALSE(memory_dict_is_llm_cache(dict({{"embedding", vector({5, 8})}})));
+  CHECK_FALSE(memory_dict_is_llm_cache(
+      dict({{"embedding", vector({2, 8})}, {"text", list({str("a"), str("b")})}})));
+  CHECK_FALSE(memory_dict_is_llm_cache(dict({{"label", list({Value(std::int64_t{1})})}})));
+  CHECK_FALSE(memory_dict_is_llm_cache(dict({{"a", vector({8})}, {"b", list({Value(1.5)})}})));
+  CHECK_FALSE(memory_dict_is_llm_cache(list({vector({8})})));
 }
 
 TEST_CASE("kind names, --field parsing and flag formatting") {

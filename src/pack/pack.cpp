@@ -36,9 +36,27 @@ using detail::ShardPlan;
 void check_options(const PackOptions& options) {
   const bool file_columns = std::any_of(options.fields.begin(), options.fields.end(),
                                         [](const FieldSpec& field) { return !field.file.empty(); });
-  if (!options.memory_columns.empty() && (!options.inputs.empty() || file_columns))
+  const bool memory = !options.memory_columns.empty() || options.memory_tree;
+  if (memory && (!options.inputs.empty() || file_columns))
     throw UsageError("columns in memory are packed on their own: pack input files separately");
-  if (options.inputs.empty() && !file_columns && options.memory_columns.empty())
+  if (!options.memory_columns.empty() && options.memory_tree)
+    throw UsageError("pack takes a dict of columns or an object tree in memory, not both");
+  if (!options.input_mappings.empty()) {
+    if (options.input_mappings.size() != options.inputs.size())
+      throw UsageError(
+          "--input-map lists the inputs with their mappings: give every input there, not "
+          "also on the command line");
+    if (options.kind || !options.fields.empty() || !options.roles.empty())
+      throw UsageError(
+          "--kind, --field and --role (kind=, fields=, roles=) apply to every input alike; "
+          "in a mixed project give each input its own: \"kind\", \"fields\" and \"roles\" "
+          "in its --input-map entry, or gpucache.Input(PATH, kind=..., fields=..., roles=...)");
+    if (options.part)
+      throw UsageError(
+          "--part cannot be combined with --input-map: pack the mixed project in one run, or "
+          "pack each input's share as parts with its own --field flags and merge them");
+  }
+  if (options.inputs.empty() && !file_columns && !memory)
     throw UsageError(
         "pack needs at least one input file (or columns named with --field "
         "COLUMN=FILE)");
@@ -86,6 +104,7 @@ std::uint64_t input_size(const PackOptions& options) {
   for (const auto& file : detail::input_files(options)) bytes += source_file_size(file);
   for (const auto& column : options.memory_columns)
     bytes += column.values.size() + column.offsets.size_bytes();
+  if (options.memory_tree) bytes += memory_tree_provenance(*options.memory_tree).bytes;
   return bytes;
 }
 
@@ -289,6 +308,16 @@ PackInputs open_inputs(const PackOptions& requested, const PackOptions& options,
     for (const auto& source : sources) mappings.push_back(*source.mapping);
     check_compatible(mappings);
   }
+  // Rows are read by column index: every source's columns in the first one's order (inputs of
+  // different layouts, e.g. an LLM cache's text + embedding beside embedding + text, agree on
+  // names, not on order).
+  for (auto& source : sources) {
+    std::vector<InputColumn> ordered;
+    for (const auto& column : sources.front().columns)
+      for (const auto& own : source.columns)
+        if (own.name == column.name) ordered.push_back(own);
+    source.columns = std::move(ordered);
+  }
   // A JSON object of 200,000 keys mapped to as many columns, and the pack ran past a minute
   // (its per-column work grows faster than the columns): such an input is refused at once.
   if (!sources.empty() && sources.front().columns.size() > kMaxPackColumns)
@@ -391,7 +420,7 @@ PackResult pack(const PackOptions& requested) {
   if (!options.splits.empty()) split_rule.emplace(options.splits, options.validation.seed);
   const auto durability = detail::durability_for(options.fsync);
   detail::InputHashes input_hashes(detail::input_files(options), options.threads != 1,
-                                   options.memory_columns);
+                                   options.memory_columns, options.memory_tree);
   std::optional<nlohmann::ordered_json> part_section;
   PackInputs inputs = open_inputs(requested, options, part_section);
   const auto [left_out, not_selected, renamed] =

@@ -158,6 +158,89 @@ gpucache::MemoryColumn memory_column(const nb::handle& item, std::vector<HostArr
   return column;
 }
 
+// A Python object as the value tree the .pt reader gives for the same objects saved in a file:
+// dict (keys as text, as the .pt reader stores non-string keys), list and tuple, str, int, float,
+// bool, None; anything else goes through `prepare` (the Python layer's C-contiguous host view of a
+// tensor or array: gpucache/_memory.py) and becomes a tensor. With `data` its bytes are copied,
+// so the tree owns them while pack runs without the GIL (a list of dicts holds small per-row
+// tensors; an LLM cache one vector per key); without, the tensor carries its dtype and shape only
+// (Storage::not_read), for deciding how to read a dict without copying it. `where` is the path so
+// far, for errors.
+gpucache::Value value_tree(nb::handle object, const nb::object& prepare, bool data,
+                           const std::string& where, int depth) {
+  if (depth > 64)
+    throw gpucache::Error(where, "", "nests deeper than 64 levels; gpucache reads at most 64");
+  if (object.is_none()) return gpucache::None{};
+  if (PyBool_Check(object.ptr())) return nb::cast<bool>(object);
+  if (PyLong_Check(object.ptr())) {
+    try {
+      return nb::cast<std::int64_t>(object);
+    } catch (const nb::cast_error&) {
+      throw gpucache::Error(where, "",
+                            "holds an integer outside int64; store it as a string or a float");
+    }
+  }
+  if (PyFloat_Check(object.ptr())) return nb::cast<double>(object);
+  if (PyUnicode_Check(object.ptr())) return nb::cast<std::string>(object);
+  if (PyDict_Check(object.ptr())) {
+    auto dict = std::make_shared<gpucache::Dict>();
+    for (const auto& [key, value] : nb::borrow<nb::dict>(object)) {
+      const std::string name = nb::cast<std::string>(nb::str(key));
+      dict->items.emplace_back(name,
+                               value_tree(value, prepare, data, where + "." + name, depth + 1));
+    }
+    return dict;
+  }
+  if (PyList_Check(object.ptr()) || PyTuple_Check(object.ptr())) {
+    auto list = std::make_shared<gpucache::List>();
+    list->is_tuple = PyTuple_Check(object.ptr());
+    // Deciding how to read a dict (memory_dict_is_llm_cache) needs every value a tensor: a list
+    // value settles it without its items, which may be a million strings of a text column.
+    if (!data && depth > 0) return list;
+    std::size_t index = 0;
+    for (const auto& item : object) {
+      list->items.push_back(
+          value_tree(item, prepare, data, where + "[" + std::to_string(index) + "]", depth + 1));
+      ++index;
+    }
+    return list;
+  }
+  HostArray array;
+  auto refuse = [&](const std::string& why) {
+    return gpucache::Error(where, "",
+                           "holds a " + nb::cast<std::string>(nb::type_name(object.type())) + why +
+                               "; convert it to a tensor, an array, a dict, a list, str, int, "
+                               "float, bool or None");
+  };
+  try {
+    array = nb::cast<HostArray>(prepare(object), false);
+  } catch (const nb::cast_error&) {
+    if (!data) return gpucache::None{};  // no tensor: the dict is columns, which say what's wrong
+    throw refuse(", which is no C-contiguous CPU array");
+  } catch (nb::python_error& error) {
+    if (!data) return gpucache::None{};
+    throw refuse(" (" + nb::cast<std::string>(nb::str(error.value())) + ")");
+  }
+  const DType dtype = dtype_of(array.dtype(), where);
+  std::vector<std::int64_t> shape;
+  for (std::size_t d = 0; d < array.ndim(); ++d)
+    shape.push_back(static_cast<std::int64_t>(array.shape(d)));
+  if (data) {
+    const auto bytes = bytes_of(array);
+    return std::make_shared<gpucache::Tensor>(gpucache::Tensor::from_buffer(
+        dtype, std::move(shape), std::vector<std::byte>(bytes.begin(), bytes.end())));
+  }
+  auto tensor = std::make_shared<gpucache::Tensor>();
+  tensor->dtype = dtype;
+  tensor->shape = shape;
+  tensor->strides.assign(shape.size(), 1);
+  for (std::size_t d = shape.size(); d-- > 1;)
+    tensor->strides[d - 1] = tensor->strides[d] * shape[d];
+  tensor->storage =
+      std::make_shared<const gpucache::Storage>(gpucache::Storage::not_read(array.nbytes()));
+  return tensor;
+}
+
 // pack()'s keyword arguments, which the Python layer has turned into the CLI's text forms (a list
 // of texts per keyword), applied through the pack option table's parsers.
 void apply_pack_option(gpucache::PackOptions& options, const std::string& key,
@@ -172,12 +255,15 @@ void apply_pack_option(gpucache::PackOptions& options, const std::string& key,
 
 std::string pack_json(const std::vector<std::string>& inputs, const std::string& output,
                       const nb::list& memory, const nb::dict& keywords, bool show_progress,
-                      nb::object callback) {
+                      nb::object callback, nb::object tree, nb::object prepare) {
   gpucache::PackOptions options;
   options.inputs = inputs;
   options.output_dir = output;
   std::vector<HostArray> keep;  // the arrays' owners, for as long as pack reads them
   for (const auto& item : memory) options.memory_columns.push_back(memory_column(item, keep));
+  if (!tree.is_none())
+    options.memory_tree =
+        std::make_shared<const gpucache::Value>(value_tree(tree, prepare, true, "memory", 0));
   for (const auto& [key, value] : keywords)
     if (!value.is_none()) apply_pack_option(options, nb::cast<std::string>(key), value);
   options.show_progress = show_progress;
@@ -243,7 +329,19 @@ std::string merge_json(const std::vector<std::string>& parts, const std::string&
 void bind_tools(nb::module_& m) {
   m.def("pack_json", &pack_json, nb::arg("inputs"), nb::arg("output"), nb::arg("memory"),
         nb::arg("options"), nb::arg("show_progress") = false, nb::arg("callback") = nb::none(),
-        "gpucache pack: the result as `gpucache pack --json` prints it");
+        nb::arg("tree") = nb::none(), nb::arg("prepare") = nb::none(),
+        "gpucache pack: the result as `gpucache pack --json` prints it; `tree`, an object tree "
+        "in memory (a list of dicts, an LLM cache dict) packed as a .pt of it would be, its "
+        "tensors and arrays made host arrays by `prepare`");
+  m.def(
+      "memory_dict_is_llm_cache",
+      [](nb::handle dict, nb::object prepare) {
+        return gpucache::memory_dict_is_llm_cache(value_tree(dict, prepare, false, "memory", 0));
+      },
+      nb::arg("dict"), nb::arg("prepare"),
+      "Whether gpucache.pack reads this dict as an LLM cache (text -> vector, one row per key), "
+      "as the .pt reader reads the same dict in a file (gpucache/schema.hpp "
+      "memory_dict_is_llm_cache), rather than as a dict of columns");
   m.def("verify_json", &verify_json, nb::arg("path"), nb::arg("deep") = false,
         nb::arg("threads") = 0, nb::arg("device") = "auto", nb::arg("show_progress") = false,
         nb::arg("callback") = nb::none(), nb::arg("cache_dir") = "",

@@ -466,6 +466,21 @@ SourceMapping map_source(const Value& root, const std::string& origin,
   return mapping;
 }
 
+bool memory_dict_is_llm_cache(const Value& root) {
+  const Dict* dict = root.as_dict();
+  if (!dict || dict->items.empty() ||
+      !std::all_of(dict->items.begin(), dict->items.end(),
+                   [](const auto& item) { return item.second.as_tensor() != nullptr; }))
+    return false;
+  try {
+    const auto layout = detail::detect_layout(root, "memory");
+    return layout.kind == SourceKind::llm_cache && !layout.fields.empty() &&
+           layout.fields.front().path == "@keys";
+  } catch (const Error&) {
+    return false;  // no layout the .pt reader knows: the dict's values are columns
+  }
+}
+
 void check_compatible(const std::vector<SourceMapping>& mappings) {
   if (mappings.size() < 2) return;
   // "a.pt: dialogue; b.pt: embeddings", on the message's one line.
@@ -477,21 +492,24 @@ void check_compatible(const std::vector<SourceMapping>& mappings) {
     return text;
   };
   const auto& first = mappings.front();
+  // A column one input has and another lacks: name both, the column, and the two ways out.
   for (const auto& mapping : mappings) {
-    if (mapping.kind != first.kind)
-      throw Error("", "inputs", "are not all of one kind:" + listing([](const SourceMapping& m) {
-                                  return std::string(source_kind_name(m.kind));
-                                }));
-  }
-  auto sorted_names = [](const SourceMapping& mapping) {
-    std::vector<std::string> names;
-    for (const auto& column : mapping.columns) names.push_back(column.name);
-    std::sort(names.begin(), names.end());
-    return names;
-  };
-  for (const auto& mapping : mappings) {
-    if (sorted_names(mapping) != sorted_names(first))
-      throw Error("", "inputs", "do not have the same columns:" + listing(column_names));
+    auto lacks = [&](const SourceMapping& without, const SourceMapping& with,
+                     const std::string& column) {
+      throw Error("", "inputs",
+                  detail::escaped(without.origin, 256) + " (" +
+                      std::string(source_kind_name(without.kind)) + ") has no column '" + column +
+                      "', which " + detail::escaped(with.origin, 256) + " (" +
+                      std::string(source_kind_name(with.kind)) +
+                      ") has; map a field of it to that column (its own fields in --input-map, "
+                      "or gpucache.Input(PATH, fields={'" +
+                      column + "': PATH})), or map the other inputs without it. Columns:" +
+                      listing(column_names));
+    };
+    for (const auto& column : first.columns)
+      if (!mapping.find(column.name)) lacks(mapping, first, column.name);
+    for (const auto& column : mapping.columns)
+      if (!first.find(column.name)) lacks(first, mapping, column.name);
   }
   for (const auto& column : first.columns) {
     auto describe = [&](const SourceMapping& mapping) {

@@ -2,6 +2,8 @@
 
 #include <cstring>
 #include <string_view>
+#include <variant>
+#include <vector>
 
 #include "gpucache/common/checked_math.hpp"
 #include "gpucache/common/utf8.hpp"
@@ -155,6 +157,71 @@ MemoryProvenance memory_provenance(const MemoryColumn& column) {
     XXH3_64bits_update(state, column.offsets.data(), column.offsets.size_bytes());
     provenance.bytes += column.offsets.size_bytes();
   }
+  provenance.xxh3 = XXH3_64bits_digest(state);
+  XXH3_freeState(state);
+  return provenance;
+}
+
+namespace {
+
+void hash_value(XXH3_state_t* state, const Value& value, std::uint64_t& bytes) {
+  auto put = [&](const void* data, std::size_t size) { XXH3_64bits_update(state, data, size); };
+  auto put_text = [&](const std::string& text) {
+    const std::uint64_t size = text.size();
+    put(&size, sizeof size);
+    put(text.data(), text.size());
+    bytes += text.size();
+  };
+  const auto tag = static_cast<std::uint8_t>(value.data.index());
+  put(&tag, 1);
+  if (const auto* flag = std::get_if<bool>(&value.data)) {
+    const std::uint8_t byte = *flag ? 1 : 0;
+    put(&byte, 1);
+  } else if (const auto* number = value.as_int()) {
+    put(number, sizeof *number);
+  } else if (const auto* real = value.as_float()) {
+    put(real, sizeof *real);
+  } else if (const auto* text = value.as_string()) {
+    put_text(*text);
+  } else if (const List* list = value.as_list()) {
+    const std::uint64_t size = list->items.size();
+    put(&size, sizeof size);
+    for (const auto& item : list->items) hash_value(state, item, bytes);
+  } else if (const Dict* dict = value.as_dict()) {
+    const std::uint64_t size = dict->items.size();
+    put(&size, sizeof size);
+    for (const auto& [key, item] : dict->items) {
+      put_text(key);
+      hash_value(state, item, bytes);
+    }
+  } else if (const Tensor* tensor = value.as_tensor()) {
+    const auto dtype = static_cast<std::uint32_t>(tensor->dtype);
+    put(&dtype, sizeof dtype);
+    const std::uint64_t rank = tensor->shape.size();
+    put(&rank, sizeof rank);
+    put(tensor->shape.data(), tensor->shape.size() * sizeof(std::int64_t));
+    // Trees from memory hold dense tensors (the binding copies them so); a strided one is
+    // hashed in row-major order all the same.
+    if (tensor->is_contiguous_le()) {
+      const auto data = tensor->contiguous_bytes();
+      put(data.data(), data.size());
+    } else {
+      std::vector<std::byte> dense(tensor->nbytes());
+      tensor->copy_row_major(0, dense);
+      put(dense.data(), dense.size());
+    }
+    bytes += tensor->nbytes();
+  }
+}
+
+}  // namespace
+
+MemoryProvenance memory_tree_provenance(const Value& tree) {
+  MemoryProvenance provenance;
+  provenance.path = "memory";
+  XXH3_state_t* state = XXH3_createState();
+  XXH3_64bits_reset(state);
+  hash_value(state, tree, provenance.bytes);
   provenance.xxh3 = XXH3_64bits_digest(state);
   XXH3_freeState(state);
   return provenance;

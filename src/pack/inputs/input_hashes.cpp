@@ -35,10 +35,10 @@ std::uint64_t hash_file(const std::string& path, std::uint64_t& size,
 }  // namespace
 
 InputHashes::InputHashes(const std::vector<std::string>& paths, bool background,
-                         std::vector<MemoryColumn> memory)
+                         std::vector<MemoryColumn> memory, std::shared_ptr<const Value> memory_tree)
     : hashing_(
           std::async(background ? std::launch::async : std::launch::deferred,
-                     [this, paths, memory = std::move(memory)] {
+                     [this, paths, memory = std::move(memory), tree = std::move(memory_tree)] {
                        std::vector<shard::ManifestInput> hashed;
                        for (const auto& path : paths) {
                          shard::ManifestInput input;
@@ -49,6 +49,10 @@ InputHashes::InputHashes(const std::vector<std::string>& paths, bool background,
                        for (const auto& column : memory) {
                          if (stop_.load(std::memory_order_relaxed)) break;
                          const MemoryProvenance provenance = memory_provenance(column);
+                         hashed.push_back({provenance.path, provenance.bytes, provenance.xxh3});
+                       }
+                       if (tree && !stop_.load(std::memory_order_relaxed)) {
+                         const MemoryProvenance provenance = memory_tree_provenance(*tree);
                          hashed.push_back({provenance.path, provenance.bytes, provenance.xxh3});
                        }
                        return hashed;

@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <future>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -18,9 +19,11 @@ namespace gpucache::detail {
 class InputHashes {
  public:
   // Without `background` (one thread allowed) the hashes are taken by get(), on its thread.
-  // Columns in memory are hashed as they lie ("memory:NAME"), after the files.
+  // Columns in memory are hashed as they lie ("memory:NAME"), after the files; an object tree in
+  // memory as "memory" (memory_tree_provenance).
   InputHashes(const std::vector<std::string>& paths, bool background,
-              std::vector<MemoryColumn> memory = {});
+              std::vector<MemoryColumn> memory = {},
+              std::shared_ptr<const Value> memory_tree = nullptr);
   ~InputHashes();
   InputHashes(const InputHashes&) = delete;
   InputHashes& operator=(const InputHashes&) = delete;

@@ -1,6 +1,7 @@
 #include "pack_source.hpp"
 
 #include <algorithm>
+#include <unordered_map>
 
 #include "gpucache/common/utf8.hpp"
 #include "gpucache/error.hpp"
@@ -116,13 +117,37 @@ std::vector<Source> open_sources(const PackOptions& options) {
     source.mapping = std::move(mapping);
     return {checked_names(std::move(source))};
   }
+  if (options.memory_tree) {
+    // The tree a .pt of the same objects would give: mapped by map_source, as that file would be.
+    Source source;
+    source.path = "memory";
+    auto mapping =
+        std::make_shared<SourceMapping>(map_input(InputData{.tree = *options.memory_tree}, "memory",
+                                                  options.kind, options.fields, options.roles));
+    source.rows = mapping->rows;
+    source.columns = mapping->columns;
+    source.mapping = std::move(mapping);
+    return {checked_names(std::move(source))};
+  }
   const bool file_columns = std::any_of(options.fields.begin(), options.fields.end(),
                                         [](const FieldSpec& field) { return !field.file.empty(); });
   if (file_columns) return {checked_names(open_joined_source(options))};
   std::vector<Source> sources;
-  for (const auto& input : options.inputs) {
-    sources.push_back(
-        open_source(input, {options.kind, options.fields, options.roles, options.threads}));
+  for (std::size_t i = 0; i < options.inputs.size(); ++i) {
+    // A mixed project (--input-map): each input with its own mapping.
+    SourceOptions mapped{options.kind, options.fields, options.roles, options.threads};
+    if (!options.input_mappings.empty()) {
+      const InputMapping& own = options.input_mappings[i];
+      mapped = {own.kind, own.fields, own.roles, options.threads};
+    }
+    try {
+      sources.push_back(open_source(options.inputs[i], mapped));
+    } catch (const UsageError& error) {
+      if (options.input_mappings.empty()) throw;
+      // A mapping's mistake (a bad column name, a --role for a column it lacks) names its entry.
+      throw UsageError("--input-map input " + std::to_string(i) + " (" + options.inputs[i] +
+                       "): " + error.what());
+    }
     sources.back().input_index = static_cast<std::uint32_t>(sources.size() - 1);
   }
   return sources;
@@ -130,20 +155,28 @@ std::vector<Source> open_sources(const PackOptions& options) {
 
 FieldsNotPacked fields_not_packed(const std::vector<Source>& sources, bool strict) {
   FieldsNotPacked found;
+  // A file listed twice in a mixed project (its questions, then its answers) is told apart by
+  // its place among the inputs.
+  std::unordered_map<std::string, std::size_t> listings;
+  for (const auto& source : sources) ++listings[source.path];
   for (const auto& source : sources) {
     if (!source.mapping) continue;
+    const bool listed_twice = listings[source.path] > 1;
+    const std::string input =
+        listed_twice ? source.path + " (input " + std::to_string(source.input_index) + ")"
+                     : source.path;
     for (const auto& entry : source.mapping->left_out) {
       if (strict)
         throw Error(source.path, "field '" + entry.field + "'",
                     "cannot be stored (" + entry.reason +
                         "), and --strict refuses to leave it out; leave out --strict to pack "
                         "without it, or drop the field from the input");
-      found.left_out.push_back({source.path, entry.field, entry.reason});
+      found.left_out.push_back({input, entry.field, entry.reason});
     }
     for (const auto& field : source.mapping->not_selected)
-      found.not_selected.emplace_back(source.path, field);
+      found.not_selected.emplace_back(input, field);
     for (const auto& entry : source.mapping->renamed)
-      found.renamed.push_back({source.path, entry.field, entry.column});
+      found.renamed.push_back({input, entry.field, entry.column});
   }
   return found;
 }

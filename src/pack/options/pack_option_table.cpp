@@ -62,6 +62,13 @@ constexpr PackOptionInfo kPackOptions[] = {
        o.fields.push_back(parse_field_spec(text));
      },
      "embedding=data.vectors"},
+    {"--input-map", "input_map", PackOptionType::text, "MAP", "",
+     "MAP: a JSON file listing the inputs of a mixed project, each with its own kind, fields "
+     "and roles, mapped to the same columns (docs/cli.md, \"Mixed projects\"); instead of input "
+     "files on the command line",
+     "", false,
+     [](PackOptions& o, std::string_view text, std::string_view) { apply_input_map(o, text); },
+     R"({"inputs": [{"path": "a.pt", "fields": {"embedding": "vectors"}}]})"},
     {"--role", "roles", PackOptionType::texts, "COLUMN=ROLE", "",
      "COLUMN=ROLE: what a column is for, embedding, tensor, sequence or text, when the layout "
      "says otherwise (repeatable)",

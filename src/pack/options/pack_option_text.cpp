@@ -2,7 +2,11 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -136,6 +140,98 @@ std::vector<SplitSpec> parse_split_spec(std::string_view text) {
     begin = comma + 1;
   }
   return splits;
+}
+
+namespace {
+
+// One entry's {"COLUMN": "TEXT"} object as the COLUMN=TEXT forms --field and --role take.
+std::vector<std::pair<std::string, std::string>> column_pairs(const nlohmann::json& object,
+                                                              const std::string& where) {
+  if (!object.is_object()) throw UsageError(where + " must be an object {\"COLUMN\": \"...\"}");
+  std::vector<std::pair<std::string, std::string>> pairs;
+  for (const auto& [column, value] : object.items()) {
+    if (!value.is_string()) throw UsageError(where + "[\"" + column + "\"] must be a string");
+    pairs.emplace_back(column, value.get<std::string>());
+  }
+  return pairs;
+}
+
+}  // namespace
+
+void apply_input_map(PackOptions& options, std::string_view map) {
+  namespace fs = std::filesystem;
+  const std::string text(map);
+  const bool inline_json = !text.empty() && (text.front() == '{' || text.front() == '[');
+  std::string source = "--input-map";
+  fs::path folder;
+  nlohmann::json parsed;
+  try {
+    if (inline_json) {
+      parsed = nlohmann::json::parse(text);
+    } else {
+      source = text;
+      std::ifstream file(text);
+      if (!file)
+        throw UsageError("--input-map " + text +
+                         ": cannot read the file (a JSON map of the inputs, docs/cli.md)");
+      folder = fs::path(text).parent_path();
+      std::stringstream contents;
+      contents << file.rdbuf();
+      parsed = nlohmann::json::parse(contents.str());
+    }
+  } catch (const nlohmann::json::exception& error) {
+    throw UsageError(source + ": not valid JSON (" + error.what() + ")");
+  }
+  const nlohmann::json* entries = &parsed;
+  if (parsed.is_object()) {
+    if (!parsed.contains("inputs") || parsed.size() != 1)
+      throw UsageError(source + ": the map is {\"inputs\": [ENTRY, ...]} (or the list alone)");
+    entries = &parsed["inputs"];
+  }
+  if (!entries->is_array() || entries->empty())
+    throw UsageError(source + ": \"inputs\" must be a non-empty list of entries " +
+                     "{\"path\": FILE, \"kind\": ..., \"fields\": {...}, \"roles\": {...}}");
+  for (std::size_t i = 0; i < entries->size(); ++i) {
+    const auto& entry = (*entries)[i];
+    const std::string where = source + ": input " + std::to_string(i);
+    if (!entry.is_object() || !entry.contains("path") || !entry["path"].is_string())
+      throw UsageError(where + " needs \"path\": the input file");
+    for (const auto& [key, value] : entry.items())
+      if (key != "path" && key != "kind" && key != "fields" && key != "roles")
+        throw UsageError(where + " has \"" + key +
+                         "\"; an entry takes path, kind, fields and roles");
+    fs::path path = entry["path"].get<std::string>();
+    if (path.is_relative() && !folder.empty()) path = folder / path;
+    InputMapping mapping;
+    if (entry.contains("kind")) {
+      const auto& kind = entry["kind"];
+      mapping.kind = kind.is_string() ? parse_source_kind(kind.get<std::string>()) : std::nullopt;
+      if (!mapping.kind)
+        throw UsageError(where + " (" + path.string() +
+                         "): \"kind\" must be dialogue, embeddings, llm-cache or tensors");
+    }
+    if (entry.contains("fields")) {
+      for (const auto& [column, field_path] :
+           column_pairs(entry["fields"], where + " (" + path.string() + "): \"fields\""))
+        mapping.fields.push_back({column, field_path, ""});
+    }
+    if (entry.contains("roles")) {
+      for (const auto& [column, role] :
+           column_pairs(entry["roles"], where + " (" + path.string() + "): \"roles\""))
+        mapping.roles.push_back(parse_role_spec(column + "=" + role));
+    }
+    if (!mapping.kind && !mapping.fields.empty()) {
+      auto names = [&](std::string_view column) {
+        return std::any_of(mapping.fields.begin(), mapping.fields.end(),
+                           [&](const FieldSpec& field) { return field.column == column; });
+      };
+      mapping.kind = names("question_embedding") || names("answer_embedding") ? SourceKind::dialogue
+                     : names("embedding") ? SourceKind::embeddings
+                                          : SourceKind::tensors;
+    }
+    options.inputs.push_back(path.string());
+    options.input_mappings.push_back(std::move(mapping));
+  }
 }
 
 }  // namespace gpucache

@@ -17,7 +17,7 @@ from ._columns import VarColumn
 from ._dataset import Dataset, load
 from ._sequences import PaddedBatch, Sequences, pad_sequences
 from ._stream import Stream, stream
-from ._tools import export, inspect, merge, pack, probe, push, verify
+from ._tools import Input, export, inspect, merge, pack, probe, push, verify
 
 Error.__module__ = "gpucache"
 Error.__doc__ = ("Raised for every gpucache failure; the message names the file, where in it "
@@ -25,6 +25,6 @@ Error.__doc__ = ("Raised for every gpucache failure; the message names the file,
                  "(None where not known). A subclass of RuntimeError.")
 
 __version__ = "0.1.0"
-__all__ = ["Dataset", "Error", "GPUBatches", "PaddedBatch", "Sequences", "Stream", "VarColumn",
+__all__ = ["Dataset", "Error", "GPUBatches", "Input", "PaddedBatch", "Sequences", "Stream", "VarColumn",
            "cli_path", "cuda_available", "cuda_library", "export", "inspect", "load", "merge",
            "pack", "pad_sequences", "probe", "push", "stream", "verify"]

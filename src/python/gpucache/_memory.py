@@ -153,3 +153,12 @@ def memory_columns(columns: dict) -> list:
                 raise Error(f"memory:{name}: a scalar is not a column")
             out.append((name, "tensor", array, None))
     return out
+
+
+def host_leaf(value):
+    """The C-contiguous host array (numpy, or a torch bf16 tensor) the extension reads a tensor or
+    array inside an object tree from: the `prepare` of _gpucache.pack_json's tree."""
+    if _is_torch_tensor(value):
+        return _host_tensor(value)
+    return _host_array(value, type(value).__name__)
+

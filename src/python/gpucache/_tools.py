@@ -11,7 +11,7 @@ from typing import Callable, Optional, Sequence, Union
 
 from . import _gpucache
 from ._gpucache import Error
-from ._memory import memory_columns
+from ._memory import host_leaf, memory_columns
 
 ProgressArg = Union[bool, Callable[[int, int], None], None]
 
@@ -101,10 +101,79 @@ def _table_columns(source) -> dict:
     return table_columns(source)
 
 
-def _sources(inputs):
-    """(input files, columns in memory)."""
+class Input:
+    """One input of a mixed project, with its own mapping to the dataset's columns:
+    pack([Input("dialogue.pt", fields={"embedding": "[*].q_embedding", "text": "[*].question"}),
+    Input("vectors.pt", fields={"embedding": "."}), Input("llm_cache.pt")], out). fields
+    ({column: path}), kind and roles ({column: role}) mean what pack()'s keywords of those names
+    mean, for this input alone; a file may be listed twice with two mappings (a dialogue file's
+    questions, then its answers). Inputs whose columns do not line up are refused, naming the
+    input, the column it lacks and what to pass. The CLI's form is pack --input-map (docs/cli.md,
+    "Mixed projects")."""
+
+    def __init__(self, path, *, fields=None, kind: Optional[str] = None, roles=None):
+        self.path = os.fspath(path)
+        self.fields = _column_dict(fields, "fields")
+        self.kind = kind
+        self.roles = _column_dict(roles, "roles")
+
+    def __repr__(self) -> str:
+        return (f"gpucache.Input({self.path!r}, fields={self.fields!r}, kind={self.kind!r}, "
+                f"roles={self.roles!r})")
+
+    def entry(self) -> dict:
+        """This input as an entry of the --input-map JSON."""
+        entry = {"path": os.path.abspath(self.path)}
+        if self.kind is not None:
+            entry["kind"] = self.kind
+        if self.fields:
+            entry["fields"] = self.fields
+        if self.roles:
+            entry["roles"] = self.roles
+        return entry
+
+
+def _column_dict(value, option: str) -> dict:
+    """{column: text} from a dict, or from COLUMN=TEXT texts as pack()'s keywords take them."""
+    pairs = {}
+    for text in _pairs(value, option):
+        column, equals, item = text.partition("=")
+        if not equals:
+            raise Error(f"Input {option}: {text!r} is not COLUMN=VALUE; pass a dict "
+                        "{column: value}")
+        pairs[column] = item
+    return pairs
+
+
+def _is_input_list(inputs) -> bool:
+    return isinstance(inputs, (list, tuple)) and any(isinstance(item, Input) for item in inputs)
+
+
+def _is_dict_list(inputs) -> bool:
+    return (isinstance(inputs, (list, tuple)) and len(inputs) > 0
+            and all(isinstance(item, dict) for item in inputs))
+
+
+def _sources(inputs, kind=None):
+    """(input files, columns in memory, object tree in memory, input map). A list of dicts is an
+    object tree, packed as the same list saved in a .pt is; a dict is an LLM cache when the
+    library's rule says the .pt reader reads that dict so (gpucache/schema.hpp
+    memory_dict_is_llm_cache; kind="tensors" keeps its values as columns), else a dict of
+    columns; a list with gpucache.Input entries is a mixed project."""
     if isinstance(inputs, dict):
-        return [], memory_columns(inputs)
+        if kind != "tensors" and _gpucache.memory_dict_is_llm_cache(inputs, host_leaf):
+            return [], [], inputs, None
+        return [], memory_columns(inputs), None, None
+    if _is_dict_list(inputs):
+        return [], [], list(inputs), None
+    if _is_input_list(inputs):
+        entries = [(item if isinstance(item, Input) else Input(item)).entry() for item in inputs]
+        return [], [], None, json.dumps({"inputs": entries})
+    return _file_sources(inputs) + (None, None)
+
+
+def _file_sources(inputs):
+    """(input files, columns in memory) of files and tables."""
     parquet = _parquet_files(inputs)
     if parquet and _native_parquet():
         return parquet, []
@@ -115,7 +184,8 @@ def _sources(inputs):
     try:
         files = [os.fspath(item) for item in inputs]
     except TypeError:
-        raise Error(f"pack() inputs must be files, a dict of columns, or a table, not "
+        raise Error(f"pack() inputs must be files, gpucache.Input entries, a dict (of columns, "
+                    f"or an LLM cache), a list of dicts, or a table, not "
                     f"{type(inputs).__name__}") from None
     native = _native_parquet()
     if any(_is_table_path(f) and not (native and f.lower().endswith(_PARQUET_SUFFIXES))
@@ -210,7 +280,11 @@ def pack(inputs, out=None, *, progress: ProgressArg = False, **options) -> dict:
 
     inputs: a file or a list of files (any format `gpucache pack` reads); a dict of columns in
         memory, name -> numpy array, torch tensor, list of str (text), list of int lists
-        (sequences) or gpucache.VarColumn; a pyarrow Table / RecordBatch, a pandas DataFrame, a
+        (sequences) or gpucache.VarColumn; a list of dicts (rows), packed exactly as the same
+        list saved in a .pt is; a {text: 1-D float tensor} dict (an LLM cache), packed as that
+        dict in a .pt is (text + embedding, one row per key: the rule is docs/python.md's "What
+        a dict means"; kind="tensors" keeps such a dict's values as columns); a list of
+        gpucache.Input (a mixed project: each file with its own fields, kind and roles); a pyarrow Table / RecordBatch, a pandas DataFrame, a
         Hugging Face Dataset or an Arrow IPC file (.arrow; these need pyarrow). Parquet files
         (or a folder of them) are read by gpucache's own reader, as the CLI reads them, without
         pyarrow; a build without that reader reads them through pyarrow, and so does a pack
@@ -228,7 +302,9 @@ def pack(inputs, out=None, *, progress: ProgressArg = False, **options) -> dict:
     sample, shuffle, seed, rejects (a path), checks ({column: "finite,norm"} or
     {column: ["norm:0:1"]}; [] or "none" for no check), no_checks, part ("K/N" or (K, N): pack
     partition K of N, see docs/scale.md), append (a dataset folder to add the rows to, instead of
-    out), strict (a field gpucache cannot store is an error instead of left out).
+    out), strict (a field gpucache cannot store is an error instead of left out), input_map (the
+    CLI's --input-map: a JSON map file of a mixed project's inputs, each with its own mapping;
+    a list of gpucache.Input entries passes the same).
     Every field of the input becomes a column, or is listed with why in the result's "left_out"
     ([{"input", "field", "reason"}], also in the manifest); with fields=, only the columns named
     (and the standard columns of the kind) are packed, the others listed in "not_selected". A
@@ -237,7 +313,11 @@ def pack(inputs, out=None, *, progress: ProgressArg = False, **options) -> dict:
     progress: a callable(done, total) told input bytes, True for a tqdm bar (or the CLI's line
         when tqdm is missing), False for nothing.
     """
-    files, memory = _sources(inputs)
+    files, memory, tree, input_map = _sources(inputs, options.get("kind"))
+    if input_map is not None:
+        if options.get("input_map") is not None:
+            raise Error("pack() got gpucache.Input entries and input_map=; pass one of them")
+        options = dict(options, input_map=input_map)
     unknown = sorted(set(options) - set(pack_option_keywords()))
     if unknown:
         raise Error(f"pack() got unknown options: {', '.join(unknown)}")
@@ -255,7 +335,8 @@ def pack(inputs, out=None, *, progress: ProgressArg = False, **options) -> dict:
     try:
         try:
             text = _gpucache.pack_json(files, os.fspath(out) if out is not None else "", memory,
-                                       keywords, reporter.show_line, reporter.callback)
+                                       keywords, reporter.show_line, reporter.callback, tree,
+                                       host_leaf)
         except Error as error:
             fallback = _pyarrow_fallback(files, memory, error)
             if fallback is None:

@@ -278,3 +278,137 @@ def test_a_rename_to_a_legal_name_is_reported_everywhere(tmp_path):
     assert manifest["renamed"] == expected
     assert [c["name"] for c in gpucache.load(tmp_path / "py", device="cpu").columns] == [
         "features", "label"]
+
+
+def dataset_columns(path):
+    """(name, kind, dtype, role, row shape) of every column, as inspect reports them."""
+    return [(c["name"], c.get("kind"), c.get("dtype"), c.get("role"), c.get("shape"))
+            for c in gpucache.inspect(path)["columns"]]
+
+
+def test_a_list_of_dicts_in_memory_packs_as_the_same_list_in_a_pt(tmp_path):
+    torch.save(dialogue_rows(), tmp_path / "dialogue.pt")
+    from_file = gpucache.pack(tmp_path / "dialogue.pt", tmp_path / "file")
+    from_memory = gpucache.pack(dialogue_rows(), tmp_path / "memory")
+    assert dataset_columns(tmp_path / "memory") == dataset_columns(tmp_path / "file")
+    assert [(e["field"], e["reason"]) for e in from_memory["left_out"]] == [
+        (e["field"], e["reason"]) for e in from_file["left_out"]]
+    assert [e["input"] for e in from_memory["left_out"]] == ["memory"]
+    check_dialogue_dataset(tmp_path / "memory")
+    file_ds, memory_ds = (gpucache.load(tmp_path / name, device="cpu") for name in
+                          ("file", "memory"))
+    for name in file_ds.tensors:
+        assert torch.equal(file_ds.tensors[name], memory_ds.tensors[name]), name
+    assert memory_ds.texts("question") == file_ds.texts("question")
+    inputs = gpucache.inspect(tmp_path / "memory")["provenance"]["inputs"]
+    assert [i["path"] for i in inputs] == ["memory"] and inputs[0]["bytes"] > 0
+    # Another tree, another provenance hash.
+    rows = dialogue_rows()
+    rows[3]["id"] = 7
+    gpucache.pack(rows, tmp_path / "other")
+    other = gpucache.inspect(tmp_path / "other")["provenance"]["inputs"]
+    assert other[0]["xxh3"] != inputs[0]["xxh3"]
+
+
+def llm_cache():
+    # Keys are whole prompts: longer than any column name may be, with spaces and punctuation.
+    return {f"Prompt {i}: " + "explain why the GPU idles while the loader works " * 2 + "?":
+            torch.arange(8, dtype=torch.float32) / 8 + i + 1 for i in range(5)}
+
+
+def test_an_llm_cache_dict_in_memory_packs_as_in_a_pt(tmp_path):
+    cache = llm_cache()
+    torch.save(cache, tmp_path / "cache.pt")
+    gpucache.pack(tmp_path / "cache.pt", tmp_path / "file")
+    result = gpucache.pack(cache, tmp_path / "memory")
+    assert result["rows"] == 5
+    assert dataset_columns(tmp_path / "memory") == dataset_columns(tmp_path / "file")
+    ds = gpucache.load(tmp_path / "memory", device="cpu")
+    assert [c["name"] for c in ds.columns] == ["text", "embedding"]
+    assert ds.texts("text") == list(cache)
+    assert torch.equal(ds.tensors["embedding"], torch.stack(list(cache.values())))
+
+
+def test_a_dict_of_columns_stays_a_dict_of_columns(tmp_path):
+    xs = numpy.arange(6, dtype=numpy.float32) + 1
+    # Every value a 1-D float vector of one length: the .pt rule reads an LLM cache (2 rows of 6
+    # values); kind="tensors" keeps the columns (6 rows of one value each).
+    assert gpucache.pack({"x": xs, "y": xs * 2}, tmp_path / "cache")["rows"] == 2
+    as_columns = gpucache.pack({"x": xs, "y": xs * 2}, tmp_path / "columns", kind="tensors")
+    assert as_columns["rows"] == 6
+    ds = gpucache.load(tmp_path / "columns", device="cpu")
+    assert torch.equal(ds.tensors["y"], torch.from_numpy(xs * 2))
+    # Anything else is a dict of columns whatever kind says: a matrix, lists of numbers, text.
+    ds_path = tmp_path / "matrix"
+    gpucache.pack({"embedding": numpy.ones((3, 4), numpy.float32), "label": [0, 1, 2]}, ds_path)
+    assert [c["name"] for c in gpucache.load(ds_path, device="cpu").columns] == [
+        "embedding", "label"]
+
+
+def test_a_list_that_is_not_rows_is_refused_naming_what_is_taken(tmp_path):
+    with pytest.raises(gpucache.Error, match="a list of dicts"):
+        gpucache.pack([1, 2, 3], tmp_path / "ds")
+    with pytest.raises(gpucache.Error, match=r"memory\[1\]\.x.*holds a object"):
+        gpucache.pack([{"x": 1.0}, {"x": object()}], tmp_path / "ds")
+
+
+def test_a_mixed_project_through_python_and_the_cli_packs_the_same_dataset(tmp_path):
+    torch.save(dialogue_rows(), tmp_path / "dialogue.pt")
+    torch.save({"embeddings": torch.ones(3, 8) / 2, "texts": ["a", "b", "c"]},
+               tmp_path / "vectors.pt")
+    torch.save(llm_cache() | {"short": torch.ones(8)}, tmp_path / "cache.pt")
+    inputs = [
+        gpucache.Input(tmp_path / "dialogue.pt",
+                       fields={"embedding": "[*].question_embedding", "text": "[*].question"}),
+        gpucache.Input(tmp_path / "dialogue.pt",
+                       fields=["embedding=[*].answer_embedding", "text=[*].answer"]),
+        gpucache.Input(tmp_path / "vectors.pt", fields={"embedding": "embeddings",
+                                                        "text": "texts"}),
+        tmp_path / "cache.pt",  # a plain path: detected on its own
+    ]
+    result = gpucache.pack(inputs, tmp_path / "py")
+    assert result["rows"] == 4 + 4 + 3 + 6
+    # A list of str per row cannot be stored: left out, with why, for each entry of the file.
+    assert [(e["field"], bool(e["reason"])) for e in result["left_out"]] == [("[*].tags", True)] * 2
+    not_selected = {(e["input"], e["field"]) for e in result["not_selected"]}
+    # The file listed twice is told apart by its place among the inputs.
+    assert (f"{tmp_path / 'dialogue.pt'} (input 0)", "[*].label") in not_selected
+    assert (f"{tmp_path / 'dialogue.pt'} (input 1)", "[*].question") in not_selected
+    ds = gpucache.load(tmp_path / "py", device="cpu", columns=["embedding", "text", "@source"])
+    assert ds.tensors["@source"].tolist() == [0] * 4 + [1] * 4 + [2] * 3 + [3] * 6
+    rows = dialogue_rows()
+    assert ds.texts("text")[:8] == ([r["question"] for r in rows] + [r["answer"] for r in rows])
+    assert torch.equal(ds.tensors["embedding"][4:8],
+                       torch.stack([r["answer_embedding"] for r in rows]))
+
+    import json
+    (tmp_path / "project.json").write_text(json.dumps({"inputs": [
+        {"path": "dialogue.pt", "fields": {"embedding": "[*].question_embedding",
+                                           "text": "[*].question"}},
+        {"path": "dialogue.pt", "fields": {"embedding": "[*].answer_embedding",
+                                           "text": "[*].answer"}},
+        {"path": "vectors.pt", "fields": {"embedding": "embeddings", "text": "texts"}},
+        {"path": "cache.pt"}]}))
+    cli = subprocess.run([str(_tool("src/cli/gpucache")), "pack", "--input-map",
+                          str(tmp_path / "project.json"), "-o", str(tmp_path / "cli"), "--quiet"],
+                         capture_output=True, text=True)
+    assert cli.returncode == 0, cli.stderr
+    from_cli = gpucache.load(tmp_path / "cli", device="cpu")
+    assert torch.equal(from_cli.tensors["embedding"], ds.tensors["embedding"])
+    assert from_cli.texts("text") == ds.texts("text")
+
+
+def test_a_mixed_project_whose_columns_do_not_line_up_names_the_input_and_the_column(tmp_path):
+    torch.save(torch.ones(3, 8), tmp_path / "matrix.pt")
+    torch.save(llm_cache(), tmp_path / "cache.pt")
+    with pytest.raises(gpucache.Error) as error:
+        gpucache.pack([gpucache.Input(tmp_path / "cache.pt"),
+                       gpucache.Input(tmp_path / "matrix.pt")], tmp_path / "ds")
+    message = str(error.value)
+    assert "matrix.pt (embeddings) has no column 'text', which " in message
+    assert "fields={'text': PATH}" in message
+    with pytest.raises(gpucache.Error, match=r"gpucache\.Input\(PATH, kind=\.\.\."):
+        gpucache.pack([gpucache.Input(tmp_path / "cache.pt")], tmp_path / "ds2",
+                      fields={"embedding": "."})
+
+

@@ -52,4 +52,11 @@ struct MemoryProvenance {
 };
 MemoryProvenance memory_provenance(const MemoryColumn& column);
 
+// The provenance of an object tree in memory (gpucache.pack of a list of dicts, or of a
+// {text: vector} dict, read as the .pt reader's tree of the same objects would be): "memory", the
+// bytes of its tensors and strings, and the XXH3-64 of a walk that spells each value's type, each
+// dict key, string and number, and each tensor's dtype, shape and bytes, so two trees that differ
+// anywhere differ in hash.
+MemoryProvenance memory_tree_provenance(const Value& tree);
+
 }  // namespace gpucache

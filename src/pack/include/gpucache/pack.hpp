@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -59,6 +60,14 @@ struct PackOptions {
   // list each as "memory:NAME" with the XXH3 of its bytes. --field selects and renames them by
   // name, --role and --dtype apply as to a file's columns.
   std::vector<MemoryColumn> memory_columns;
+  // Instead of input files or columns: an object tree in memory (Python's pack of a list of dicts,
+  // or of a {text: vector} dict), mapped exactly as the .pt reader's tree of the same objects
+  // (map_source), so memory means what a file means. The manifest lists it as "memory".
+  std::shared_ptr<const Value> memory_tree;
+  // --input-map: several inputs of different layouts into one dataset, each with its own mapping
+  // (InputMapping: kind, fields, roles). When set, input_mappings[i] maps inputs[i], and kind,
+  // fields and roles below must be unset (they apply to every input alike).
+  std::vector<InputMapping> input_mappings;
   // How inputs map to columns (docs/cli.md): detected from the layout unless given.
   std::optional<SourceKind> kind;
   std::vector<FieldSpec> fields;
@@ -214,5 +223,18 @@ Device parse_device_option(std::string_view text);
 OverflowPolicy parse_overflow_option(std::string_view text);
 // --on-null: drop or error.
 NullPolicy parse_null_option(std::string_view text);
+
+// --input-map MAP: the inputs of a mixed project, each with its own mapping, appended to
+// options.inputs and options.input_mappings. MAP is a JSON file, or the JSON text itself (what
+// Python's gpucache.pack([gpucache.Input(...), ...]) passes); docs/cli.md "Mixed projects":
+//   {"inputs": [{"path": "dialogue.pt",
+//                "fields": {"embedding": "[*].q_embedding", "text": "[*].question"}},
+//               {"path": "vectors.pt", "kind": "embeddings", "roles": {"embedding": "embedding"}},
+//               {"path": "llm_cache.pt"}]}
+// (a bare list of entries too). A relative path is relative to the map file's folder. An entry
+// with fields and no kind is mapped as the kind its fields name: dialogue for question_embedding
+// or answer_embedding, embeddings for embedding, else tensors. Throws UsageError naming the map,
+// the entry and what is wrong.
+void apply_input_map(PackOptions& options, std::string_view map);
 
 }  // namespace gpucache

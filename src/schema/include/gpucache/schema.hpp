@@ -61,6 +61,15 @@ struct RoleSpec {
 };
 RoleSpec parse_role_spec(std::string_view text);
 
+// One input's own mapping in a mixed project (pack --input-map, gpucache.Input in Python): what
+// --kind, --field and --role say for every input, said for this one alone.
+struct InputMapping {
+  std::optional<SourceKind> kind;
+  std::vector<FieldSpec> fields;
+  std::vector<RoleSpec> roles;
+  bool operator==(const InputMapping&) const = default;
+};
+
 struct SourceMapping {
   SourceKind kind = SourceKind::embeddings;
   std::string origin;
@@ -149,10 +158,20 @@ std::optional<ColumnRole> layout_role(SourceKind kind, std::string_view standard
 InputColumn map_file_column(const InputData& data, const FieldSpec& field,
                             const std::vector<RoleSpec>& roles = {});
 
-// Several inputs packed into one dataset must agree on kind, column names, kinds and roles, row
-// shapes and integer dtypes (float columns may differ in float dtype). Throws gpucache::Error
-// listing every input with its values when they do not.
+// Several inputs packed into one dataset must agree on column names, kinds and roles, row shapes
+// and integer dtypes (float columns may differ in float dtype); their layouts (SourceKind) may
+// differ, as in a mixed project whose inputs are each mapped to the same columns. Throws
+// gpucache::Error naming the input that lacks a column (or has one the first lacks) and what to
+// pass, or listing every input's column when they disagree on it.
 void check_compatible(const std::vector<SourceMapping>& mappings);
+
+// Python's gpucache.pack of a dict: true when the dict is an LLM cache as the .pt reader sees the
+// same dict in a file (map_source's layout rule finds `text -> vector` entries: every value one
+// float vector, [D] or [1, D], keyed by its text) and every value is a tensor or array (a dict of
+// Python lists of numbers stays a dict of columns). Then it packs as that .pt file would: text +
+// embedding, one row per key. Otherwise the dict's values are columns. `root` may be a tree of
+// metadata only (Storage::not_read): no tensor data is touched.
+bool memory_dict_is_llm_cache(const Value& root);
 
 // "--field 'question_embedding=[*].q_emb'": shell-quoted where needed.
 std::string format_field_flag(const FieldSpec& field);
