@@ -28,7 +28,8 @@ std::string fingerprint(const PackOptions& o) {
       << " roles=" << o.roles.size() << " inputs=" << o.inputs.size()
       << " input_mappings=" << o.input_mappings.size()
       << " dtype=" << (o.dtype ? dtype_name(*o.dtype) : "-")
-      << " column_dtypes=" << o.column_dtypes.size() << " splits=" << o.splits.size() << " part="
+      << " column_dtypes=" << o.column_dtypes.size() << " splits=" << o.splits.size()
+      << " split_by=" << o.split_by << " part="
       << (o.part ? std::to_string(o.part->index) + "/" + std::to_string(o.part->count) : "-")
       << " append=" << o.append_to << " shard_size=" << o.shard_size
       << " shard_rows=" << (o.shard_rows ? std::to_string(*o.shard_rows) : "-")

@@ -23,6 +23,7 @@
 #include "pack_part.hpp"
 #include "pack_plan.hpp"
 #include "pack_split.hpp"
+#include "pack_split_by.hpp"
 #include "pack_validate.hpp"
 
 namespace gpucache {
@@ -78,15 +79,20 @@ void check_options(const PackOptions& options) {
   if (options.inputs.size() > 65535)
     throw UsageError("at most 65535 inputs can be packed into one dataset");
   if (options.resume && options.force) throw UsageError("--resume and --force cannot be combined");
+  if (!options.split_by.empty() && !options.splits.empty())
+    throw UsageError(
+        "--split and --split-by cannot be combined: --split draws the splits by fractions, "
+        "--split-by takes them from a column; pass one of them");
   if (options.part) {
     if (file_columns)
       throw UsageError(
           "--part splits input files; it cannot be combined with --field "
           "COLUMN=FILE");
-    if (!options.splits.empty())
-      throw UsageError(
-          "--part and --split cannot be combined: split the merged dataset's "
-          "parts instead, or pack each split's inputs as parts");
+    if (!options.splits.empty() || !options.split_by.empty())
+      throw UsageError(std::string("--part and ") +
+                       (options.splits.empty() ? "--split-by" : "--split") +
+                       " cannot be combined: split the merged dataset's "
+                       "parts instead, or pack each split's inputs as parts");
     if (options.part->count == 0 || options.part->index >= options.part->count)
       throw UsageError("--part K/N needs 0 <= K < N");
   }
@@ -177,7 +183,8 @@ Error no_rows_kept(const std::string& where, const ValidationResult& result) {
 
 // One dataset a pack writes: the whole output, or one split of it.
 struct OutputDataset {
-  std::string name;  // the split's name; empty without splits
+  std::string name;   // the split's name (its directory); empty without splits
+  std::string value;  // --split-by: the column's value
   std::unique_ptr<detail::OutputDir> output;
   RowList rows;  // kept global rows in output order (in a file when large)
   double fraction = 0;
@@ -329,13 +336,24 @@ PackInputs open_inputs(const PackOptions& requested, const PackOptions& options,
   return PackInputs(std::move(sources));
 }
 
-// The kept rows as the datasets to write: one, or one per --split (each must get a row).
+// The kept rows as the datasets to write: one, one per --split (each must get a row), or one per
+// value of the --split-by column that some kept row holds.
 std::vector<OutputDataset> split_kept_rows(RowList& kept,
                                            const std::optional<detail::SplitRule>& split_rule,
-                                           const PackOptions& options) {
+                                           const std::optional<detail::SplitByColumn>& split_by,
+                                           const PackInputs& inputs, const PackOptions& options) {
   std::vector<OutputDataset> datasets;
+  if (split_by) {
+    auto parts = split_by->assign(kept, inputs);
+    for (std::size_t i = 0; i < parts.size(); ++i) {
+      const detail::SplitValue& value = split_by->values()[i];
+      if (!parts[i].empty())
+        datasets.push_back({value.name, value.value, nullptr, std::move(parts[i]), 0, {}});
+    }
+    return datasets;
+  }
   if (!split_rule) {
-    datasets.push_back({"", nullptr, std::move(kept), 1.0, {}});
+    datasets.push_back({"", "", nullptr, std::move(kept), 1.0, {}});
     return datasets;
   }
   auto parts = split_rule->assign(kept);
@@ -345,7 +363,7 @@ std::vector<OutputDataset> split_kept_rows(RowList& kept,
       throw Error(options.output_dir, "--split " + split.name,
                   "no row falls into this split (" + std::to_string(kept.size()) +
                       " rows kept); give it a larger fraction or pack more rows");
-    datasets.push_back({split.name, nullptr, std::move(parts[i]), split.fraction, {}});
+    datasets.push_back({split.name, "", nullptr, std::move(parts[i]), split.fraction, {}});
   }
   return datasets;
 }
@@ -378,7 +396,8 @@ void plan_and_claim(std::vector<OutputDataset>& datasets, const std::vector<Colu
 shard::Manifest base_manifest(const PackOptions& options, const std::vector<Column>& specs,
                               const PackInputs& inputs, const detail::ValidationOutcome& outcome,
                               const std::optional<nlohmann::ordered_json>& part_section,
-                              const std::vector<OutputDataset>& datasets, bool split) {
+                              const std::vector<OutputDataset>& datasets, bool split,
+                              const std::optional<detail::SplitByColumn>& split_by) {
   shard::Manifest base;
   base.tool_version = GPUCACHE_VERSION;
   base.options = options_json(options, detail::recorded_rules(outcome.plan));
@@ -387,7 +406,22 @@ shard::Manifest base_manifest(const PackOptions& options, const std::vector<Colu
   base.roles.resize(specs.size(), ColumnRole::tensor);  // the provenance columns
   detail::add_validation_sections(base, outcome, inputs);
   if (part_section) base.sections["part"] = *part_section;
-  if (split) {
+  if (split_by) {
+    // The values as the column holds them: integers as JSON numbers.
+    auto value_json = [&](const std::string& value) {
+      return split_by->integer() ? Json::parse(value) : Json(value);
+    };
+    Json values = Json::object(), counts = Json::object();
+    for (const auto& dataset : datasets) {
+      values[dataset.name] = value_json(dataset.value);
+      counts[dataset.name] = dataset.rows.size();
+    }
+    base.sections["split"] = {{"name", nullptr},
+                              {"by", split_by->column()},
+                              {"value", nullptr},
+                              {"values", values},
+                              {"rows", counts}};
+  } else if (split) {
     Json fractions = Json::object(), counts = Json::object();
     for (const auto& dataset : datasets) {
       fractions[dataset.name] = dataset.fraction;
@@ -428,6 +462,10 @@ PackResult pack(const PackOptions& requested) {
   const auto specs = detail::output_columns(inputs.first(), options);
   // An output that cannot fit even before validation drops a row is refused before it runs.
   detail::check_output_bound(specs, inputs, options);
+  // The --split-by column's values are read (and their errors raised) before validation.
+  std::optional<detail::SplitByColumn> split_by;
+  if (!options.split_by.empty()) split_by.emplace(inputs, options.split_by);
+  const bool splitting = split_rule || split_by;
   const auto mode = options.resume  ? detail::OutputMode::resume
                     : options.force ? detail::OutputMode::replace
                                     : detail::OutputMode::fresh;
@@ -444,11 +482,12 @@ PackResult pack(const PackOptions& requested) {
   // Pass 1: validation decides which rows are kept and in what order.
   auto outcome = detail::validate_inputs(inputs, specs, options, progress);
   if (outcome.result.rows.empty()) throw no_rows_kept(options.output_dir, outcome.result);
-  std::vector<OutputDataset> datasets = split_kept_rows(outcome.result.rows, split_rule, options);
+  std::vector<OutputDataset> datasets =
+      split_kept_rows(outcome.result.rows, split_rule, split_by, inputs, options);
   plan_and_claim(datasets, specs, inputs, options, mode, durability);
 
   shard::Manifest base = base_manifest(options, specs, inputs, outcome, part_section, datasets,
-                                       split_rule.has_value());
+                                       split_rule.has_value(), split_by);
   if (!left_out.empty()) base.sections["left_out"] = detail::left_out_json(left_out);
   if (!renamed.empty()) base.sections["renamed"] = detail::renamed_json(renamed);
   // base.inputs (the inputs' content hashes) is filled by the first dataset's plan below: hashing
@@ -461,6 +500,10 @@ PackResult pack(const PackOptions& requested) {
       make_converters(specs, inputs, outcome.columns, outcome.plan.rules, options.threads);
   PackResult result;
   result.output_dir = options.output_dir;
+  if (split_by) {
+    result.split_by = split_by->column();
+    result.split_by_integer = split_by->integer();
+  }
   result.left_out = left_out;
   result.conversions = stored_conversions(specs, inputs, options);
   result.not_selected = not_selected;
@@ -479,7 +522,9 @@ PackResult pack(const PackOptions& requested) {
     OutputDataset& dataset = datasets[d];
     detail::OutputDir& output = *dataset.output;
     shard::Manifest manifest = base;
-    if (split_rule) manifest.sections["split"]["name"] = dataset.name;
+    if (splitting) manifest.sections["split"]["name"] = dataset.name;
+    if (split_by)
+      manifest.sections["split"]["value"] = manifest.sections["split"]["values"][dataset.name];
     const std::span<const std::uint64_t> rows = dataset.rows;
     manifest.rows = rows.size();
     const auto& plans = dataset.plans;
@@ -507,7 +552,8 @@ PackResult pack(const PackOptions& requested) {
       identity.id = detail::xxh3_64(std::as_bytes(std::span(plan_text)));
     };
     if (options.resume) record_plan();
-    PackedSplit packed{dataset.name, output.path(), dataset.fraction, rows.size(), 0, {}};
+    PackedSplit packed{
+        dataset.name, output.path(), dataset.fraction, dataset.value, rows.size(), 0, {}};
     for (std::size_t s = 0; s < plans.size(); ++s) {
       const ShardPlan& plan = plans[s];
       const std::string file = shard::shard_file_name(static_cast<std::uint32_t>(s));
@@ -556,7 +602,7 @@ PackResult pack(const PackOptions& requested) {
     }
     result.rows += packed.rows;
     result.bytes += packed.bytes;
-    if (split_rule)
+    if (splitting)
       result.splits.push_back(std::move(packed));
     else
       result.shards = std::move(packed.shards);

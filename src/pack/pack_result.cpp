@@ -46,13 +46,18 @@ std::string PackResult::to_json() const {
     json["shards"] = shard_list(shards);
   } else {
     json["splits"] = Json::array();
-    for (const auto& split : splits)
-      json["splits"].push_back({{"name", split.name},
-                                {"output", split.output_dir},
-                                {"fraction", split.fraction},
-                                {"rows", split.rows},
-                                {"bytes", split.bytes},
-                                {"shards", shard_list(split.shards)}});
+    if (!split_by.empty()) json["split_by"] = split_by;
+    for (const auto& split : splits) {
+      Json entry = {{"name", split.name}, {"output", split.output_dir}};
+      if (split_by.empty())
+        entry["fraction"] = split.fraction;
+      else
+        entry["value"] = split_by_integer ? Json::parse(split.value) : Json(split.value);
+      entry["rows"] = split.rows;
+      entry["bytes"] = split.bytes;
+      entry["shards"] = shard_list(split.shards);
+      json["splits"].push_back(std::move(entry));
+    }
   }
   return json.dump(2);
 }
@@ -75,7 +80,8 @@ std::string PackResult::to_text() const {
   if (splits.empty()) {
     text += shard_count(shards.size()) + " (" + std::to_string(bytes) + " bytes) in " + output_dir;
   } else {
-    text += std::to_string(splits.size()) + " splits (" + std::to_string(bytes) + " bytes):";
+    text += std::to_string(splits.size()) + " splits" +
+            (split_by.empty() ? "" : " by " + split_by) + " (" + std::to_string(bytes) + " bytes):";
     for (const auto& split : splits)
       text += "\n  " + split.name + ": " + std::to_string(split.rows) + " rows in " +
               shard_count(split.shards.size()) + " in " + split.output_dir;
@@ -98,6 +104,11 @@ std::string PackResult::notes_text() const {
               " values (embeddings are converted to " + std::string(kFloatConversionDTypes) +
               "; pass --dtype " + conversion.column + "=" + std::string(dtype_name(conversion.to)) +
               " to ask for it)\n";
+  // --split-by: a value whose directory name differs from it (characters replaced, cut).
+  for (const auto& split : splits)
+    if (!split_by.empty() && split.name != split.value)
+      text += "split by " + split_by + ": the value '" + split.value + "' is written to " +
+              split.output_dir + " (a directory name keeps letters, digits, '-', '_' and '.')\n";
   for (const auto& entry : left_out)
     text += "left out: " + entry.input + ": " + entry.field + " (" + entry.reason +
             "); --strict makes this an error\n";

@@ -184,12 +184,22 @@ std::string render_text(const Json& json) {
   if (json.contains("split")) {
     const auto& split = json["split"];
     std::string counts;
-    for (const auto& [name, rows] : split["rows"].items())
-      counts += (counts.empty() ? "" : ", ") + name + " " +
-                std::to_string(rows.get<std::uint64_t>()) + " rows (" +
-                split["fractions"][name].dump() + ")";
-    text += "\nsplit: " + split["name"].get<std::string>() + " of " + counts + ", seed " +
-            std::to_string(split["seed"].get<std::uint64_t>()) + "\n";
+    if (split.contains("by")) {
+      // --split-by: the datasets of the column's values.
+      for (const auto& [name, rows] : split["rows"].items())
+        counts += (counts.empty() ? "" : ", ") + name + " " +
+                  std::to_string(rows.get<std::uint64_t>()) + " rows";
+      text += "\nsplit: " + split["name"].get<std::string>() + " (" +
+              split["by"].get<std::string>() + " = " + split["value"].dump() + ") of " + counts +
+              "\n";
+    } else {
+      for (const auto& [name, rows] : split["rows"].items())
+        counts += (counts.empty() ? "" : ", ") + name + " " +
+                  std::to_string(rows.get<std::uint64_t>()) + " rows (" +
+                  split["fractions"][name].dump() + ")";
+      text += "\nsplit: " + split["name"].get<std::string>() + " of " + counts + ", seed " +
+              std::to_string(split["seed"].get<std::uint64_t>()) + "\n";
+    }
   }
   if (json.contains("part")) {
     const auto& part = json["part"];

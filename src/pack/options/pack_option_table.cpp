@@ -91,6 +91,16 @@ constexpr PackOptionInfo kPackOptions[] = {
        o.splits = parse_split_spec(text);
      },
      "train=0.9,val=0.1"},
+    {"--split-by", "split_by", PackOptionType::text, "COLUMN", "",
+     "COLUMN: write one dataset per distinct value of this text or integer column in OUT/VALUE, "
+     "e.g. a split column of train/val/test rows (the column is kept; rows null in it are "
+     "dropped as null; not with --split)",
+     "", false,
+     [](PackOptions& o, std::string_view text, std::string_view name) {
+       if (text.empty()) throw UsageError(std::string(name) + " needs a column name");
+       o.split_by = text;
+     },
+     "split"},
     {"--part", "part", PackOptionType::text, "K/N", "",
      "K/N: pack partition K of N of the inputs (sorted; whole files when there are at least N, "
      "else row ranges), e.g. --part $SLURM_ARRAY_TASK_ID/8; join the parts with gpucache merge",

@@ -47,6 +47,11 @@ PackResult pack_append(const PackOptions& options) {
     throw UsageError("--append DATASET writes into DATASET; leave out -o");
   if (options.part || !options.splits.empty())
     throw UsageError("--append cannot be combined with --part or --split");
+  // Each split is a dataset of its own: rows are appended to one of them, OUT/VALUE.
+  if (!options.split_by.empty())
+    throw UsageError(
+        "--append cannot be combined with --split-by: append each value's rows to its own "
+        "dataset (--append OUT/VALUE with the rows of that value)");
   if (options.force) throw UsageError("--append never replaces a dataset; leave out --force");
   const int lock = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (lock < 0)

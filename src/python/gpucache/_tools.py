@@ -292,7 +292,8 @@ def pack(inputs, out=None, *, progress: ProgressArg = False, **options) -> dict:
         file and why).
     The CLI's options as keyword arguments, '-' written '_': kind, fields ({column: path} or
     ["column=path"]), roles ({column: role}), dtype ("f16" or {column: "bf16"}), split
-    ({"train": 0.9, "val": 0.1}), shard_size (bytes or "512M"), max_output (bytes or "2T", "none"
+    ({"train": 0.9, "val": 0.1}), split_by (a text or integer column: one dataset per value in
+    out/VALUE, the column kept; see docs/cli.md), shard_size (bytes or "512M"), max_output (bytes or "2T", "none"
     for no cap; default 16 TiB: refuse a run whose shards would be larger), shard_rows, pad_to,
     compress ("zstd", "zstd:9", 9 or True), threads, force, resume, no_fsync (do not wait for the
     disk: faster, but a power failure soon after may leave a shard short), device ("auto", "cpu",

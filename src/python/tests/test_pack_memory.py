@@ -173,3 +173,34 @@ def test_a_table_without_arrow_support_is_one_clear_error(tmp_path, monkeypatch)
     monkeypatch.setitem(sys.modules, "gpucache._arrow", None)  # import fails
     with pytest.raises(gpucache.Error, match="needs pyarrow and gpucache's Arrow support"):
         gpucache.pack(str(tmp_path / "part.arrow"), tmp_path / "ds")
+
+
+def test_split_by_a_column_in_memory(tmp_path):
+    # A dict of columns and a pyarrow table split by their own column, as a file is: one dataset
+    # per value, the column kept, integers named in decimal.
+    vectors = embeddings(12, 8)
+    split = ["train", "val", "test", "train"] * 3
+    fold = numpy.arange(12, dtype=numpy.int32) % 3 - 1
+    result = gpucache.pack({"embedding": vectors, "split": split, "fold": fold}, tmp_path / "ds",
+                           split_by="split")
+    assert result["split_by"] == "split"
+    assert [(s["name"], s["value"], s["rows"]) for s in result["splits"]] == [
+        ("test", "test", 3), ("train", "train", 6), ("val", "val", 3)]
+    for entry in result["splits"]:
+        ds = loaded(entry["output"])
+        rows = [i for i in range(12) if split[i] == entry["name"]]
+        assert ds.texts("split") == [entry["name"]] * len(rows)
+        assert numpy.array_equal(as_numpy(ds.tensors["embedding"]), vectors[rows])
+    by_fold = gpucache.pack({"embedding": vectors, "fold": fold}, tmp_path / "folds",
+                            split_by="fold")
+    assert [(s["name"], s["value"]) for s in by_fold["splits"]] == [("-1", -1), ("0", 0), ("1", 1)]
+    with pytest.raises(gpucache.Error, match="--split and --split-by cannot be combined"):
+        gpucache.pack({"embedding": vectors, "split": split}, tmp_path / "both",
+                      split_by="split", split={"a": 0.5, "b": 0.5})
+    with pytest.raises(gpucache.Error, match="column 'embedding': holds 8 values per row"):
+        gpucache.pack({"embedding": vectors}, tmp_path / "vec", split_by="embedding")
+    pyarrow = pytest.importorskip("pyarrow")
+    table = pyarrow.table({"embedding": pyarrow.array(list(vectors), pyarrow.list_(pyarrow.float32())),
+                           "split": split})
+    from_table = gpucache.pack(table, tmp_path / "table", split_by="split")
+    assert [s["rows"] for s in from_table["splits"]] == [3, 6, 3]

@@ -115,6 +115,9 @@ struct PackOptions {
   // With splits: output_dir/<name> holds each split's dataset; every kept row goes to one split,
   // chosen from its input row and validation.seed.
   std::vector<SplitSpec> splits;
+  // --split-by COLUMN: instead of fractions, one dataset per distinct value of this packed text
+  // or integer column, in output_dir/<value as a directory name> (docs/cli.md, "Splits").
+  std::string split_by;
   // Pack only this partition of the inputs; each part is a complete dataset that `merge` joins.
   std::optional<PartSpec> part;
   // Add the rows as new shards of the dataset in this directory (docs/scale.md, "Append"):
@@ -133,9 +136,12 @@ struct PackedShard {
 };
 
 struct PackedSplit {
-  std::string name;
+  std::string name;  // its directory under the output directory
   std::string output_dir;
-  double fraction = 0;
+  double fraction = 0;  // --split
+  // --split-by: the column's value (text, or an integer in decimal), which `name` spells as a
+  // directory name.
+  std::string value;
   std::uint64_t rows = 0;
   std::uint64_t bytes = 0;
   std::vector<PackedShard> shards;
@@ -185,7 +191,10 @@ struct PackResult {
   std::uint64_t resumed_shards = 0;  // shards kept from an interrupted run (--resume)
   std::vector<PackedShard> shards;   // without splits
   std::vector<PackedSplit> splits;   // with splits (rows and bytes above add them up)
-  ReasonCounts dropped{};            // indexed by DropReason; [kept] unused
+  // --split-by: the column, and whether its values are integers (else text).
+  std::string split_by;
+  bool split_by_integer = false;
+  ReasonCounts dropped{};  // indexed by DropReason; [kept] unused
   std::uint64_t sampled_out = 0;
   std::uint64_t overflowed_values = 0;       // clamped to the largest finite value
   std::uint64_t flushed_to_zero_values = 0;  // nonzero values too small for the storage type
