@@ -667,3 +667,50 @@ def writers(ctx: Context) -> list:
                     f"writers {source_text}: gpucache.pack → f32 vs {label_of[peer]}",
                     subjects[0], peer)
     return results
+
+
+REMOTE_NOTE = ("From one moto S3 server on 127.0.0.1 (its own process), each run a fresh process "
+               "with an empty cache folder, timed from creating the dataset to the last row of a "
+               "shuffled epoch (imports excluded); runs interleaved. Requests and bytes are the "
+               "server's counts for one epoch. The peers run in the main process (DataLoader "
+               "num_workers=0); gpucache.stream uses its own reader threads.")
+
+
+def remote_stream(ctx: Context) -> list:
+    """gpucache.stream against MosaicML streaming and litdata from the same local S3 server
+    (remote_child.py does the measuring: rows/s, requests and bytes per epoch)."""
+    data = ctx.child("remote_child.py", ["--scratch", ctx.scratch / "remote", "--rows",
+                                         ctx.remote_rows, "--dim", ctx.remote_dim, "--reps",
+                                         ctx.slow_reps])
+    versions = data["versions"]
+    label_of = {"gpucache": "gpucache.stream(s3://...)",
+                "streaming": f"streaming {versions['streaming']} StreamingDataset",
+                "litdata": f"litdata {versions['litdata']} StreamingDataset"}
+
+    def measure(name):
+        if name in data["unavailable"]:
+            raise NotAvailable(data["unavailable"][name])
+        if name in data["failed"]:
+            raise benchlib.CommandFailed(["remote_child.py", name], 1, data["failed"][name])
+        runs = data["results"][name]
+        return Measure(label_of[name], Stats([r["seconds"] for r in runs]),
+                       f"remote_child.py --read {name}", data["written_bytes"].get(name))
+
+    results = []
+    for peer in ("streaming", "litdata"):
+        comparison = Comparison(id=f"remote_stream_vs_{peer}", group="cpu", section="remote",
+                                title=f"epoch from S3 ({data['rows']:,} rows × {data['dim']} f32 "
+                                f"+ label): gpucache.stream vs {label_of[peer]}",
+                                notes=REMOTE_NOTE)
+        try:
+            comparison.subject, comparison.peer = measure("gpucache"), measure(peer)
+            comparison.extra = {n: {"requests": [r["requests"] for r in data["results"][n]],
+                                    "bytes": [r["bytes"] for r in data["results"][n]],
+                                    "lists": [r["lists"] for r in data["results"][n]]}
+                                for n in ("gpucache", peer)}
+        except NotAvailable as error:
+            comparison.status, comparison.reason = "not_available", str(error)
+        except benchlib.CommandFailed as error:
+            comparison.status, comparison.reason = "failed", str(error)
+        results.append(comparison)
+    return results

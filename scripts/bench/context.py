@@ -33,6 +33,8 @@ class Context:
     notes: list = field(default_factory=list)
     writer_rows: int = 0                           # the writers section's rows and dim
     writer_dim: int = 0
+    remote_rows: int = 0                           # the remote section's rows and dim
+    remote_dim: int = 0
 
     @property
     def data(self) -> Path:

@@ -28,9 +28,12 @@ import targets  # noqa: E402
 from benchlib import CommandFailed, Comparison, NotAvailable, NotMeasured, human_bytes, log  # noqa
 from context import Context, probe_features, python_version_info  # noqa: E402
 
-SECTIONS = ["tools", "validation", "loads", "scale", "pipeline", "gpu", "writers"]
+SECTIONS = ["tools", "validation", "loads", "scale", "pipeline", "gpu", "writers", "remote"]
 # Sections that make their own data: alone, they skip the shared data generation and packing.
-SELF_CONTAINED = {"writers"}
+SELF_CONTAINED = {"writers", "remote"}
+# Sections run only when --only names them: "remote" needs moto, boto3, MosaicML streaming and
+# litdata in the bench venv (docs/benchmarks.md "Remote streaming" says how to install them).
+OPT_IN = {"remote"}
 
 # (default, --quick) per size option.
 DEFAULTS = {
@@ -45,6 +48,8 @@ DEFAULTS = {
     "slow_reps": (3, 1),
     "writer_rows": (98_304, 4_096),
     "writer_dim": (768, 768),
+    "remote_rows": (200_000, 8_192),
+    "remote_dim": (768, 768),
 }
 
 
@@ -75,6 +80,10 @@ def parse_args(argv):
                         help="rows of the writers section's embedding dataset (default 98304: "
                              "288 MiB of f32 at dim 768; quick 4096)")
     parser.add_argument("--writer-dim", type=int, default=env("GPUCACHE_BENCH_WRITER_DIM"))
+    parser.add_argument("--remote-rows", type=int, default=env("GPUCACHE_BENCH_REMOTE_ROWS"),
+                        help="rows of the remote section's dataset (default 200000: 586 MiB of "
+                             "f32 at dim 768; quick 8192)")
+    parser.add_argument("--remote-dim", type=int, default=env("GPUCACHE_BENCH_REMOTE_DIM"))
     parser.add_argument("--only", default=env("GPUCACHE_BENCH_ONLY", ""),
                         help=f"comma-separated sections to run: {','.join(SECTIONS)}")
     parser.add_argument("--out", type=Path, default=env("GPUCACHE_BENCH_OUT"))
@@ -93,7 +102,8 @@ def parse_args(argv):
     args.build_dir = args.build_dir or args.root / "build"
     args.gpucache = args.gpucache or args.build_dir / "src" / "cli" / "gpucache"
     args.out = (args.out or args.root / "bench-out").resolve()
-    args.sections = [s for s in args.only.split(",") if s] or SECTIONS
+    args.sections = [s for s in args.only.split(",") if s] or [
+        s for s in SECTIONS if s not in OPT_IN]
     unknown = set(args.sections) - set(SECTIONS)
     if unknown:
         parser.error(f"unknown section(s) {', '.join(sorted(unknown))}")
@@ -201,7 +211,8 @@ def main(argv=None) -> int:
     ctx = Context(root=args.root, out=args.out, gpucache=args.gpucache.resolve(),
                   build_dir=args.build_dir.resolve(), python=sys.executable, reps=args.reps,
                   slow_reps=args.slow_reps, quick=args.quick, writer_rows=args.writer_rows,
-                  writer_dim=args.writer_dim)
+                  writer_dim=args.writer_dim, remote_rows=args.remote_rows,
+                  remote_dim=args.remote_dim)
     params = datagen.DataParams(
         embed_bytes=benchlib.parse_size(args.size), embed_dim=args.embed_dim,
         small_bytes=benchlib.parse_size(args.small_size), dialogue_rows=args.dialogue_rows,
@@ -218,8 +229,12 @@ def main(argv=None) -> int:
                   f"{params.llm_rows} × {params.llm_dim}; one row in "
                   f"{datagen.BAD_EVERY} invalid (norm < 0.1, > 100, or NaN)")
     if set(args.sections) <= SELF_CONTAINED:
-        sizes_text = (f"writers: {args.writer_rows:,} rows × ({args.writer_dim} f32 embedding + "
-                      "question text + i64 label)")
+        sizes_text = "; ".join(
+            text for section, text in (
+                ("writers", f"writers: {args.writer_rows:,} rows × ({args.writer_dim} f32 "
+                            "embedding + question text + i64 label)"),
+                ("remote", f"remote: {args.remote_rows:,} rows × ({args.remote_dim} f32 "
+                           "embedding + i64 label)")) if section in args.sections)
     log(f"sizes: {sizes_text}")
 
     shared_data = not set(args.sections) <= SELF_CONTAINED
@@ -315,6 +330,12 @@ def main(argv=None) -> int:
                        ph(f"writers_{source}_f32_vs_fastest", f"writers from {source}: "
                           "gpucache.pack vs the fastest of HF datasets, MDSWriter, litdata",
                           "writers") for source in ("memory", "parquet")])
+
+    if "remote" in sections:
+        runner.run("remote: gpucache.stream vs streaming, litdata from S3",
+                   lambda: cases_cpu.remote_stream(ctx), [
+                       ph(f"remote_stream_vs_{peer}", f"epoch from S3: gpucache.stream vs "
+                          f"{peer}", "remote") for peer in ("streaming", "litdata")])
 
     machine["load_average_end"] = sysinfo.load_average()
     by_id = {c.id: c for c in runner.comparisons}

@@ -298,6 +298,7 @@ What is compared (every peer on the same bytes, in the same run):
 | inspect | 1 GiB dataset | 10 MiB dataset |
 | Validation | CPU check pass, 1 thread and all | memcpy |
 | Writers (`--only writers`) | `gpucache.pack` of an embedding dataset from memory (f32 and f16) and from a Parquet file | Hugging Face `datasets` (`Dataset.from_dict` / `load_dataset("parquet")` + `save_to_disk`), MosaicML streaming `MDSWriter`, `litdata.optimize`, `torch.save`, safetensors `save_file`, all fsynced |
+| Remote streaming (`--only remote`) | `gpucache.stream("s3://...")` over a shuffled epoch, from a local moto S3 server, fresh cache each run | MosaicML streaming `StreamingDataset` and litdata `StreamingDataset` over the same rows from the same server: rows/s, requests, bytes |
 | GPU | `gpucache.load(device="cuda")`, validation on CUDA, `GPUBatches`, pack + load to the GPU | pinned H2D copy, `torch.load(map_location="cuda")`, safetensors `load_file(device="cuda")`, D2D copy, torch `DataLoader`, the users' loader with `.to("cuda")` |
 
 Figures that were not measured say so (no GPU, or the feature is not in the build that ran).

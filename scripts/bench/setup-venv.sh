@@ -50,6 +50,14 @@ if ! "$py" -c "$writer_peers_import" 2>/dev/null; then
     log "warning: $writer_peers_import fails; the writers section reports those not available"
 fi
 
+# The remote section's S3 server (moto's, on 127.0.0.1); its peers are the writers' streaming and
+# litdata, reading from it through boto3.
+if ! "$py" -c "import moto.server, flask_cors, boto3" 2>/dev/null; then
+  log "installing moto's S3 server into $venv (the remote section)"
+  "$py" -m pip install -q --disable-pip-version-check -c "$constraints" "moto[s3]>=5,<6" flask \
+    flask-cors boto3 >&2 || log "warning: installing moto failed: the remote section is not available"
+fi
+
 # This repository's package (gpucache.load, GPUBatches), rebuilt when its sources change.
 if [ -f "$root/pyproject.toml" ]; then
   stamp="$venv/.gpucache-source"

@@ -609,7 +609,8 @@ void bind_stream(nb::module_& m) {
           [](BatchStream* self, const Dataset& dataset, std::uint64_t batch_size, bool shuffle,
              std::uint64_t seed, std::uint64_t epoch, std::uint32_t rank, std::uint32_t world_size,
              bool drop_last, std::uint64_t block_rows, std::uint64_t window_blocks, int device,
-             unsigned prefetch, unsigned threads, bool verify, bool pad, std::uint64_t stride) {
+             unsigned prefetch, unsigned threads, bool verify, bool pad, std::uint64_t stride,
+             unsigned prefetch_shards) {
             StreamOptions options;
             options.order.batch_size = batch_size;
             options.order.shuffle = shuffle;
@@ -626,13 +627,16 @@ void bind_stream(nb::module_& m) {
             options.threads = threads;
             options.verify = verify;
             options.stride = stride;
+            options.prefetch_shards = prefetch_shards;
             nb::gil_scoped_release release;
             new (self) BatchStream(dataset, options);
           },
           nb::arg("dataset"), nb::arg("batch_size"), nb::arg("shuffle"), nb::arg("seed"),
           nb::arg("epoch"), nb::arg("rank"), nb::arg("world_size"), nb::arg("drop_last"),
           nb::arg("block_rows"), nb::arg("window_blocks"), nb::arg("device"), nb::arg("prefetch"),
-          nb::arg("threads"), nb::arg("verify"), nb::arg("pad") = true, nb::arg("stride") = 1)
+          nb::arg("threads"), nb::arg("verify"), nb::arg("pad") = true, nb::arg("stride") = 1,
+          // The default is StreamOptions' own (batch_stream.hpp), stated once.
+          nb::arg("prefetch_shards") = StreamOptions{}.prefetch_shards)
       .def_prop_ro("batches", &BatchStream::batches)
       .def_prop_ro("epoch", &BatchStream::epoch)
       .def_prop_ro("position", &BatchStream::position)
@@ -646,6 +650,7 @@ void bind_stream(nb::module_& m) {
         out["bytes_gathered"] = stats.bytes_gathered;
         out["bytes_verified"] = stats.bytes_verified;
         out["peak_blocks"] = stats.peak_blocks;
+        out["shards_open"] = stats.shards_open;
         return out;
       });
 }

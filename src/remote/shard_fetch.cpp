@@ -20,6 +20,11 @@ namespace {
 
 using gpucache::detail::xxh3_64;
 
+// The most bytes of adjacent chunks asked for in one range request: few requests per shard (each
+// is billed, and throttled stores count them), yet several in flight for a large shard, and a
+// failed check re-fetches at most this much.
+constexpr std::uint64_t kRangeBytes = 32ull << 20;
+
 std::uint64_t load_u64(const std::byte* at) {
   std::uint64_t value;
   std::memcpy(&value, at, sizeof value);  // the format is little-endian, as is every supported host
@@ -129,40 +134,64 @@ void fetch_shard(ObjectStore& store, const ShardSource& shard, const std::string
       std::span(tail).subspan(header.chunk_table_offset - data_end, table_bytes), header, url);
   out.write_at(data_end, tail);
 
-  // Chunks, `connections` in flight; each checked against its hash before it is written.
+  // Chunks, in runs of adjacent chunks of up to kRangeBytes (one range request each, so a shard
+  // of many small chunks costs few requests), `connections` in flight; every chunk of a run checked
+  // against its hash before the run is written.
   shard::Layout layout;  // for chunk errors that name what a chunk holds
   layout.header = header;
   layout.columns = shard::decode_columns(
       std::span(head).subspan(shard::kHeaderSize, tables_end - shard::kHeaderSize), header, url);
   layout.chunks = chunks;
+  struct Run {
+    std::size_t first = 0, last = 0;  // chunks [first, last)
+    std::uint64_t begin = 0, end = 0;
+  };
+  std::vector<Run> runs;
+  for (std::size_t k = 0; k < chunks.size(); ++k) {
+    const std::uint64_t begin = chunks[k].stored_offset, end = begin + chunks[k].stored_size;
+    if (!runs.empty() && runs.back().end == begin && end - runs.back().begin <= kRangeBytes) {
+      runs.back().last = k + 1;
+      runs.back().end = end;
+    } else {
+      runs.push_back({k, k + 1, begin, end});
+    }
+  }
+  const auto check_chunk = [&](std::size_t k,
+                               std::span<const std::byte> stored) -> std::optional<std::string> {
+    const shard::ChunkEntry& chunk = chunks[k];
+    std::uint64_t hash = 0;
+    if (chunk.codec == shard::Codec::raw) {
+      hash = xxh3_64(stored);
+    } else {
+      std::vector<std::byte> plain(shard::chunk_logical_size(header, k));
+      if (auto cause = shard::decompress_chunk(stored, plain))
+        return "chunk " + std::to_string(k) + ": " + *cause;
+      hash = xxh3_64(plain);
+    }
+    if (hash != chunk.hash)
+      return "chunk " + std::to_string(k) + " (" +
+             shard::describe_range(layout, shard::chunk_range(header, k)) + ") hashes to " +
+             hex(hash) + ", the chunk table says " + hex(chunk.hash);
+    return std::nullopt;
+  };
   std::atomic<std::size_t> next{0};
   std::atomic<bool> failed{false};
   std::exception_ptr first_error;
   std::mutex error_mutex;
   const auto work = [&](HttpSession& own) {
     try {
-      for (std::size_t k = next++; k < chunks.size() && !failed; k = next++) {
-        const shard::ChunkEntry& chunk = chunks[k];
-        const std::uint64_t logical = shard::chunk_logical_size(header, k);
+      for (std::size_t r = next++; r < runs.size() && !failed; r = next++) {
+        const Run& run = runs[r];
         const auto body = *store.get(
-            own, shard.name, ByteSpan{chunk.stored_offset, chunk.stored_offset + chunk.stored_size},
+            own, shard.name, ByteSpan{run.begin, run.end},
             [&](std::span<const std::byte> stored) -> std::optional<std::string> {
-              std::uint64_t hash = 0;
-              if (chunk.codec == shard::Codec::raw) {
-                hash = xxh3_64(stored);
-              } else {
-                std::vector<std::byte> plain(logical);
-                if (auto cause = shard::decompress_chunk(stored, plain))
-                  return "chunk " + std::to_string(k) + ": " + *cause;
-                hash = xxh3_64(plain);
-              }
-              if (hash != chunk.hash)
-                return "chunk " + std::to_string(k) + " (" +
-                       shard::describe_range(layout, shard::chunk_range(header, k)) +
-                       ") hashes to " + hex(hash) + ", the chunk table says " + hex(chunk.hash);
+              for (std::size_t k = run.first; k < run.last; ++k)
+                if (auto cause = check_chunk(k, stored.subspan(chunks[k].stored_offset - run.begin,
+                                                               chunks[k].stored_size)))
+                  return cause;
               return std::nullopt;
             });
-        out.write_at(chunk.stored_offset, body);
+        out.write_at(run.begin, body);
       }
     } catch (...) {
       failed = true;
@@ -170,9 +199,8 @@ void fetch_shard(ObjectStore& store, const ShardSource& shard, const std::string
       if (!first_error) first_error = std::current_exception();
     }
   };
-  const unsigned helpers =
-      static_cast<unsigned>(std::min<std::size_t>(connections, chunks.size())) -
-      (chunks.empty() ? 0 : 1);
+  const unsigned helpers = static_cast<unsigned>(std::min<std::size_t>(connections, runs.size())) -
+                           (runs.empty() ? 0 : 1);
   std::vector<std::thread> threads;
   for (unsigned t = 0; t < helpers; ++t)
     threads.emplace_back([&] {

@@ -20,7 +20,8 @@ struct ShardSource {
 };
 
 // Requests: [0, 4096), the rest of the header and tables when they pass 4096, the chunk table and
-// footer, then each chunk ([stored_offset, stored_offset + stored_size)), `connections` in flight.
+// footer, then the chunks in runs of adjacent ones of up to 32 MiB (one range each; a larger chunk
+// alone), `connections` in flight.
 void fetch_shard(ObjectStore& store, const ShardSource& shard, const std::string& path,
                  unsigned connections);
 

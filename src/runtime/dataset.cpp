@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <map>
+#include <mutex>
 
 #include "dataset_state.hpp"
 #include "gpucache/common/parallel.hpp"
@@ -120,60 +121,70 @@ Dataset Dataset::share_for_rank(std::uint32_t rank, std::uint32_t world_size) co
 
 namespace detail {
 
-std::vector<MappedShard> map_needed_shards(const DatasetState& state, ShardMapping::Access access) {
+std::vector<MappedShard> needed_shard_slots(const DatasetState& state) {
   const auto& table = *state.table;
-  std::vector<MappedShard> mapped;
-  // The dataset id of the first shard mapped in each segment: shards of one segment share it, so
-  // a shard of another pack run is named as such before its header hash is compared.
-  std::map<std::uint32_t, std::uint64_t> segment_ids;
+  std::vector<MappedShard> slots;
   std::uint64_t out_row = 0;
-  if (table.remote) {  // a remote dataset: the needed shards into the cache folder first
-    std::vector<std::size_t> needed;
-    for (std::size_t k = 0; k < table.shards.size(); ++k) {
-      const std::uint64_t begin = table.starts[k], end = begin + table.shards[k].rows;
-      if (std::max(begin, state.row_begin) < std::min(end, state.row_end)) needed.push_back(k);
-    }
-    table.remote->fetch_shards(needed);
-  }
   for (std::size_t k = 0; k < table.shards.size(); ++k) {
     const std::uint64_t begin = table.starts[k], end = begin + table.shards[k].rows;
     const std::uint64_t lo = std::max(begin, state.row_begin), hi = std::min(end, state.row_end);
     if (lo >= hi) continue;
-    const ShardInfo& info = table.shards[k];
-    std::error_code error;
-    if (!std::filesystem::exists(info.path, error))
-      throw Error(info.path, "", "missing: listed in manifest.json but not on disk");
-    MappedShard shard;
-    shard.table_index = k;
-    shard.file = ShardMapping::open(info.path, access);
-    auto layout = std::make_shared<shard::Layout>(
-        shard::decode_layout({shard.file->data(), shard.file->size()}, info.path));
-    const shard::Header& header = layout->header;
-    if (header.has_dataset_fields()) {
-      const auto [seen, inserted] = segment_ids.try_emplace(table.segment_of[k], header.dataset_id);
-      if (!inserted && seen->second != header.dataset_id)
-        throw Error(info.path, "header byte 152",
-                    "belongs to another dataset than the shards before it (its dataset id "
-                    "differs): shards from different packs were mixed");
-    }
-    if (auto cause = shard::place_mismatch(header, table.places[k]))
-      throw Error(info.path, "header", *cause + " according to " + shard::kManifestName);
-    bool same_columns = layout->columns.size() == table.columns.size();
-    for (std::size_t c = 0; same_columns && c < table.columns.size(); ++c)
-      same_columns = static_cast<const Column&>(layout->columns[c]) == table.columns[c];
-    if (!same_columns) throw Error(info.path, "column table", "columns differ from the manifest");
-    // A compressed shard is decompressed into private memory laid out like its mapping, after
-    // its header has been checked against the manifest.
-    if (header.compressed())
-      shard.file = ShardMapping::decompress(
-          *shard.file, *layout, gpucache::detail::resolve_thread_count(0, kDefaultLoadThreadCap));
-    shard.layout = std::move(layout);
-    shard.row_lo = lo - begin;
-    shard.row_hi = hi - begin;
-    shard.out_row = out_row;
+    MappedShard slot;
+    slot.table_index = k;
+    slot.row_lo = lo - begin;
+    slot.row_hi = hi - begin;
+    slot.out_row = out_row;
     out_row += hi - lo;
-    mapped.push_back(std::move(shard));
+    slots.push_back(std::move(slot));
   }
+  return slots;
+}
+
+void map_shard(const DatasetState& state, MappedShard& shard, ShardMapping::Access access,
+               SegmentIds& segment_ids) {
+  const auto& table = *state.table;
+  const std::size_t k = shard.table_index;
+  const ShardInfo& info = table.shards[k];
+  std::error_code error;
+  if (!std::filesystem::exists(info.path, error))
+    throw Error(info.path, "", "missing: listed in manifest.json but not on disk");
+  auto file = ShardMapping::open(info.path, access);
+  auto layout = std::make_shared<shard::Layout>(
+      shard::decode_layout({file->data(), file->size()}, info.path));
+  const shard::Header& header = layout->header;
+  if (header.has_dataset_fields()) {
+    const std::lock_guard lock(segment_ids.mutex);
+    const auto [seen, inserted] =
+        segment_ids.first.try_emplace(table.segment_of[k], header.dataset_id);
+    if (!inserted && seen->second != header.dataset_id)
+      throw Error(info.path, "header byte 152",
+                  "belongs to another dataset than the shards before it (its dataset id "
+                  "differs): shards from different packs were mixed");
+  }
+  if (auto cause = shard::place_mismatch(header, table.places[k]))
+    throw Error(info.path, "header", *cause + " according to " + shard::kManifestName);
+  bool same_columns = layout->columns.size() == table.columns.size();
+  for (std::size_t c = 0; same_columns && c < table.columns.size(); ++c)
+    same_columns = static_cast<const Column&>(layout->columns[c]) == table.columns[c];
+  if (!same_columns) throw Error(info.path, "column table", "columns differ from the manifest");
+  // A compressed shard is decompressed into private memory laid out like its mapping, after
+  // its header has been checked against the manifest.
+  if (header.compressed())
+    file = ShardMapping::decompress(
+        *file, *layout, gpucache::detail::resolve_thread_count(0, kDefaultLoadThreadCap));
+  shard.file = std::move(file);
+  shard.layout = std::move(layout);
+}
+
+std::vector<MappedShard> map_needed_shards(const DatasetState& state, ShardMapping::Access access) {
+  std::vector<MappedShard> mapped = needed_shard_slots(state);
+  if (state.table->remote) {  // a remote dataset: the needed shards into the cache folder first
+    std::vector<std::size_t> needed;
+    for (const MappedShard& slot : mapped) needed.push_back(slot.table_index);
+    state.table->remote->fetch_shards(needed);
+  }
+  SegmentIds segment_ids;
+  for (MappedShard& shard : mapped) map_shard(state, shard, access, segment_ids);
   return mapped;
 }
 

@@ -3,7 +3,9 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -56,7 +58,21 @@ struct MappedShard {
 // Discovers and checks the shards under `path` (see Dataset::open).
 std::shared_ptr<const ShardTable> open_shard_table(const std::string& path,
                                                    const OpenOptions& options = {});
-// The shards the selection needs, mapped, in row order.
+// The shards the selection needs, in row order, with their rows placed but not yet mapped (file
+// and layout null): what a batch stream over a remote dataset opens one by one as it goes.
+std::vector<MappedShard> needed_shard_slots(const DatasetState& state);
+// The dataset id of the first shard mapped in each segment: shards of one segment share it, so a
+// shard of another pack run is named as such before its header hash is compared.
+struct SegmentIds {
+  std::mutex mutex;
+  std::map<std::uint32_t, std::uint64_t> first;
+};
+// Maps one slot of needed_shard_slots (its file, already local) and checks its header against the
+// manifest's record of it (decompressing a compressed shard). Safe to call for different slots on
+// different threads.
+void map_shard(const DatasetState& state, MappedShard& shard, ShardMapping::Access access,
+               SegmentIds& segment_ids);
+// The shards the selection needs (fetched first for a remote dataset), mapped, in row order.
 std::vector<MappedShard> map_needed_shards(const DatasetState& state, ShardMapping::Access access);
 
 }  // namespace gpucache::runtime::detail

@@ -43,7 +43,7 @@ class Stream(Resumable, _Iterable):
                  batch_size, shuffle, seed, rank, world_size, drop_last, block_rows,
                  window_blocks, prefetch, threads, verify, padded, max_length, pad_value,
                  with_indices, names, transform, cache_dir="", order_rank=None,
-                 batch_limit=None):
+                 batch_limit=None, prefetch_shards=None):
         self._columns = {c["name"]: c for c in native_dataset.columns()}
         self._names = names
         self._rows = native_dataset.rows
@@ -68,6 +68,8 @@ class Stream(Resumable, _Iterable):
         self._order_rank = (self.rank, self.world_size) if order_rank is None else order_rank
         self._batch_limit = batch_limit
         self._prefetch, self._threads, self._verify = int(prefetch), int(threads), bool(verify)
+        # None: the native stream's default (StreamOptions::prefetch_shards).
+        self._prefetch_shards = prefetch_shards
         self._native = None
         self._owner = None    # (pid, stride) the reader was opened for
         self._open(native_dataset, 1)
@@ -79,6 +81,8 @@ class Stream(Resumable, _Iterable):
         self._worker = (0, 1)  # (id, workers) of the latest iteration
 
     def _open(self, native_dataset, stride: int) -> None:
+        more = ({} if getattr(self, "_prefetch_shards", None) is None
+                else {"prefetch_shards": int(self._prefetch_shards)})
         if native_dataset is None:
             native_dataset = NativeDataset.open(self._path, self._cache_dir)
             if self._rows_selected is not None:
@@ -91,7 +95,7 @@ class Stream(Resumable, _Iterable):
             block_rows=self.block_rows, window_blocks=self.window_blocks,
             device=-1 if self._device_index is None else self._device_index,
             prefetch=self._prefetch, threads=self._threads, verify=self._verify, pad=False,
-            stride=stride)
+            stride=stride, **more)
         self._owner = (os.getpid(), stride)
 
     def _reader(self, stride: int):
@@ -238,7 +242,7 @@ def stream(path, device: str = "cuda", batch_size: int = 1024, shuffle: bool = T
            threads: int = 0, rows: Optional[tuple] = None, padded: bool = False,
            max_length: Optional[int] = None, pad_value=0, with_indices: bool = False,
            transform: Optional[Callable] = None, cache_dir=None,
-           partition: str = "rows") -> Stream:
+           partition: str = "rows", prefetch_shards: Optional[int] = None) -> Stream:
     """Streams batches of a packed dataset without loading it whole (docs/python.md
     "gpucache.stream").
 
@@ -260,6 +264,10 @@ def stream(path, device: str = "cuda", batch_size: int = 1024, shuffle: bool = T
         every rank reads every shard. "shards": each rank gets whole shards (a contiguous run of
         them, balanced by rows) and orders only their rows, so a rank reads (and, for a remote
         dataset, fetches) only its own shards (docs/remote.md "Streaming").
+    prefetch_shards: for a remote dataset, how many shards past the furthest one the batches have
+        reached are fetched in the background, in the order the epoch's batches first need them
+        (0: each shard is fetched when a batch first needs it). Default (None): the runtime's,
+        StreamOptions::prefetch_shards (2). A remote stream fetches no shard when it is created.
     """
     path = os.fspath(path)
     rank, world_size = _ranks.resolve(rank, world_size)
@@ -284,6 +292,11 @@ def stream(path, device: str = "cuda", batch_size: int = 1024, shuffle: bool = T
         raise Error(f"batch_size must be at least 1, not {batch_size}")
     if prefetch < 1:
         raise Error(f"prefetch must be at least 1, not {prefetch}")
+    if prefetch_shards is not None and (isinstance(prefetch_shards, bool)
+                                        or not isinstance(prefetch_shards, int)
+                                        or prefetch_shards < 0):
+        raise Error(f"prefetch_shards must be a whole number of shards, 0 or more, not "
+                    f"{prefetch_shards!r}")
     if transform is not None and not callable(transform):
         raise Error(f"transform must be callable, not {type(transform).__name__}")
     if device_index is not None and _arrays.backend() != "torch":
@@ -296,7 +309,8 @@ def stream(path, device: str = "cuda", batch_size: int = 1024, shuffle: bool = T
             batch_size=batch_size, shuffle=shuffle, seed=seed, drop_last=drop_last,
             block_rows=block_rows, window_blocks=window_blocks, prefetch=prefetch,
             threads=threads, verify=verify, padded=padded, max_length=max_length,
-            pad_value=pad_value, with_indices=with_indices, names=names, transform=transform)
+            pad_value=pad_value, with_indices=with_indices, names=names, transform=transform,
+            prefetch_shards=prefetch_shards)
     if partition != "rows":
         raise Error(f"partition must be 'rows' or 'shards', not {partition!r}")
     _ranks.check_equal_steps(
@@ -310,7 +324,7 @@ def stream(path, device: str = "cuda", batch_size: int = 1024, shuffle: bool = T
                   window_blocks=window_blocks, prefetch=prefetch, threads=threads, verify=verify,
                   padded=padded, max_length=max_length, pad_value=pad_value,
                   with_indices=with_indices, names=names, transform=transform,
-                  cache_dir=cache_dir)
+                  cache_dir=cache_dir, prefetch_shards=prefetch_shards)
 
 
 def shard_slices(shards, row_begin: int, row_end: int, world_size: int):

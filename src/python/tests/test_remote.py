@@ -13,6 +13,7 @@ import socket
 import struct
 import subprocess
 import threading
+import time
 import urllib.parse
 
 import numpy
@@ -133,6 +134,8 @@ class FaultProxy(http.server.BaseHTTPRequestHandler):
         body = self.rfile.read(length) if length else None
         path = urllib.parse.urlsplit(self.path).path
         fault = None
+        if getattr(proxy, "delay", 0):  # latency of a distant store, per request
+            time.sleep(proxy.delay)
         with proxy.lock:
             if self.headers.get("Range") and proxy.plan:
                 fault = proxy.plan.pop(0)
@@ -302,6 +305,10 @@ def test_http_load_equals_local_and_fetches_each_byte_once(served, tmp_path, fas
         assert_each_byte_once(server.log, served / name)
         manifests = [e for e in server.log.of("GET") if e["path"].endswith("manifest.json")]
         assert len(manifests) == 1
+        # Three requests a shard: the header and tables, the chunk table and footer, and its two
+        # adjacent 4 MiB chunks as one range (runs of up to 32 MiB).
+        for shard in ("shard-00000.gcs", "shard-00001.gcs"):
+            assert len([e for e in server.log.of("GET") if e["path"].endswith(shard)]) == 3
 
         # A second run with the cache: the manifest is revalidated (304, no body), no shard
         # byte is read.
@@ -644,3 +651,131 @@ def test_stream_in_dataloader_workers_reuses_the_cache(served, tmp_path, fast_re
         for a, b in zip(remote, local):
             assert_same(a, b)
         assert_each_byte_once(server.log, served / "ds")
+
+
+# ---------------------------------------------------------------------------------------------
+# A remote stream opens its shards lazily and fetches the next ones in the background
+
+
+@pytest.fixture(scope="session")
+def eight_shards(tmp_path_factory):
+    """8000 rows in 8 shards of 1000 (row index in "row"), so a rank's run and a batch's shards are
+    plain to see in the request log."""
+    root = tmp_path_factory.mktemp("eight")
+    emb = numpy.random.default_rng(2).standard_normal((8000, 64), dtype=numpy.float32) / 16
+    numpy.savez(root / "data.npz", emb=emb, row=numpy.arange(8000, dtype=numpy.int64))
+    pack([root / "data.npz"], root / "ds", "--shard-rows", 1000, "--no-checks")
+    return root / "ds"
+
+
+def first_fetches(log):
+    """Shard names in the order of their first request."""
+    order = []
+    for entry in log.of("GET"):
+        name = pathlib.PurePosixPath(entry["path"]).name
+        if name.startswith("shard-") and name not in order:
+            order.append(name)
+    return order
+
+
+def test_remote_stream_fetches_its_shards_lazily_and_ahead(eight_shards, tmp_path, monkeypatch,
+                                                          fast_retries, moto_server):
+    with serve(FaultProxy, upstream_port=moto_server, plan=[], always=None) as proxy:
+        monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+        monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+        monkeypatch.setenv("AWS_REGION", "us-east-1")
+        monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{proxy.server_address[1]}")
+        monkeypatch.setenv("HOME", str(tmp_path))
+        connection = http.client.HTTPConnection("127.0.0.1", moto_server, timeout=30)
+        connection.request("PUT", "/lazy")
+        assert connection.getresponse().status == 200
+        connection.close()
+        gpucache.push(eight_shards, "s3://lazy/ds")
+        url = "s3://lazy/ds"
+        options = dict(device="cpu", batch_size=250, seed=4, world_size=2, partition="shards",
+                       drop_last=True)
+        local = {r: [as_numpy(b) for b in gpucache.stream(eight_shards, rank=r, **options)]
+                 for r in range(2)}
+
+        # Created: the manifest only. Then, without prefetching, each shard when a batch first
+        # needs it: in order (shuffle=False), one shard per four batches.
+        proxy.log.clear()
+        ordered = dict(options, shuffle=False)
+        stream = gpucache.stream(url, rank=1, cache_dir=tmp_path / "plain", prefetch_shards=0,
+                                 prefetch=1, **ordered)
+        assert first_fetches(proxy.log) == []
+        iterator = iter(stream)
+        assert as_numpy(next(iterator))["row"].tolist() == list(range(4000, 4250))
+        assert first_fetches(proxy.log) == ["shard-00004.gcs"]
+        assert stream.stats()["shards_open"] == 1
+        rest = [as_numpy(b) for b in iterator]
+        assert len(rest) == 15
+        assert first_fetches(proxy.log) == [f"shard-0000{k}.gcs" for k in range(4, 8)]
+
+        # Each rank of its own node fetches only its own shards, each byte once, even with every
+        # request 20 ms late; the shuffled batches are the local stream's.
+        proxy.delay = 0.02
+        for r in range(2):
+            proxy.log.clear()
+            stream = gpucache.stream(url, rank=r, cache_dir=tmp_path / f"node{r}", **options)
+            batches = [as_numpy(b) for b in stream]
+            assert len(batches) == len(local[r]) == 16
+            for a, b in zip(batches, local[r]):
+                assert_same(a, b)
+            assert sorted(first_fetches(proxy.log)) == [f"shard-0000{k}.gcs"
+                                                        for k in range(4 * r, 4 * r + 4)]
+            assert_no_list(proxy.log)
+            assert_each_byte_once_of(proxy.log, eight_shards, range(4 * r, 4 * r + 4))
+
+        # In order, with prefetching: the first two shards together, then each next one as the
+        # batches reach the one before; the batches are the local ones.
+        proxy.log.clear()
+        stream = gpucache.stream(url, rank=0, cache_dir=tmp_path / "ahead", prefetch_shards=2,
+                                 **ordered)
+        batches = [as_numpy(b) for b in stream]
+        local_ordered = [as_numpy(b) for b in gpucache.stream(eight_shards, rank=0, **ordered)]
+        for a, b in zip(batches, local_ordered):
+            assert_same(a, b)
+        order = first_fetches(proxy.log)
+        assert sorted(order[:2]) == ["shard-00000.gcs", "shard-00001.gcs"]
+        assert order[2:] == ["shard-00002.gcs", "shard-00003.gcs"]
+
+        # Resuming mid-epoch into an empty cache fetches only the shards the rest of the epoch
+        # reads: batch 9 of rank 0's ordered epoch is in its third shard.
+        proxy.delay = 0
+        stream = gpucache.stream(url, rank=0, cache_dir=tmp_path / "ahead", **ordered)
+        iterator = iter(stream)
+        for _ in range(9):
+            next(iterator)
+        state = stream.state_dict()
+        proxy.log.clear()
+        resumed = gpucache.stream(url, rank=0, cache_dir=tmp_path / "resumed", **ordered)
+        resumed.load_state_dict(state)
+        rest = [as_numpy(b) for b in resumed]
+        assert len(rest) == 7
+        for a, b in zip(rest, local_ordered[9:]):
+            assert_same(a, b)
+        assert sorted(first_fetches(proxy.log)) == ["shard-00002.gcs", "shard-00003.gcs"]
+        with pytest.raises(gpucache.Error, match="prefetch_shards"):
+            gpucache.stream(url, rank=0, prefetch_shards=-1, **ordered)
+
+
+def assert_each_byte_once_of(log, folder, indices):
+    """Shards `indices` of `folder` were each fetched exactly once, in ranges that do not overlap;
+    no other shard was asked for."""
+    sizes = {name: size for name, size in shard_sizes(folder).items()
+             if int(name[6:11]) in indices}
+    ranges = {}
+    for entry in log.of("GET"):
+        name = pathlib.PurePosixPath(entry["path"]).name
+        if name.startswith("shard-"):
+            assert name in sizes, entry
+            ranges.setdefault(name, []).append(_parse_range(entry["range"], sizes[name]))
+    assert set(ranges) == set(sizes)
+    for name, spans in ranges.items():
+        spans.sort()
+        position = 0
+        for begin, end in spans:
+            assert begin == position, (name, spans)
+            position = end
+        assert position == sizes[name], name

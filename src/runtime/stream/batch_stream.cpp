@@ -13,6 +13,7 @@
 #include "cuda_api.hpp"
 #include "cuda_stream.hpp"
 #include "gpucache/common/parallel.hpp"
+#include "gpucache/remote/remote.hpp"
 #include "load_plan.hpp"
 #include "stream_blocks.hpp"
 #include "stream_chunk_checks.hpp"
@@ -45,7 +46,16 @@ struct Job {
 struct StreamState {
   std::shared_ptr<const DatasetState> dataset;
   StreamOptions options;
+  // The selection's shards in row order. A local dataset's are mapped when the stream opens; a
+  // remote dataset's are fetched and mapped one by one (open_shard) as batches reach them, the
+  // prefetcher fetching up to options.prefetch_shards ahead of the readers.
   std::vector<MappedShard> shards;
+  bool lazy = false;
+  std::unique_ptr<std::atomic<bool>[]> ready;  // shards[s] is mapped and checked
+  std::unique_ptr<std::mutex[]> opening;       // held while shards[s] is fetched and mapped
+  SegmentIds segment_ids;
+  std::vector<std::size_t> offset_positions;  // text and sequence columns
+  unsigned threads = 1;
   const CudaApi* cuda = nullptr;
   std::string where;
   std::optional<CudaStream> copy_stream;
@@ -65,6 +75,107 @@ struct StreamState {
   bool stopping = false;
   std::vector<std::thread> workers;
 
+  // The prefetcher's plan (lazy streams): the shards in the order the batches from `next` on first
+  // use them, and how far along it the readers are.
+  std::condition_variable wake_prefetcher;
+  std::uint64_t plan_generation = 0;
+  std::vector<std::size_t> plan_position;  // of each shard in the plan
+  std::size_t reached = 0;                 // plan entries a gathered batch has reached
+  std::thread prefetcher;
+
+  // Fetches (remote), maps and checks shard s once; readers and the prefetcher that need it at the
+  // same time wait for the one opening it. A failure leaves it closed: the next use tries again.
+  void open_shard(std::size_t s) {
+    if (ready[s].load(std::memory_order_acquire)) return;
+    const std::lock_guard lock(opening[s]);
+    if (ready[s].load(std::memory_order_relaxed)) return;
+    MappedShard& shard = shards[s];
+    if (dataset->table->remote) dataset->table->remote->fetch_shards({shard.table_index});
+    MappedShard mapped = shard;
+    map_shard(*dataset, mapped, ShardMapping::Access::read_only, segment_ids);
+    check_offsets(*dataset, {mapped}, offset_positions, false, 1);
+    shard.file = std::move(mapped.file);
+    shard.layout = std::move(mapped.layout);
+    checks->add(s);
+    ready[s].store(true, std::memory_order_release);
+  }
+
+  // The shards in the order batches from `from` (every stride-th) first use them.
+  std::vector<std::size_t> first_use(const BatchOrder& plan_order, std::uint64_t from,
+                                     std::uint64_t stride) const {
+    std::vector<std::size_t> plan;
+    std::vector<bool> seen(shards.size());
+    for (std::uint64_t b = from; b < plan_order.batches() && plan.size() < shards.size();
+         b += stride)
+      for (const std::uint64_t row : plan_order.batch(b)) {
+        const std::size_t s = slot_of(row);
+        if (!seen[s]) {
+          seen[s] = true;
+          plan.push_back(s);
+        }
+      }
+    return plan;
+  }
+
+  std::size_t slot_of(std::uint64_t row) const {
+    const auto it =
+        std::upper_bound(shards.begin(), shards.end(), row,
+                         [](std::uint64_t r, const MappedShard& s) { return r < s.out_row; });
+    return static_cast<std::size_t>(it - shards.begin()) - 1;
+  }
+
+  void prefetch() {
+    std::unique_lock lock(mutex);
+    std::uint64_t planned = 0;
+    std::vector<std::size_t> plan;
+    std::size_t i = 0;
+    for (;;) {
+      wake_prefetcher.wait(lock, [&] {
+        return stopping || generation != planned ||
+               (i < plan.size() && i < reached + options.prefetch_shards);
+      });
+      if (stopping) return;
+      if (generation != planned) {
+        planned = generation;
+        const auto plan_order = order;
+        const std::uint64_t from = next, stride = options.stride;
+        lock.unlock();
+        std::vector<std::size_t> fresh = first_use(*plan_order, from, stride);
+        lock.lock();
+        if (generation != planned) continue;  // a seek meanwhile: plan again
+        plan = std::move(fresh);
+        plan_position.assign(shards.size(), shards.size());
+        for (std::size_t k = 0; k < plan.size(); ++k) plan_position[plan[k]] = k;
+        plan_generation = planned;
+        reached = 0;
+        i = 0;
+        continue;
+      }
+      // Every shard the depth allows now, fetched together (in parallel, the connections spread
+      // over them), then mapped one by one.
+      std::vector<std::size_t> batch;
+      for (; i < plan.size() && i < reached + options.prefetch_shards; ++i)
+        if (!ready[plan[i]].load(std::memory_order_acquire)) batch.push_back(plan[i]);
+      lock.unlock();
+      try {
+        open_shards(batch);
+      } catch (...) {
+        // Left closed: the reader that needs it opens it again and reports the error.
+      }
+      lock.lock();
+    }
+  }
+
+  // Opens shards `which` (indices into `shards`); those not yet open are first fetched together,
+  // so that their requests are in flight at once.
+  void open_shards(const std::vector<std::size_t>& which) {
+    std::vector<std::size_t> missing;
+    for (const std::size_t s : which)
+      if (!ready[s].load(std::memory_order_acquire)) missing.push_back(shards[s].table_index);
+    if (missing.size() > 1 && dataset->table->remote) dataset->table->remote->fetch_shards(missing);
+    for (const std::size_t s : which) open_shard(s);
+  }
+
   void start_epoch(std::uint64_t new_epoch, std::uint64_t batch) {
     OrderOptions order_options = options.order;
     order_options.rows = dataset->row_end - dataset->row_begin;
@@ -74,6 +185,7 @@ struct StreamState {
     next = submitted = std::min(batch, order->batches());
     ++generation;
     in_flight.clear();  // workers still gathering a dropped job finish it and drop it
+    wake_prefetcher.notify_all();
   }
 
   // Puts batches in flight up to `prefetch` ahead (holding the mutex).
@@ -139,11 +251,29 @@ std::shared_ptr<BatchBlock> StreamState::gather(const Job& job) {
   std::vector<std::uint64_t> rows = job.order->batch(job.index);
   std::vector<Located> located(rows.size());
   for (std::size_t i = 0; i < rows.size(); ++i) {
-    const auto it =
-        std::upper_bound(shards.begin(), shards.end(), rows[i],
-                         [](std::uint64_t r, const MappedShard& s) { return r < s.out_row; });
-    const std::size_t s = static_cast<std::size_t>(it - shards.begin()) - 1;
+    const std::size_t s = slot_of(rows[i]);
     located[i] = {s, shards[s].row_lo + rows[i] - shards[s].out_row};
+  }
+  if (lazy) {
+    std::vector<std::size_t> needed;
+    for (const Located& at : located)
+      if (needed.empty() || needed.back() != at.shard) needed.push_back(at.shard);
+    std::sort(needed.begin(), needed.end());
+    needed.erase(std::unique(needed.begin(), needed.end()), needed.end());
+    {
+      // How far along the plan the readers are: the prefetcher keeps prefetch_shards past it.
+      const std::lock_guard lock(mutex);
+      if (plan_generation == job.generation) {
+        std::size_t furthest = 0;
+        for (const std::size_t s : needed)
+          if (plan_position[s] < shards.size()) furthest = std::max(furthest, plan_position[s] + 1);
+        if (furthest > reached) {
+          reached = furthest;
+          wake_prefetcher.notify_all();
+        }
+      }
+    }
+    open_shards(needed);
   }
   const auto entry = [&](const Located& at, std::size_t c) -> const shard::ColumnEntry& {
     return shards[at.shard].layout->columns[state.selected[c]];
@@ -265,12 +395,21 @@ BatchStream::BatchStream(const Dataset& dataset, const StreamOptions& options)
   if (options.stride == 0) throw Error("", "batch stream", "stride must be at least 1");
   const unsigned threads =
       gpucache::detail::resolve_thread_count(options.threads, detail::kDefaultLoadThreadCap);
-  s.shards = detail::map_needed_shards(*s.dataset, detail::ShardMapping::Access::read_only);
+  s.threads = threads;
+  s.offset_positions = detail::positions_of(*s.dataset, {ColumnKind::text, ColumnKind::sequence});
+  // A remote dataset's shards are fetched and mapped as the batches reach them (open_shard), a
+  // local one's here.
+  s.lazy = s.dataset->table->remote != nullptr;
+  if (s.lazy)
+    s.shards = detail::needed_shard_slots(*s.dataset);
+  else
+    s.shards = detail::map_needed_shards(*s.dataset, detail::ShardMapping::Access::read_only);
+  s.ready = std::make_unique<std::atomic<bool>[]>(s.shards.size());
+  s.opening = std::make_unique<std::mutex[]>(s.shards.size());
+  for (std::size_t k = 0; k < s.shards.size(); ++k) s.ready[k].store(!s.lazy);
   // The offsets rule (never decreasing, within the values) before any value is read through them;
   // their hashes are checked per epoch like every other byte.
-  detail::check_offsets(*s.dataset, s.shards,
-                        detail::positions_of(*s.dataset, {ColumnKind::text, ColumnKind::sequence}),
-                        false, threads);
+  if (!s.lazy) detail::check_offsets(*s.dataset, s.shards, s.offset_positions, false, threads);
   s.checks = std::make_unique<detail::ChunkChecks>(s.shards);
   if (options.device >= 0) {
     s.where = "cuda:" + std::to_string(options.device);
@@ -297,7 +436,9 @@ BatchStream::~BatchStream() {
     state_->in_flight.clear();
   }
   state_->wake.notify_all();
+  state_->wake_prefetcher.notify_all();
   for (auto& worker : state_->workers) worker.join();
+  if (state_->prefetcher.joinable()) state_->prefetcher.join();
 }
 
 std::uint64_t BatchStream::batches() const noexcept {
@@ -322,6 +463,10 @@ std::optional<Batch> BatchStream::next() {
     s.start_epoch(s.epoch + 1, 0);
     return std::nullopt;
   }
+  // The prefetcher starts with the first batch asked for, so that a stream created and then
+  // moved elsewhere by seek (a resumed one) fetches nothing for the position it was created at.
+  if (s.lazy && s.options.prefetch_shards > 0 && !s.prefetcher.joinable())
+    s.prefetcher = std::thread([&s] { s.prefetch(); });
   s.fill();
   const std::shared_ptr<detail::Job> job = s.in_flight.front();
   s.finished.wait(lock, [&] { return job->done; });
@@ -349,6 +494,8 @@ StreamStats BatchStream::stats() const {
   stats.bytes_gathered = state_->bytes_gathered.load();
   stats.bytes_verified = state_->checks->bytes_verified();
   stats.peak_blocks = state_->pool->peak();
+  for (std::size_t k = 0; k < state_->shards.size(); ++k)
+    stats.shards_open += state_->ready[k].load(std::memory_order_acquire) ? 1 : 0;
   return stats;
 }
 

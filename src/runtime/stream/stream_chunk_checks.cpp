@@ -4,12 +4,16 @@
 
 namespace gpucache::runtime::detail {
 
-ChunkChecks::ChunkChecks(const std::vector<MappedShard>& shards) : shards_(shards) {
-  for (const MappedShard& shard : shards) {
-    const std::uint64_t chunks = shard.layout->header.chunk_count;
-    stamps_.push_back(std::make_unique<std::atomic<std::uint64_t>[]>(chunks));
-    for (std::uint64_t k = 0; k < chunks; ++k) stamps_.back()[k].store(0);
-  }
+ChunkChecks::ChunkChecks(const std::vector<MappedShard>& shards)
+    : shards_(shards), stamps_(shards.size()) {
+  for (std::size_t s = 0; s < shards.size(); ++s)
+    if (shards[s].layout) add(s);
+}
+
+void ChunkChecks::add(std::size_t shard) {
+  const std::uint64_t chunks = shards_[shard].layout->header.chunk_count;
+  stamps_[shard] = std::make_unique<std::atomic<std::uint64_t>[]>(chunks);
+  for (std::uint64_t k = 0; k < chunks; ++k) stamps_[shard][k].store(0);
 }
 
 void ChunkChecks::ensure(std::size_t shard, std::uint64_t begin, std::uint64_t end,

@@ -15,7 +15,10 @@ namespace gpucache::runtime::detail {
 
 class ChunkChecks {
  public:
+  // Shards not yet mapped (layout null: a remote stream opens them as it goes) are added later.
   explicit ChunkChecks(const std::vector<MappedShard>& shards);
+  // Makes room for shard `shard` once it is mapped, before any reader asks for its chunks.
+  void add(std::size_t shard);
   // Hashes the chunks of shard `shard` (an index into `shards`) under file bytes [begin, end) not
   // yet hashed in `generation`; throws the chunk's hash error.
   void ensure(std::size_t shard, std::uint64_t begin, std::uint64_t end, std::uint64_t generation);

@@ -33,8 +33,14 @@ struct StreamOptions {
   OrderOptions order;
   int device = -1;        // -1: batches stay in host memory; else the CUDA device
   unsigned prefetch = 4;  // batches gathered ahead (at least 1)
-  unsigned threads = 0;   // reader threads; 0 = min(hardware threads, 8)
-  bool verify = true;     // hash every chunk once per epoch before its rows are handed out
+  // A remote dataset (s3://, http(s)://): its shards are fetched and mapped as batches reach them,
+  // and a background thread fetches the next ones, in the order the epoch's batches first use
+  // them, up to this many past the furthest shard a gathered batch has reached (0: none ahead;
+  // each shard is fetched when a batch first needs it). A local dataset's shards are all mapped
+  // when the stream opens and this is unused. See docs/remote.md "Streaming".
+  unsigned prefetch_shards = 2;
+  unsigned threads = 0;  // reader threads; 0 = min(hardware threads, 8)
+  bool verify = true;    // hash every chunk once per epoch before its rows are handed out
   // Hands out every stride-th batch from the position seek() chose: `stride` DataLoader workers,
   // each seeking to its own first batch, share an epoch without reading each other's batches.
   std::uint64_t stride = 1;
@@ -80,11 +86,13 @@ struct StreamStats {
   std::uint64_t bytes_gathered = 0;  // into staging blocks
   std::uint64_t bytes_verified = 0;  // chunks hashed (each once per epoch)
   std::uint64_t peak_blocks = 0;     // most batch blocks alive at once (the memory bound)
+  std::uint64_t shards_open = 0;     // of the selection's shards, mapped (a remote one: fetched)
 };
 
 class GPUCACHE_API BatchStream {
  public:
-  // Maps the selection's shards and checks the offsets of its text and sequence columns. Throws
+  // Maps the selection's shards and checks the offsets of its text and sequence columns (a
+  // remote dataset's shards: as batches reach them, fetched ahead by prefetch_shards). Throws
   // gpucache::Error for a bad order or an unusable device.
   BatchStream(const Dataset& dataset, const StreamOptions& options);
   ~BatchStream();
