@@ -314,3 +314,30 @@ TEST_CASE("row shapes and sequence columns through the C ABI") {
   CHECK(c_row_elements(dir.path().c_str(), 0) == 60);
   CHECK(c_row_elements(dir.path().c_str(), 3) == 1);
 }
+
+TEST_CASE("column names of up to 255 bytes (format 1.3) through the C ABI") {
+  TempDir dir;
+  std::string long_name;  // 220 bytes, multi-byte UTF-8
+  while (long_name.size() < 220) long_name += "\xc3\xa9mbedding_";
+  const std::string longest(255, 'l');
+  const std::vector<test::TestColumn> columns{test::f32_column(long_name, 138, 3),
+                                              test::i64_column(longest, 138)};
+  test::write_dataset(dir.path(), columns, {64, 64, 10});
+  gpucache_dataset* dataset = nullptr;
+  REQUIRE(gpucache_open(dir.path().c_str(), &dataset) == 0);
+  gpucache_column column{};
+  REQUIRE(gpucache_dataset_column(dataset, 0, &column) == 0);
+  CHECK(std::string(column.name) == long_name);
+  REQUIRE(gpucache_dataset_column(dataset, 1, &column) == 0);
+  CHECK(std::string(column.name) == longest);
+  gpucache_host_data* host = nullptr;
+  REQUIRE(gpucache_to_host(dataset, nullptr, &host) == 0);
+  const void* joined = nullptr;
+  REQUIRE(gpucache_host_joined(host, long_name.c_str(), &joined) == 0);
+  REQUIRE(joined != nullptr);
+  float value;
+  std::memcpy(&value, static_cast<const std::byte*>(joined) + 100 * 64 + 4, 4);
+  CHECK(value == test::test_value(100, 1));
+  gpucache_host_data_free(host);
+  gpucache_dataset_free(dataset);
+}
