@@ -69,7 +69,7 @@ def test_pandas_time_zone_and_nat(tmp_path):
     pytest.importorskip("pyarrow")
     frame = pandas.DataFrame({
         "created_at": pandas.to_datetime(["2024-03-31 01:30", None, "2024-10-27 02:30",
-                                          "1970-01-01"]).tz_localize("UTC").tz_convert(
+                                          "1970-01-01 00:00"]).tz_localize("UTC").tz_convert(
                                               "Europe/Berlin"),
         "label": numpy.arange(4, dtype=numpy.int64),
     })
