@@ -260,6 +260,13 @@ TEST_CASE("pack records time columns in the manifest and its report; export writ
   REQUIRE(parsed.times.size() == parsed.columns.size());
   CHECK(parsed.times[0] == ColumnTime{TimeKind::timestamp, TimeUnit::ms, "UTC"});
 
+  // inspect shows it beside the column, and in --json as the manifest has it.
+  const auto inspected = run_cli({"inspect", out});
+  CHECK(inspected.out.find("timestamp[ms, UTC], tensor") != std::string::npos);
+  const auto inspected_json = Json::parse(run_cli({"inspect", out, "--json"}).out);
+  CHECK(inspected_json["columns"][3]["time"] ==
+        Json{{"kind", "date"}, {"unit", "D"}, {"tz", nullptr}});
+
   const auto text = run_cli({"pack", fixture("pyarrow_times.parquet"), "-o", scratch / "t"});
   CHECK(text.exit_code == 0);
   CHECK(text.out.find("column 'ts_ms_utc': timestamp[ms, UTC], stored as i64") !=
