@@ -154,6 +154,12 @@ std::string render_text(const Json& json) {
             ? "values of varying length"
             : "pitch " + std::to_string(column["row_pitch_bytes"].get<std::uint64_t>()) + " bytes";
     if (column.contains("role")) detail = column["role"].get<std::string>() + ", " + detail;
+    if (column.contains("time")) {  // "timestamp[us, UTC], tensor, pitch 8 bytes"
+      const Json& time = column["time"];
+      std::string type = time["kind"].get<std::string>() + "[" + time["unit"].get<std::string>();
+      if (time["tz"].is_string()) type += ", " + time["tz"].get<std::string>();
+      detail = type + "], " + detail;
+    }
     if (column.contains("offset"))
       detail += " at offset " + std::to_string(column["offset"].get<std::uint64_t>());
     if (column.contains("checks")) detail += "; checks: " + checks_text(column);
@@ -292,6 +298,12 @@ InspectReport inspect_local(const std::string& path, const std::string& shown) {
       json["columns"].push_back(column_json(column, manifest.rows));
       if (manifest.roles.size() == manifest.columns.size())
         json["columns"].back()["role"] = column_role_name(manifest.roles[c]);
+      if (c < manifest.times.size() && manifest.times[c]) {  // dates and times (SPEC.md)
+        const ColumnTime& time = *manifest.times[c];
+        json["columns"].back()["time"] = {{"kind", std::string(time_kind_name(time.kind))},
+                                          {"unit", std::string(time_unit_name(time.unit))},
+                                          {"tz", time.tz.empty() ? Json(nullptr) : Json(time.tz)}};
+      }
       if (column.variable_length()) {
         logical += text_bytes[c];
         padded += text_bytes[c] + (manifest.rows + manifest.shards.size()) * 8;

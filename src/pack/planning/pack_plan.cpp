@@ -23,6 +23,11 @@ DType output_dtype(const InputColumn& column, const std::string& input,
   for (const auto& [name, dtype] : options.column_dtypes)
     if (name == column.name) {
       const std::string option = "--dtype " + column.name + "=" + std::string(dtype_name(dtype));
+      // An i64 of dates or times means nothing in another dtype (its unit is in the manifest).
+      if (column.time)
+        throw Error(input, "column '" + column.name + "'",
+                    "holds " + describe_time(*column.time) + " values, stored as i64, which " +
+                        option + " cannot convert; leave the option out to store them as they are");
       if (column.kind != ColumnKind::tensor)
         throw Error(input, "column '" + column.name + "'",
                     "holds " + std::string(column.kind == ColumnKind::text ? "text" : "sequences") +

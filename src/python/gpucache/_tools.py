@@ -57,7 +57,7 @@ def _compress_text(value) -> Optional[str]:
 
 def _is_table(value) -> bool:
     module = type(value).__module__ or ""
-    return module.split(".")[0] in ("pyarrow", "datasets", "pandas")
+    return module.split(".")[0] in ("pyarrow", "datasets", "pandas", "polars")
 
 
 def _is_table_path(value) -> bool:
@@ -280,11 +280,13 @@ def pack(inputs, out=None, *, progress: ProgressArg = False, **options) -> dict:
 
     inputs: a file or a list of files (any format `gpucache pack` reads); a dict of columns in
         memory, name -> numpy array, torch tensor, list of str (text), list of int lists
-        (sequences) or gpucache.VarColumn; a list of dicts (rows), packed exactly as the same
-        list saved in a .pt is; a {text: 1-D float tensor} dict (an LLM cache), packed as that
-        dict in a .pt is (text + embedding, one row per key: the rule is docs/python.md's "What
-        a dict means"; kind="tensors" keeps such a dict's values as columns); a list of
-        gpucache.Input (a mixed project: each file with its own fields, kind and roles); a pyarrow Table / RecordBatch, a pandas DataFrame, a
+        (sequences), gpucache.VarColumn, numpy datetime64/timedelta64 or gpucache.TimeColumn
+        (dates and times: int64 columns whose unit the manifest records); a list of dicts (rows),
+        packed exactly as the same list saved in a .pt is; a {text: 1-D float tensor} dict (an
+        LLM cache), packed as that dict in a .pt is (text + embedding, one row per key: the rule
+        is docs/python.md's "What a dict means"; kind="tensors" keeps such a dict's values as
+        columns); a list of gpucache.Input (a mixed project: each file with its own fields, kind
+        and roles); a pyarrow Table / RecordBatch, a pandas or polars DataFrame, a
         Hugging Face Dataset or an Arrow IPC file (.arrow; these need pyarrow). Parquet files
         (or a folder of them) are read by gpucache's own reader, as the CLI reads them, without
         pyarrow; a build without that reader reads them through pyarrow, and so does a pack

@@ -185,6 +185,9 @@ struct PackResult {
   // Fields stored under another name than their own, to make it legal; also in the manifest's
   // `renamed`.
   std::vector<RenamedInputField> renamed;
+  // Dates and times, stored as i64: each such column and what its integers mean (the manifest's
+  // "time"). In to_json() as "times": [{"column", "kind", "unit", "tz"}].
+  std::vector<std::pair<std::string, ColumnTime>> times;
   std::uint64_t input_rows = 0;
   std::uint64_t rows = 0;
   std::uint64_t bytes = 0;
