@@ -727,8 +727,9 @@ def test_remote_stream_fetches_its_shards_lazily_and_ahead(eight_shards, tmp_pat
             assert_no_list(proxy.log)
             assert_each_byte_once_of(proxy.log, eight_shards, range(4 * r, 4 * r + 4))
 
-        # In order, with prefetching: the first two shards together, then each next one as the
-        # batches reach the one before; the batches are the local ones.
+        # In order, with prefetching: the first two shards together, the next ones only once those
+        # are open (as the batches reach them; two may then be fetched together, in either
+        # order); the batches are the local ones.
         proxy.log.clear()
         stream = gpucache.stream(url, rank=0, cache_dir=tmp_path / "ahead", prefetch_shards=2,
                                  **ordered)
@@ -738,7 +739,7 @@ def test_remote_stream_fetches_its_shards_lazily_and_ahead(eight_shards, tmp_pat
             assert_same(a, b)
         order = first_fetches(proxy.log)
         assert sorted(order[:2]) == ["shard-00000.gcs", "shard-00001.gcs"]
-        assert order[2:] == ["shard-00002.gcs", "shard-00003.gcs"]
+        assert sorted(order[2:]) == ["shard-00002.gcs", "shard-00003.gcs"]
 
         # Resuming mid-epoch into an empty cache fetches only the shards the rest of the epoch
         # reads: batch 9 of rank 0's ordered epoch is in its third shard.

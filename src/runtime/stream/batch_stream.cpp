@@ -78,6 +78,10 @@ struct StreamState {
   // The prefetcher's plan (lazy streams): the shards in the order the batches from `next` on first
   // use them, and how far along it the readers are.
   std::condition_variable wake_prefetcher;
+  // The generation whose batches were last asked for (next()): the prefetcher plans for it, so
+  // that a seek, or the move to the next epoch at an epoch's end, fetches nothing until a batch of
+  // the new position is asked for.
+  std::uint64_t asked = 0;
   std::uint64_t plan_generation = 0;
   std::vector<std::size_t> plan_position;  // of each shard in the plan
   std::size_t reached = 0;                 // plan entries a gathered batch has reached
@@ -131,18 +135,19 @@ struct StreamState {
     std::size_t i = 0;
     for (;;) {
       wake_prefetcher.wait(lock, [&] {
-        return stopping || generation != planned ||
-               (i < plan.size() && i < reached + options.prefetch_shards);
+        // The plan of a position left by a seek is not followed further.
+        return stopping || asked != planned ||
+               (generation == planned && i < plan.size() && i < reached + options.prefetch_shards);
       });
       if (stopping) return;
-      if (generation != planned) {
-        planned = generation;
+      if (asked != planned) {
+        planned = asked;
         const auto plan_order = order;
         const std::uint64_t from = next, stride = options.stride;
         lock.unlock();
         std::vector<std::size_t> fresh = first_use(*plan_order, from, stride);
         lock.lock();
-        if (generation != planned) continue;  // a seek meanwhile: plan again
+        if (asked != planned) continue;  // a seek meanwhile: plan again
         plan = std::move(fresh);
         plan_position.assign(shards.size(), shards.size());
         for (std::size_t k = 0; k < plan.size(); ++k) plan_position[plan[k]] = k;
@@ -463,10 +468,17 @@ std::optional<Batch> BatchStream::next() {
     s.start_epoch(s.epoch + 1, 0);
     return std::nullopt;
   }
-  // The prefetcher starts with the first batch asked for, so that a stream created and then
-  // moved elsewhere by seek (a resumed one) fetches nothing for the position it was created at.
-  if (s.lazy && s.options.prefetch_shards > 0 && !s.prefetcher.joinable())
-    s.prefetcher = std::thread([&s] { s.prefetch(); });
+  // The prefetcher starts with the first batch asked for and plans from the position of the
+  // batches asked for: a stream created and then moved by seek (a resumed one) fetches nothing for
+  // the position it was created at, and nothing is fetched for the epoch after the last one
+  // iterated.
+  if (s.lazy && s.options.prefetch_shards > 0) {
+    if (!s.prefetcher.joinable()) s.prefetcher = std::thread([&s] { s.prefetch(); });
+    if (s.asked != s.generation) {
+      s.asked = s.generation;
+      s.wake_prefetcher.notify_all();
+    }
+  }
   s.fill();
   const std::shared_ptr<detail::Job> job = s.in_flight.front();
   s.finished.wait(lock, [&] { return job->done; });
