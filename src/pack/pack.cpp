@@ -409,6 +409,9 @@ PackResult pack(const PackOptions& requested) {
   shard::Manifest base = base_manifest(options, specs, inputs, outcome, part_section, datasets,
                                        split_rule.has_value());
   if (!left_out.empty()) base.sections["left_out"] = detail::left_out_json(left_out);
+  const auto input_conversions = detail::input_conversions(inputs.sources());
+  if (!input_conversions.empty())
+    base.sections["input_conversions"] = detail::input_conversions_json(input_conversions);
   // base.inputs (the inputs' content hashes) is filled by the first dataset's plan below: hashing
   // the inputs runs on its own thread beside the first shard's fill.
   bool inputs_hashed = false;
@@ -421,6 +424,7 @@ PackResult pack(const PackOptions& requested) {
   result.output_dir = options.output_dir;
   result.left_out = left_out;
   result.conversions = stored_conversions(specs, inputs, options);
+  result.input_conversions = input_conversions;
   result.not_selected = not_selected;
   result.input_rows = inputs.total_rows();
   std::tie(result.device, result.device_reason) =

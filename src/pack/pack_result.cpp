@@ -31,6 +31,7 @@ std::string PackResult::to_json() const {
                                  {"from", std::string(dtype_name(conversion.from))},
                                  {"to", std::string(dtype_name(conversion.to))},
                                  {"asked", conversion.asked}});
+  json["input_conversions"] = detail::input_conversions_json(input_conversions);
   json["not_selected"] = Json::array();
   for (const auto& [input, field] : not_selected)
     json["not_selected"].push_back({{"input", input}, {"field", field}});
@@ -96,6 +97,8 @@ std::string PackResult::notes_text() const {
               " values (embeddings are converted to " + std::string(kFloatConversionDTypes) +
               "; pass --dtype " + conversion.column + "=" + std::string(dtype_name(conversion.to)) +
               " to ask for it)\n";
+  for (const auto& entry : input_conversions)
+    text += "converted: " + entry.input + ": " + entry.field + " (" + entry.conversion + ")\n";
   for (const auto& entry : left_out)
     text += "left out: " + entry.input + ": " + entry.field + " (" + entry.reason +
             "); --strict makes this an error\n";

@@ -45,7 +45,9 @@ std::string array_text(const InputColumn& column) {
   text += " [";
   text += std::to_string(column.rows);
   for (std::uint64_t extent : column.row_shape) text += ", " + std::to_string(extent);
-  return text + (column.kind == ColumnKind::sequence ? ", *]" : "]");
+  text += column.kind == ColumnKind::sequence ? ", *]" : "]";
+  if (!column.conversion.empty()) text += " (" + column.conversion + ")";
+  return text;
 }
 
 ProbeMapping try_mapping(const InputData& data, const std::string& origin,

@@ -31,6 +31,7 @@ enum class Converted : std::int32_t {
   map_key_value = 2,
   list = 3,
   enum_ = 4,
+  decimal = 5,
   uint_8 = 11,
   uint_16 = 12,
   uint_32 = 13,
@@ -96,6 +97,9 @@ struct SchemaElement {
   Logical logical = Logical::none;
   std::int32_t integer_bits = 0;  // logical integer
   bool integer_signed = true;
+  // DECIMAL (LogicalType's members, else SchemaElement's own scale and precision fields).
+  std::int32_t decimal_scale = 0;
+  std::int32_t decimal_precision = 0;
 };
 
 struct ColumnMetadata {
