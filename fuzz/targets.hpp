@@ -39,6 +39,10 @@
 #include "npy/npy_header.hpp"
 #include "pt/pickle.hpp"
 #include "zip/zip.hpp"
+#if GPUCACHE_PARQUET_DECODERS
+#include "parquet/parquet_codec.hpp"
+#include "parquet/parquet_delta.hpp"
+#endif
 
 namespace gpucache::fuzz {
 
@@ -501,6 +505,157 @@ inline void parquet(std::span<const std::byte> input) {
   }
   (void)probe_text(data, "fuzz");
   (void)probe_json(data, "fuzz");
+}
+
+// The Parquet decoders one at a time, each on bytes as a page hands them over. The first two bytes
+// of the input are the value count (or, for page decompression, the size the page header gives,
+// in units of 16 bytes), the rest the page's bytes. In a build without the Parquet reader
+// (GPUCACHE_PARQUET_DECODERS unset) these targets do nothing.
+inline std::uint64_t leading_count(std::span<const std::byte>& input, std::uint64_t unit = 1) {
+  if (input.size() < 2) return 0;
+  const std::uint64_t count =
+      (std::to_integer<std::uint64_t>(input[0]) | std::to_integer<std::uint64_t>(input[1]) << 8) *
+      unit;
+  input = input.subspan(2);
+  return count;
+}
+
+// Text a byte-array decoder appended: count offsets after the first, ascending, within the text
+// and the cap.
+inline void check_strings(const std::vector<std::byte>& text,
+                          const std::vector<std::uint64_t>& offsets, std::uint64_t count,
+                          std::uint64_t cap) {
+  GPUCACHE_FUZZ_REQUIRE(offsets.size() == count + 1);
+  GPUCACHE_FUZZ_REQUIRE(offsets.back() == text.size() && text.size() <= cap);
+  for (std::size_t i = 1; i < offsets.size(); ++i)
+    GPUCACHE_FUZZ_REQUIRE(offsets[i - 1] <= offsets[i]);
+}
+
+// A cap well below the input-size bound of libFuzzer's -malloc_limit_mb, as a chunk's is.
+constexpr std::uint64_t kFuzzStringCap = std::uint64_t{1} << 24;
+
+// DELTA_BINARY_PACKED: the stream must hold exactly the count asked for, take no more bytes
+// than it has, and give that many values.
+inline void parquet_delta_binary_packed(std::span<const std::byte> input) {
+#if GPUCACHE_PARQUET_DECODERS
+  const std::uint64_t count = leading_count(input);
+  std::vector<std::uint64_t> values;
+  try {
+    const std::size_t used = detail::parquet::decode_delta_binary_packed(input, count, values);
+    GPUCACHE_FUZZ_REQUIRE(used <= input.size());
+    GPUCACHE_FUZZ_REQUIRE(values.size() == count);
+    GPUCACHE_FUZZ_REQUIRE(detail::parquet::delta_binary_packed_count(input) == count);
+  } catch (const detail::parquet::DeltaError&) {
+  }
+#else
+  (void)input;
+#endif
+}
+
+// DELTA_LENGTH_BYTE_ARRAY: count strings, offsets ascending within the text and the cap.
+inline void parquet_delta_length_byte_array(std::span<const std::byte> input) {
+#if GPUCACHE_PARQUET_DECODERS
+  const std::uint64_t count = leading_count(input);
+  std::vector<std::byte> text;
+  std::vector<std::uint64_t> offsets{0};
+  try {
+    detail::parquet::decode_delta_length_byte_array(input, count, text, offsets, kFuzzStringCap);
+    check_strings(text, offsets, count, kFuzzStringCap);
+  } catch (const detail::parquet::DeltaError&) {
+  }
+#else
+  (void)input;
+#endif
+}
+
+// DELTA_BYTE_ARRAY: as above; prefixes repeat bytes of the string before, so a few input bytes
+// may claim much text, which the cap must stop.
+inline void parquet_delta_byte_array(std::span<const std::byte> input) {
+#if GPUCACHE_PARQUET_DECODERS
+  const std::uint64_t count = leading_count(input);
+  std::vector<std::byte> text;
+  std::vector<std::uint64_t> offsets{0};
+  try {
+    detail::parquet::decode_delta_byte_array(input, count, text, offsets, kFuzzStringCap);
+    check_strings(text, offsets, count, kFuzzStringCap);
+  } catch (const detail::parquet::DeltaError&) {
+  }
+#else
+  (void)input;
+#endif
+}
+
+// Page decompression by one codec into exactly the size the header gives; a build without the
+// codec's library refuses with gpucache::Error, which is fine here.
+inline void parquet_page_codec(std::span<const std::byte> input, int codec) {
+#if GPUCACHE_PARQUET_DECODERS
+  const std::uint64_t size = leading_count(input, 16);
+  std::vector<std::byte> out(size);
+  try {
+    detail::parquet::decompress(static_cast<detail::parquet::Codec>(codec), input, out, "fuzz",
+                                "page");
+  } catch (const Error&) {
+  }
+#else
+  (void)input;
+  (void)codec;
+#endif
+}
+
+// BROTLI pages (libbrotlidec).
+inline void parquet_brotli(std::span<const std::byte> input) {
+  parquet_page_codec(input, 4);
+}
+
+// LZ4 (codec 5) pages: Hadoop's framing of blocks, else one plain LZ4 block.
+inline void parquet_lz4_hadoop(std::span<const std::byte> input) {
+  parquet_page_codec(input, 5);
+}
+
+// Parquet schemas: the input is a footer (FileMetaData), put between PAR1 magics with its length,
+// so that every mutation lands in the schema and row groups, and read as probe and as pack read
+// it: structs flattened into dotted columns, maps, lists and left-out fields. Row groups whose
+// chunks hold 0 rows are read without pages, so accepted footers make columns. Checks: every
+// column has a distinct name and path, and the two reads agree on the columns.
+inline void parquet_schema(std::span<const std::byte> input) {
+  static const InputFormat* const format = find_input_format("parquet");
+  if (format == nullptr || !format->built()) return;
+  std::vector<std::byte> file;
+  auto append = [&](std::string_view text) {
+    for (char c : text) file.push_back(static_cast<std::byte>(c));
+  };
+  append("PAR1");
+  file.insert(file.end(), input.begin(), input.end());
+  const auto length = static_cast<std::uint32_t>(input.size());
+  for (int i = 0; i < 4; ++i) file.push_back(static_cast<std::byte>(length >> (8 * i)));
+  append("PAR1");
+  const std::string path = input_file(file);
+  auto names = [](const InputData& data) {
+    std::vector<std::string> result;
+    for (const auto& column : data.columns) result.push_back(column.name + "\n" + column.path);
+    return result;
+  };
+  std::vector<std::string> described;
+  bool described_ok = false;
+  try {
+    const InputData data = read_input(path, ReadOptions{1, false});
+    described = names(data);
+    described_ok = true;
+    auto sorted = described;
+    std::sort(sorted.begin(), sorted.end());
+    GPUCACHE_FUZZ_REQUIRE(std::adjacent_find(sorted.begin(), sorted.end()) == sorted.end());
+    (void)probe_text(data, "fuzz");
+  } catch (const Error&) {
+  }
+  try {
+    const InputData data = read_input(path, ReadOptions{1, true});
+    // A full read may refuse what the description accepted (it reads the chunks), never the
+    // reverse, and where both accept, list columns aside, they name the same columns.
+    GPUCACHE_FUZZ_REQUIRE(described_ok);
+    GPUCACHE_FUZZ_REQUIRE(data.columns.size() <= described.size());
+    read_columns(data);
+  } catch (const Error&) {
+  }
 }
 
 // The schema's field paths (--field COLUMN=PATH): the input is the flag's text, resolved against

@@ -85,3 +85,14 @@ TEST_CASE("fuzz corpus and regressions: Parquet") {
   // Without libsnappy there is no Parquet reader and the target reads nothing; the files still run.
   CHECK(replay("parquet", gpucache::fuzz::parquet) >= 10);
 }
+
+TEST_CASE("fuzz corpus and regressions: Parquet decoders and schemas") {
+  // Without the Parquet reader these targets read nothing; the files still run.
+  CHECK(replay("parquet_delta_binary_packed", gpucache::fuzz::parquet_delta_binary_packed) >= 3);
+  CHECK(replay("parquet_delta_length_byte_array",
+               gpucache::fuzz::parquet_delta_length_byte_array) >= 3);
+  CHECK(replay("parquet_delta_byte_array", gpucache::fuzz::parquet_delta_byte_array) >= 3);
+  CHECK(replay("parquet_brotli", gpucache::fuzz::parquet_brotli) >= 3);
+  CHECK(replay("parquet_lz4_hadoop", gpucache::fuzz::parquet_lz4_hadoop) >= 3);
+  CHECK(replay("parquet_schema", gpucache::fuzz::parquet_schema) >= 3);
+}

@@ -168,20 +168,35 @@ TEST_CASE("fields gpucache cannot store are left out; the others read") {
   if (!parquet_built()) return;
   check_fixture("unsupported");
   const InputData data = read_input(fixture("unsupported.parquet"));
-  // `when`, a timestamp, is read (an i64 column with its time: tests/test_time_columns.cpp).
-  REQUIRE(data.columns.size() == 2);
-  REQUIRE(data.left_out.size() == 4);
-  for (const char* field : {"amount", "blob", "point", "tags"})
-    CHECK(std::any_of(data.left_out.begin(), data.left_out.end(),
-                      [&](const LeftOutField& entry) { return entry.field == field; }));
+  // ok, amount (decimal as f64), blob (binary as a u8 sequence), point.x and point.y (a struct,
+  // flattened), when (a timestamp: an i64 column with its time, tests/test_time_columns.cpp);
+  // the map is left out with its reason.
+  CHECK(data.columns.size() == 6);
+  for (const char* path : {"ok", "amount", "blob", "point.x", "point.y", "when"})
+    CHECK_MESSAGE(find_column(data, path) != nullptr, path);
+  REQUIRE(data.left_out.size() == 1);
+  CHECK(data.left_out[0] == LeftOutField{"tags", "a map"});
+  // amount is decimal128(10, 2) of i * 1.25: f64, the conversion named.
+  const InputColumn* amount = find_column(data, "amount");
+  CHECK(amount->conversion == "decimal(10,2) stored as f64");
+  std::vector<double> amounts(10);
+  read_rows_as(*amount, 0, 10, DType::f64, std::as_writable_bytes(std::span(amounts)));
+  for (int i = 0; i < 10; ++i) CHECK(amounts[i] == i * 1.25);
+  // blob is bytes(range(i)): row i holds i bytes 0, 1, ...
+  const InputColumn* blob = find_column(data, "blob");
+  for (std::uint64_t row = 0; row < 10; ++row) {
+    std::vector<std::uint8_t> expected(row);
+    for (std::uint64_t k = 0; k < row; ++k) expected[k] = static_cast<std::uint8_t>(k);
+    CHECK(sequence_row<std::uint8_t>(*blob, row) == expected);
+  }
   // Probe lists them; --field naming one says why it is not there.
   const auto probe = run_cli({"probe", fixture("unsupported.parquet")});
-  CHECK(probe.out.find("left out: amount (") != std::string::npos);
+  CHECK(probe.out.find("left out: tags (") != std::string::npos);
   test_support::ScratchDir scratch;
   const auto packed = run_cli(
-      {"pack", fixture("unsupported.parquet"), "--field", "t=amount", "-o", scratch / "ds"});
+      {"pack", fixture("unsupported.parquet"), "--field", "t=tags", "-o", scratch / "ds"});
   CHECK(packed.exit_code == 2);
-  CHECK(packed.err.find("left out: amount (") != std::string::npos);
+  CHECK(packed.err.find("left out: tags (") != std::string::npos);
 }
 
 TEST_CASE("nulls: each column lists its null rows and holds placeholders there") {

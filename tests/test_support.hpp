@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <cstdlib>
@@ -82,6 +83,48 @@ inline RunResult run_cli(const std::vector<std::string>& arguments) {
   result.out.assign(out.begin(), out.end());
   result.err.assign(err.begin(), err.end());
   return result;
+}
+
+// Peak resident memory, in KiB, of `gpucache ARGS...` run as a child of its own (stdout to
+// /dev/null); -1 when it did not exit 0. Read from the child's /proc/PID/status (VmHWM, the high
+// water mark of its own address space) every few milliseconds until it exits: the rusage of a
+// forked child also counts the test process's pages it held until exec, so a test process
+// holding hundreds of MiB made every child look that big.
+inline long peak_kib(const std::vector<std::string>& arguments) {
+  std::vector<std::string> argv{GPUCACHE_CLI_PATH};
+  argv.insert(argv.end(), arguments.begin(), arguments.end());
+  std::vector<char*> pointers;
+  for (auto& argument : argv) pointers.push_back(argument.data());
+  pointers.push_back(nullptr);
+  const pid_t child = ::fork();
+  if (child < 0) return -1;
+  if (child == 0) {
+    if (std::freopen("/dev/null", "w", stdout) == nullptr) ::_exit(126);
+    ::execv(pointers[0], pointers.data());
+    ::_exit(127);
+  }
+  const std::string status_path = "/proc/" + std::to_string(child) + "/status";
+  long peak = -1;
+  int status = 0;
+  for (;;) {
+    {
+      // Until the exec the child is a copy of this process ("Name:" is this test's): skipped.
+      std::ifstream in(status_path);
+      std::string line;
+      bool exec_done = false;
+      while (std::getline(in, line)) {
+        if (line.rfind("Name:", 0) == 0) exec_done = line.find("gpucache") != std::string::npos;
+        if (exec_done && line.rfind("VmHWM:", 0) == 0)
+          peak = std::max(peak, std::atol(line.c_str() + 6));
+      }
+    }
+    const pid_t done = ::waitpid(child, &status, WNOHANG);
+    if (done == child) break;
+    if (done < 0) return -1;
+    ::usleep(2000);
+  }
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) return -1;
+  return peak;
 }
 
 inline std::string data_path(const std::string& relative) {

@@ -495,6 +495,9 @@ PackResult pack(const PackOptions& requested) {
                                        split_rule.has_value(), split_by);
   if (!left_out.empty()) base.sections["left_out"] = detail::left_out_json(left_out);
   if (!renamed.empty()) base.sections["renamed"] = detail::renamed_json(renamed);
+  const auto input_conversions = detail::input_conversions(inputs.sources());
+  if (!input_conversions.empty())
+    base.sections["input_conversions"] = detail::input_conversions_json(input_conversions);
   // base.inputs (the inputs' content hashes) is filled by the first dataset's plan below: hashing
   // the inputs runs on its own thread beside the first shard's fill.
   bool inputs_hashed = false;
@@ -513,6 +516,7 @@ PackResult pack(const PackOptions& requested) {
   }
   result.left_out = left_out;
   result.conversions = stored_conversions(specs, inputs, options);
+  result.input_conversions = input_conversions;
   result.not_selected = not_selected;
   result.renamed = renamed;
   result.input_rows = inputs.total_rows();

@@ -39,6 +39,7 @@ std::string PackResult::to_json() const {
                              {"kind", std::string(time_kind_name(time.kind))},
                              {"unit", std::string(time_unit_name(time.unit))},
                              {"tz", time.tz.empty() ? Json(nullptr) : Json(time.tz)}});
+  json["input_conversions"] = detail::input_conversions_json(input_conversions);
   json["not_selected"] = Json::array();
   for (const auto& [input, field] : not_selected)
     json["not_selected"].push_back({{"input", input}, {"field", field}});
@@ -117,6 +118,8 @@ std::string PackResult::notes_text() const {
     if (!split_by.empty() && split.name != split.value)
       text += "split by " + split_by + ": the value '" + split.value + "' is written to " +
               split.output_dir + " (a directory name keeps letters, digits, '-', '_' and '.')\n";
+  for (const auto& entry : input_conversions)
+    text += "converted: " + entry.input + ": " + entry.field + " (" + entry.conversion + ")\n";
   for (const auto& entry : left_out)
     text += "left out: " + entry.input + ": " + entry.field + " (" + entry.reason +
             "); --strict makes this an error\n";

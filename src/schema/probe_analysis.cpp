@@ -50,6 +50,7 @@ std::string array_text(const InputColumn& column) {
     text += ' ';
     text += describe_time(*column.time);
   }
+  if (!column.conversion.empty()) text += " (" + column.conversion + ")";
   return text;
 }
 

@@ -181,6 +181,7 @@ std::string probe_json(const InputData& data, const std::string& origin,
                                {"kind", std::string(column_kind_name(column.kind))},
                                {"dtype", std::string(dtype_name(column.dtype))},
                                {"shape", shape}});
+      if (!column.conversion.empty()) out["arrays"].back()["conversion"] = column.conversion;
     }
     out["left_out"] = left_out_json(data.left_out);
   } else {

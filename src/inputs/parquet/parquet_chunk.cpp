@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <limits>
 #include <new>
@@ -14,6 +15,7 @@
 
 #include "gpucache/common/checked_math.hpp"
 #include "gpucache/common/dtype_formats.hpp"
+#include "gpucache/common/mapped_file.hpp"
 #include "gpucache/common/utf8.hpp"
 #include "gpucache/error.hpp"
 #include "parquet_codec.hpp"
@@ -83,6 +85,47 @@ std::size_t physical_size(const SchemaElement& leaf) {
     default:
       return 0;
   }
+}
+
+// A DECIMAL's unscaled value, `bytes` of big-endian two's complement (1 to 32; none is 0),
+// divided by 10^scale: the nearest f64 when the unscaled value fits 53 bits and the scale is at
+// most 22 (both exact doubles, one correctly rounded division), else within an ulp or two (the
+// value and the power of ten in long double first).
+double decimal_to_f64(std::span<const std::byte> bytes, int scale) {
+  if (bytes.empty()) return 0.0;
+  const bool negative = (std::to_integer<unsigned>(bytes[0]) & 0x80u) != 0;
+  // The magnitude, byte by byte: the two's complement's bits inverted plus one when negative.
+  long double magnitude = 0.0L;
+  std::uint64_t low = 0;  // the same while it fits 64 bits (exact)
+  bool fits = true;
+  bool carry = negative;  // + 1 of the negation, carried from the least significant byte
+  std::array<unsigned, 32> digits{};
+  for (std::size_t i = bytes.size(); i-- > 0;) {
+    unsigned byte = std::to_integer<unsigned>(bytes[i]);
+    if (negative) {
+      byte = (~byte & 0xffu) + (carry ? 1u : 0u);
+      carry = byte > 0xffu;
+      byte &= 0xffu;
+    }
+    digits[i] = byte;
+  }
+  for (std::size_t i = 0; i < bytes.size(); ++i) {
+    magnitude = magnitude * 256.0L + static_cast<long double>(digits[i]);
+    if (low >> 56) fits = false;
+    low = low << 8 | digits[i];
+  }
+  double result = 0.0;
+  static constexpr double kExactPowers[] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,
+                                            1e8,  1e9,  1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
+                                            1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+  if (fits && low < (std::uint64_t{1} << 53) && scale <= 22) {
+    result = static_cast<double>(low) / kExactPowers[scale];
+  } else {
+    long double power = 1.0L;
+    for (int i = 0; i < scale; ++i) power *= 10.0L;
+    result = static_cast<double>(magnitude / power);
+  }
+  return negative ? -result : result;
 }
 
 // Rows and list lengths from repetition levels, one entry at a time or a run at a time.
@@ -233,6 +276,9 @@ class ChunkDecoder {
       entries += count;
     }
     rows_.finish();
+    // The chunk's bytes of the file are copied out by now: their pages leave this process's
+    // resident set (the page cache keeps them), so decoding a file does not hold the file too.
+    release_if_mapped_file(file_.data() + start_, end_ - start_);
     const std::uint64_t rows = column_.max_repetition == 0 ? flat_rows_ : rows_.rows();
     if (rows != static_cast<std::uint64_t>(group_rows_))
       fail("holds " + std::to_string(rows) + " rows where its row group has " +
@@ -661,6 +707,10 @@ class ChunkDecoder {
       convert_time_values(column_.time_conversion, in, count, out);
       return;
     }
+    if (column_.decimal_scale >= 0) {
+      convert_decimals(in, physical_size(column_.leaf), count, out);
+      return;
+    }
     const std::size_t out_size = dtype_size(column_.dtype);
     if (physical_size(column_.leaf) == out_size) {
       std::memcpy(out, in, count * out_size);
@@ -677,6 +727,41 @@ class ChunkDecoder {
         fail("value " + std::to_string(value) + " is out of range for its " +
              std::string(dtype_name(column_.dtype)) + " annotation");
     }
+  }
+
+  // DECIMAL values of `width` bytes each (INT32 and INT64: little-endian; FIXED_LEN_BYTE_ARRAY:
+  // big-endian) to f64.
+  void convert_decimals(const std::byte* in, std::size_t width, std::uint64_t count,
+                        std::byte* out) const {
+    const bool little_endian =
+        *column_.leaf.type == PhysicalType::int32 || *column_.leaf.type == PhysicalType::int64;
+    std::array<std::byte, 32> big{};
+    for (std::uint64_t i = 0; i < count; ++i) {
+      const std::byte* value = in + i * width;
+      if (little_endian) {
+        std::reverse_copy(value, value + width, big.begin());
+        value = big.data();
+      }
+      const double converted = decimal_to_f64({value, width}, column_.decimal_scale);
+      std::memcpy(out + i * 8, &converted, 8);
+    }
+  }
+
+  // A BYTE_ARRAY decimal column's strings (big-endian two's complement, as many bytes as each
+  // value needs; a null's placeholder is empty and makes 0) to f64 values.
+  void convert_decimal_strings() {
+    out_.values = ValueBuffer(out_.value_count * 8);
+    for (std::uint64_t i = 0; i < out_.value_count; ++i) {
+      const std::uint64_t begin = out_.text_offsets[i], end = out_.text_offsets[i + 1];
+      if (end - begin > 32)
+        fail("row " + std::to_string(first_row_ + i) + " holds a decimal of " +
+             std::to_string(end - begin) + " bytes (at most 32 are read)");
+      const double converted =
+          decimal_to_f64({text_.data() + begin, end - begin}, column_.decimal_scale);
+      std::memcpy(out_.values.get() + i * 8, &converted, 8);
+    }
+    text_ = {};
+    out_.text_offsets = {};
   }
 
   void decode_rle_booleans(std::span<const std::byte> bytes, std::uint64_t count, std::byte* out) {
@@ -793,6 +878,14 @@ class ChunkDecoder {
   }
 
   void check_text() {
+    if (column_.decimal_scale >= 0) {
+      convert_decimal_strings();
+      return;
+    }
+    if (column_.binary) {  // bytes as they are: no encoding to check
+      out_.text = std::move(text_);
+      return;
+    }
     const auto* text = reinterpret_cast<const char*>(text_.data());
     for (std::uint64_t row = 0; row < out_.value_count; ++row) {
       const std::string_view value(text + out_.text_offsets[row],

@@ -36,11 +36,23 @@ struct LeafColumn {
     int list_depth = 0;
   };
   std::vector<BelowMax> below_max;
-  bool text = false;        // UTF-8 strings; else fixed-width values of dtype
+  bool text = false;        // BYTE_ARRAY strings; else fixed-width values of dtype
   DType dtype = DType::u8;  // the values' gpucache dtype (u8 for text)
   // Dates and times: what the i64 values mean, and how the physical values become them.
   std::optional<ColumnTime> time;
   TimeConversion time_conversion = TimeConversion::none;
+  // BYTE_ARRAY values without a string annotation: their bytes are not checked as UTF-8, and
+  // the column is a sequence of u8 (a row's bytes), as Arrow reads them as `binary`.
+  bool binary = false;
+  // 0 and up: DECIMAL values with this scale, converted to f64 (dtype f64) as they are decoded;
+  // a BYTE_ARRAY decimal is decoded as strings (text, binary) and converted once decoded.
+  int decimal_scale = -1;
+  // What the reader changes on the way, for probe, pack's report and the manifest:
+  // "decimal(10,2) stored as f64". Empty when the values are stored as the file holds them.
+  std::string conversion;
+  // Whether the column's rows are byte strings (text, or binary as a u8 sequence); a BYTE_ARRAY
+  // decimal is decoded as strings but makes an f64 tensor.
+  bool strings() const { return text && decimal_scale < 0; }
 };
 
 // Memory for a chunk's decoded values: from 2 MiB up, anonymous pages that the kernel may back with

@@ -34,6 +34,19 @@ void read_time_type(ThriftReader& reader, SchemaElement& element) {
   });
 }
 
+// DecimalType: 1 scale, 2 precision (both i32).
+void read_decimal_members(ThriftReader& reader, SchemaElement& element) {
+  reader.read_struct([&](std::int16_t field, WireType field_type) {
+    if (field == 1)
+      element.decimal_scale = reader.read_i32(field_type);
+    else if (field == 2)
+      element.decimal_precision = reader.read_i32(field_type);
+    else
+      return false;
+    return true;
+  });
+}
+
 void read_logical_type(ThriftReader& reader, SchemaElement& element) {
   reader.read_struct([&](std::int16_t id, WireType type) {
     if (type != WireType::structure) return false;
@@ -41,6 +54,10 @@ void read_logical_type(ThriftReader& reader, SchemaElement& element) {
     if (id == static_cast<std::int16_t>(Logical::timestamp) ||
         id == static_cast<std::int16_t>(Logical::time)) {
       read_time_type(reader, element);
+      return true;
+    }
+    if (id == static_cast<std::int16_t>(Logical::decimal)) {
+      read_decimal_members(reader, element);
       return true;
     }
     if (id != static_cast<std::int16_t>(Logical::integer)) return false;
@@ -77,6 +94,12 @@ void read_schema_element(ThriftReader& reader, SchemaElement& element) {
         return true;
       case 6:
         element.converted = static_cast<Converted>(reader.read_i32(type));
+        return true;
+      case 7:  // scale and precision of a DECIMAL ConvertedType
+        element.decimal_scale = reader.read_i32(type);
+        return true;
+      case 8:
+        element.decimal_precision = reader.read_i32(type);
         return true;
       case 10:
         if (type != WireType::structure) return false;

@@ -36,6 +36,7 @@ enum class Converted : std::int32_t {
   time_micros = 8,
   timestamp_millis = 9,
   timestamp_micros = 10,
+  decimal = 5,
   uint_8 = 11,
   uint_16 = 12,
   uint_32 = 13,
@@ -106,6 +107,9 @@ struct SchemaElement {
   bool integer_signed = true;
   bool time_adjusted_to_utc = false;            // logical TIMESTAMP and TIME: isAdjustedToUTC
   TimeUnitCode time_unit = TimeUnitCode::none;  // logical TIMESTAMP and TIME: unit
+  // DECIMAL (LogicalType's members, else SchemaElement's own scale and precision fields).
+  std::int32_t decimal_scale = 0;
+  std::int32_t decimal_precision = 0;
 };
 
 struct ColumnMetadata {

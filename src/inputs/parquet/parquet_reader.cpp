@@ -5,7 +5,9 @@
 // joined into one buffer each.
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <memory>
+#include <mutex>
 
 #include "gpucache/common/checked_math.hpp"
 #include "gpucache/common/error_text.hpp"
@@ -72,16 +74,65 @@ Repetition repetition_of(const SchemaElement& element) {
 
 // The gpucache dtype of a leaf, or why it has none.
 struct LeafType {
+  LeafType(bool text_, DType dtype_, std::string refusal_, bool binary_ = false)
+      : text(text_), dtype(dtype_), refusal(std::move(refusal_)), binary(binary_) {}
   bool text = false;
   DType dtype = DType::u8;
   std::string refusal;
+  bool binary = false;     // LeafColumn::binary
+  int decimal_scale = -1;  // LeafColumn::decimal_scale
+  std::string conversion;  // LeafColumn::conversion
 };
+
+// Widest FIXED_LEN_BYTE_ARRAY decimal read: Arrow's decimal256 (76 digits, 32 bytes).
+constexpr std::int32_t kMaxDecimalBytes = 32;
+
+// DECIMAL (the LogicalType, or the ConvertedType with the element's own scale and precision):
+// f64, the unscaled two's-complement integer divided by 10^scale; nullopt when the leaf is not
+// a decimal. Left out when its annotation is not one a value can have.
+std::optional<LeafType> decimal_type(const SchemaElement& leaf) {
+  using enum PhysicalType;
+  const bool decimal = leaf.logical == Logical::decimal ||
+                       (leaf.logical == Logical::none && leaf.converted == Converted::decimal);
+  if (!decimal) return std::nullopt;
+  const std::int32_t precision = leaf.decimal_precision, scale = leaf.decimal_scale;
+  const std::string name =
+      "decimal(" + std::to_string(precision) + "," + std::to_string(scale) + ")";
+  LeafType type{false, DType::f64, ""};
+  if (precision < 1 || scale < 0 || scale > precision) {
+    type.refusal = "a " + name + " annotation, which no decimal value can have";
+    return type;
+  }
+  switch (*leaf.type) {
+    case int32:
+    case int64:
+      break;
+    case fixed_len_byte_array:
+      if (leaf.type_length < 1 || leaf.type_length > kMaxDecimalBytes) {
+        type.refusal = "a " + name + " of " + std::to_string(leaf.type_length) +
+                       "-byte values (at most " + std::to_string(kMaxDecimalBytes) + " are read)";
+        return type;
+      }
+      break;
+    case byte_array:
+      type.text = true;  // decoded as byte strings, converted once decoded
+      type.binary = true;
+      break;
+    default:
+      type.refusal = "a " + name + " annotation on a type that cannot hold one";
+      return type;
+  }
+  type.decimal_scale = scale;
+  type.conversion = name + " stored as f64";
+  return type;
+}
 
 LeafType leaf_type(const SchemaElement& leaf) {
   using enum PhysicalType;
   const Logical logical = leaf.logical;
   const auto converted = leaf.converted;
   auto refuse = [](std::string why) { return LeafType{false, DType::u8, std::move(why)}; };
+  if (auto decimal = decimal_type(leaf)) return *decimal;
   const bool annotated_other =
       (logical != Logical::none && logical != Logical::integer && logical != Logical::string &&
        logical != Logical::float16 && logical != Logical::json && logical != Logical::enum_) ||
@@ -90,7 +141,7 @@ LeafType leaf_type(const SchemaElement& leaf) {
        *converted != Converted::utf8 && *converted != Converted::json &&
        *converted != Converted::enum_);
   if (annotated_other)
-    return refuse("decimals, UUIDs, intervals and the like are not numbers gpucache stores");
+    return refuse("UUIDs, intervals and the like are not numbers gpucache stores");
   switch (*leaf.type) {
     case boolean:
       return {false, DType::boolean, ""};
@@ -159,7 +210,9 @@ LeafType leaf_type(const SchemaElement& leaf) {
           converted == Converted::utf8 || converted == Converted::json ||
           converted == Converted::enum_)
         return {true, DType::u8, ""};
-      return refuse("binary values (not annotated as strings)");
+      // Arrow's `binary`: each value's bytes, unchecked, as a u8 sequence.
+      if (logical == Logical::none && !converted) return {true, DType::u8, "", true};
+      return refuse("binary values with an annotation gpucache does not read");
     case fixed_len_byte_array:
       if (logical == Logical::float16 && leaf.type_length == 2) return {false, DType::f16, ""};
       return refuse("fixed-length byte arrays other than float16");
@@ -169,22 +222,35 @@ LeafType leaf_type(const SchemaElement& leaf) {
   return refuse("an unknown physical type");
 }
 
-// What a top-level field maps to: a LeafColumn, or why it is left out.
+// What a field maps to: a LeafColumn, or why it is left out.
 struct FieldPlan {
   std::optional<LeafColumn> column;
   std::string refusal;
 };
 
-FieldPlan plan_field(const SchemaNode& field, std::size_t leaf_index) {
+bool is_map(const SchemaElement& element) {
+  return element.logical == Logical::map || element.converted == Converted::map ||
+         element.converted == Converted::map_key_value;
+}
+
+// A group that is flattened into one column per field: not a LIST or MAP, and not repeated.
+bool is_struct(const SchemaNode& node) {
+  return !node.children.empty() && !is_list(*node.element) && !is_map(*node.element) &&
+         repetition_of(*node.element) != Repetition::repeated;
+}
+
+// `field`, below the structs `above` (from the top-level field down), named `name` ("a.b.c").
+FieldPlan plan_field(const SchemaNode& field, const std::vector<const SchemaNode*>& above,
+                     const std::string& name, std::size_t leaf_index) {
   FieldPlan plan;
   LeafColumn column;
-  column.name = field.element->name;
+  column.name = name;
   column.shown_name = detail::quoted(column.name, detail::kShownChars, '\'');
   column.leaf_index = leaf_index;
-  // The nodes from the field down to its leaf, and at each the definition level it brings.
+  // The nodes from the top-level field down to the leaf, and at each the definition level it
+  // brings.
   std::vector<std::pair<const SchemaElement*, int>> path;
   int definition = 0;
-  const SchemaNode* node = &field;
   auto step = [&](const SchemaNode& at) {
     const Repetition repetition = repetition_of(*at.element);
     if (repetition != Repetition::required) ++definition;
@@ -192,15 +258,17 @@ FieldPlan plan_field(const SchemaNode& field, std::size_t leaf_index) {
     path.emplace_back(at.element, definition);
     column.path.push_back(at.element->name);
   };
+  for (const SchemaNode* parent : above) step(*parent);
+  const SchemaNode* node = &field;
   for (;;) {
     step(*node);
     if (node->children.empty()) break;
     const SchemaElement& element = *node->element;
     if (!is_list(element) || node->children.size() != 1) {
-      plan.refusal = element.logical == Logical::map || element.converted == Converted::map ||
-                             element.converted == Converted::map_key_value
-                         ? "a map"
-                         : "a struct";
+      plan.refusal = is_map(element)                                  ? "a map"
+                     : column.max_repetition > 0 && node != &field    ? "a list of structs"
+                     : repetition_of(element) == Repetition::repeated ? "a repeated group"
+                                                                      : "a struct";
       return plan;
     }
     // A LIST: its one child repeats; three levels (repeated group "list" { element }) unless
@@ -246,11 +314,16 @@ FieldPlan plan_field(const SchemaNode& field, std::size_t leaf_index) {
     return plan;
   }
   if (type.text && column.max_repetition > 0) {
-    plan.refusal = "lists of strings";
+    plan.refusal = type.decimal_scale >= 0 ? "lists of BYTE_ARRAY decimals"
+                   : type.binary           ? "lists of binary values"
+                                           : "lists of strings";
     return plan;
   }
   column.text = type.text;
   column.dtype = type.dtype;
+  column.binary = type.binary;
+  column.decimal_scale = type.decimal_scale;
+  column.conversion = type.conversion;
   column.max_definition = definition;
   // An entry whose definition level is d stops at the first node that needs more than d: a
   // repeated node there is an empty list, an optional one a null.
@@ -270,15 +343,84 @@ FieldPlan plan_field(const SchemaNode& field, std::size_t leaf_index) {
   return plan;
 }
 
-// The decoded chunks of one column, one per row group, and where each starts.
+// A top-level field's columns: one, or for a struct one per field below it (structs within it
+// flattened too), named by their dotted path ("point.x"); what cannot be a column is left out
+// with its reason, the struct's other fields kept. A null struct is a null in each of its
+// columns. `leaf_index` is the field's first leaf's position in a row group.
+void plan_fields(const SchemaNode& field, std::vector<const SchemaNode*>& above,
+                 const std::string& name, std::size_t leaf_index, std::vector<LeafColumn>& columns,
+                 std::vector<LeftOutField>& left_out) {
+  if (!is_struct(field)) {
+    FieldPlan plan = plan_field(field, above, name, leaf_index);
+    if (plan.column)
+      columns.push_back(std::move(*plan.column));
+    else
+      left_out.push_back({name, plan.refusal});
+    return;
+  }
+  above.push_back(&field);
+  for (const auto& child : field.children) {
+    plan_fields(child, above, name + "." + child.element->name, leaf_index, columns, left_out);
+    leaf_index += count_leaves(child);
+  }
+  above.pop_back();
+}
+
+// Decodes one (column, row group) chunk again, for a row group whose values were not kept
+// (ResidentBudget); its list null rows spread as make_column spreads them.
+using Redecode = std::function<DecodedChunk(std::size_t group)>;
+
+// A list column's null rows have no values in the chunk: each gets a row of zeros in its place
+// (the values move once; a column without lists has its placeholders already).
+void spread_list_nulls(const LeafColumn& leaf, DecodedChunk& group, std::uint64_t row_bytes) {
+  if (leaf.max_repetition == 0 || group.null_rows.empty()) return;
+  ValueBuffer spread(group.rows * row_bytes);
+  std::size_t next_null = 0;
+  std::uint64_t from = 0;
+  for (std::uint64_t row = 0; row < group.rows; ++row) {
+    std::byte* to = spread.get() + row * row_bytes;
+    if (next_null < group.null_rows.size() && group.null_rows[next_null] == row) {
+      std::memset(to, 0, row_bytes);
+      ++next_null;
+    } else {
+      std::memcpy(to, group.values.get() + from * row_bytes, row_bytes);
+      ++from;
+    }
+  }
+  group.values = std::move(spread);
+}
+
+// The decoded chunks of one tensor column, one per row group, and where each starts. A row group
+// whose values were dropped after the open (not `resident`) is decoded again when read, into a
+// slot that holds the last one so read: rows read in order cost one decode per row group.
 struct ColumnChunks {
   std::vector<DecodedChunk> groups;
+  std::vector<char> resident;             // per group: its values are in groups[g]
   std::vector<std::uint64_t> first_rows;  // groups.size() + 1
   std::uint64_t row_bytes = 0;
+  Redecode redecode;
+  mutable std::mutex slot_mutex;
+  mutable std::size_t slot_group = SIZE_MAX;
+  mutable DecodedChunk slot;
 
   std::size_t group_of(std::uint64_t row) const {
     return static_cast<std::size_t>(std::upper_bound(first_rows.begin(), first_rows.end(), row) -
                                     first_rows.begin() - 1);
+  }
+  // Copies n rows of group g from its row `in_group` on.
+  void copy(std::size_t g, std::uint64_t in_group, std::uint64_t n, std::byte* to) const {
+    if (resident[g]) {
+      std::memcpy(to, groups[g].values.get() + in_group * row_bytes, n * row_bytes);
+      return;
+    }
+    std::lock_guard lock(slot_mutex);
+    if (slot_group != g) {
+      slot = {};  // the last one goes before the next is decoded: one at a time
+      slot_group = SIZE_MAX;
+      slot = redecode(g);
+      slot_group = g;
+    }
+    std::memcpy(to, slot.values.get() + in_group * row_bytes, n * row_bytes);
   }
 };
 
@@ -289,20 +431,26 @@ void wire_tensor(InputColumn& column, std::shared_ptr<const ColumnChunks> chunks
       const std::size_t g = chunks->group_of(first);
       const std::uint64_t in_group = first - chunks->first_rows[g];
       const std::uint64_t n = std::min(count, chunks->first_rows[g + 1] - first);
-      std::memcpy(to, chunks->groups[g].values.get() + in_group * chunks->row_bytes,
-                  n * chunks->row_bytes);
+      chunks->copy(g, in_group, n, to);
       to += n * chunks->row_bytes;
       first += n;
       count -= n;
     }
   };
+  // Rows where they lie: only in row groups kept resident, whose values live as long as the
+  // column (a re-decoded slot changes under its readers).
   column.direct_rows = [chunks](std::uint64_t first, std::uint64_t count) -> const std::byte* {
     if (count == 0 || first >= chunks->first_rows.back()) return nullptr;
     const std::size_t g = chunks->group_of(first);
-    if (count > chunks->first_rows[g + 1] - first) return nullptr;
+    if (count > chunks->first_rows[g + 1] - first || !chunks->resident[g]) return nullptr;
     return chunks->groups[g].values.get() + (first - chunks->first_rows[g]) * chunks->row_bytes;
   };
   column.row_pointers = [chunks](std::uint64_t first, std::uint64_t count, const std::byte** out) {
+    for (std::uint64_t row = first; row < first + count;) {
+      const std::size_t g = chunks->group_of(row);
+      if (!chunks->resident[g]) return false;
+      row = chunks->first_rows[g + 1];
+    }
     while (count > 0) {
       const std::size_t g = chunks->group_of(first);
       const std::byte* at =
@@ -339,9 +487,13 @@ std::shared_ptr<const Joined> join_text(std::vector<DecodedChunk>& groups) {
   return joined;
 }
 
-std::shared_ptr<const Joined> join_sequences(std::vector<DecodedChunk>& groups, std::size_t size) {
+std::shared_ptr<const Joined> join_sequences(std::vector<DecodedChunk>& groups,
+                                             const std::vector<char>& resident,
+                                             const Redecode& redecode, std::size_t size) {
   auto joined = std::make_shared<Joined>();
-  for (auto& group : groups) {
+  for (std::size_t g = 0; g < groups.size(); ++g) {
+    if (!resident[g]) groups[g] = redecode(g);  // one at a time, freed once joined
+    auto& group = groups[g];
     joined->values.insert(joined->values.end(), group.values.get(),
                           group.values.get() + group.value_count * size);
     for (std::uint64_t length : group.row_lengths)
@@ -352,13 +504,15 @@ std::shared_ptr<const Joined> join_sequences(std::vector<DecodedChunk>& groups, 
 }
 
 InputColumn make_column(const LeafColumn& leaf, std::vector<DecodedChunk> groups,
-                        const std::string& origin, std::string& refusal) {
+                        std::vector<char> resident, Redecode redecode, const std::string& origin,
+                        std::string& refusal) {
   InputColumn column;
   column.name = column_name_from_path(leaf.name);
   column.path = leaf.name;
   column.origin = origin;
   column.dtype = leaf.dtype;
   column.time = leaf.time;
+  column.conversion = leaf.conversion;
   for (const auto& group : groups)
     if (!group.left_out.empty()) {
       refusal = group.left_out;
@@ -370,7 +524,21 @@ InputColumn make_column(const LeafColumn& leaf, std::vector<DecodedChunk> groups
     column.rows += group.rows;
   }
   const std::size_t size = dtype_size(leaf.dtype);
-  if (leaf.text) {
+  if (leaf.strings() && leaf.binary) {  // Arrow's binary: each row its bytes, a u8 sequence
+    column.kind = ColumnKind::sequence;
+    column.role = ColumnRole::sequence;
+    column.padded_dim = 0;
+    auto joined = join_text(groups);
+    column.row_length = [joined](std::uint64_t row) {
+      return joined->offsets[row + 1] - joined->offsets[row];
+    };
+    column.read_sequence = [joined](std::uint64_t row, std::span<std::byte> out) {
+      if (out.empty()) return;  // an empty row: `out` may have no storage at all
+      std::memcpy(out.data(), joined->values.data() + joined->offsets[row], out.size());
+    };
+    return column;
+  }
+  if (leaf.strings()) {
     column.kind = ColumnKind::text;
     column.role = ColumnRole::text;
     auto joined = join_text(groups);
@@ -408,7 +576,7 @@ InputColumn make_column(const LeafColumn& leaf, std::vector<DecodedChunk> groups
     column.kind = ColumnKind::sequence;
     column.role = ColumnRole::sequence;
     column.padded_dim = 0;
-    auto joined = join_sequences(groups, size);
+    auto joined = join_sequences(groups, resident, redecode, size);
     column.row_length = [joined](std::uint64_t row) {
       return joined->offsets[row + 1] - joined->offsets[row];
     };
@@ -427,29 +595,19 @@ InputColumn make_column(const LeafColumn& leaf, std::vector<DecodedChunk> groups
   auto chunks = std::make_shared<ColumnChunks>();
   chunks->row_bytes = elements * size;
   chunks->first_rows.push_back(0);
-  for (auto& group : groups) {
-    // A list column's null rows have no values in the chunk: each gets a row of zeros in its
-    // place (the values move once; a column without lists has its placeholders already).
-    if (leaf.max_repetition > 0 && !group.null_rows.empty()) {
-      const std::uint64_t row_bytes = chunks->row_bytes;
-      ValueBuffer spread(group.rows * row_bytes);
-      std::size_t next_null = 0;
-      std::uint64_t from = 0;
-      for (std::uint64_t row = 0; row < group.rows; ++row) {
-        std::byte* to = spread.get() + row * row_bytes;
-        if (next_null < group.null_rows.size() && group.null_rows[next_null] == row) {
-          std::memset(to, 0, row_bytes);
-          ++next_null;
-        } else {
-          std::memcpy(to, group.values.get() + from * row_bytes, row_bytes);
-          ++from;
-        }
-      }
-      group.values = std::move(spread);
-    }
+  chunks->resident = std::move(resident);
+  for (std::size_t g = 0; g < groups.size(); ++g) {
+    auto& group = groups[g];
+    if (chunks->resident[g]) spread_list_nulls(leaf, group, chunks->row_bytes);
     chunks->first_rows.push_back(chunks->first_rows.back() + group.rows);
     chunks->groups.push_back(std::move(group));
   }
+  const std::uint64_t row_bytes = chunks->row_bytes;
+  chunks->redecode = [redecode = std::move(redecode), leaf, row_bytes](std::size_t g) {
+    DecodedChunk group = redecode(g);
+    spread_list_nulls(leaf, group, row_bytes);
+    return group;
+  };
   wire_tensor(column, std::move(chunks));
   return column;
 }
@@ -463,12 +621,21 @@ InputColumn describe_column(const LeafColumn& leaf, std::uint64_t rows, const st
   column.origin = origin;
   column.dtype = leaf.dtype;
   column.time = leaf.time;
+  column.conversion = leaf.conversion;
   column.rows = rows;
   const std::string where = "column " + leaf.shown_name;
   auto unread = [origin, where]() {
     return Error(origin, where, "was opened for its description only; its values were not read");
   };
-  if (leaf.text) {
+  if (leaf.strings() && leaf.binary) {
+    column.kind = ColumnKind::sequence;
+    column.role = ColumnRole::sequence;
+    column.padded_dim = 0;
+    column.row_length = [unread](std::uint64_t) -> std::uint64_t { throw unread(); };
+    column.read_sequence = [unread](std::uint64_t, std::span<std::byte>) { throw unread(); };
+    return column;
+  }
+  if (leaf.strings()) {
     column.kind = ColumnKind::text;
     column.role = ColumnRole::text;
     column.text_row = [unread](std::uint64_t) -> std::string_view { throw unread(); };
@@ -478,6 +645,29 @@ InputColumn describe_column(const LeafColumn& leaf, std::uint64_t rows, const st
     throw unread();
   };
   return column;
+}
+
+// How many bytes of decoded fixed-width values a file keeps from its open on: at least 32 MiB,
+// and at least eight of its largest row groups (a file of few large row groups, as writers of
+// embeddings make, keeps them all and is read where its values lie). The rest is decoded again,
+// a row group at a time, when read.
+constexpr std::uint64_t kResidentFloor = std::uint64_t{32} << 20;
+constexpr std::uint64_t kResidentGroups = 8;
+std::uint64_t resident_budget(std::uint64_t largest_group) {
+  const auto groups = checked_mul(largest_group, kResidentGroups);
+  return std::max(kResidentFloor, groups.value_or(UINT64_MAX));
+}
+
+// Decodes a column's chunk of row group g again, from the file that stays mapped.
+Redecode redecoder(std::shared_ptr<const detail::MappedFile> file,
+                   std::shared_ptr<const FileMetadata> metadata, std::uint64_t data_end,
+                   const LeafColumn& column, const std::vector<std::uint64_t>& first_rows) {
+  return [file = std::move(file), metadata = std::move(metadata), data_end, column,
+          first_rows](std::size_t g) {
+    const RowGroup& group = metadata->row_groups[g];
+    return decode_chunk(file->bytes(), data_end, file->path(), column,
+                        group.columns[column.leaf_index], g, group.num_rows, first_rows[g]);
+  };
 }
 
 FileMetadata read_footer(const detail::MappedFile& file, std::uint64_t& data_end) {
@@ -516,7 +706,8 @@ InputData read_parquet(const std::string& path, const ReadOptions& options) {
   using namespace detail::parquet;
   const auto file = detail::MappedFile::open(path);
   std::uint64_t data_end = 0;
-  const FileMetadata metadata = read_footer(*file, data_end);
+  const auto metadata_shared = std::make_shared<const FileMetadata>(read_footer(*file, data_end));
+  const FileMetadata& metadata = *metadata_shared;
   std::size_t next = 0;
   const SchemaNode root = build_tree(metadata.schema, next, 0, path);
   if (next != metadata.schema.size())
@@ -535,12 +726,9 @@ InputData read_parquet(const std::string& path, const ReadOptions& options) {
       leaf_index += field_leaves;
       continue;
     }
-    FieldPlan plan = plan_field(field, leaf_index);
+    std::vector<const SchemaNode*> above;
+    plan_fields(field, above, field.element->name, leaf_index, columns, left_out);
     leaf_index += field_leaves;
-    if (plan.column)
-      columns.push_back(std::move(*plan.column));
-    else
-      left_out.push_back({field.element->name, plan.refusal});
   }
 
   std::int64_t total_rows = 0;
@@ -568,9 +756,26 @@ InputData read_parquet(const std::string& path, const ReadOptions& options) {
   // The footer's own num_rows is not checked against the row groups' total: pyarrow reads by the
   // row groups, and parquet-testing's repeated_no_annotation says 0 rows over a row group of 6.
 
-  // Every (column, row group) chunk, decoded in parallel. A bad file fails with the error of its
-  // first bad chunk in file order, whatever the threads: each task keeps its own.
+  // Every (column, row group) chunk, decoded in parallel, row group by row group. A bad file
+  // fails with the error of its first bad chunk in file order, whatever the threads: each task
+  // keeps its own. The fixed-width values of chunks decoded beyond the resident budget are
+  // dropped once decoded (their rows, nulls and list lengths kept) and decoded again when read
+  // (ColumnChunks), so that memory follows a few row groups, not the file.
   const std::size_t groups = metadata.row_groups.size();
+  std::uint64_t largest_group = 0;
+  for (const RowGroup& group : metadata.row_groups) {
+    std::uint64_t bytes = 0;
+    for (const auto& column : columns)
+      if (!column.strings())
+        bytes += static_cast<std::uint64_t>(std::max<std::int64_t>(
+                     0, group.columns[column.leaf_index].metadata->num_values)) *
+                 dtype_size(column.dtype);
+    largest_group = std::max(largest_group, bytes);
+  }
+  const std::uint64_t budget = resident_budget(largest_group);
+  std::mutex budget_mutex;
+  std::uint64_t resident_bytes = 0;
+  std::vector<std::vector<char>> resident(columns.size(), std::vector<char>(groups, 1));
   std::vector<std::uint64_t> first_rows(groups, 0);
   for (std::size_t g = 1; g < groups; ++g)
     first_rows[g] =
@@ -584,13 +789,22 @@ InputData read_parquet(const std::string& path, const ReadOptions& options) {
     return !options.tensor_data && columns[c].max_repetition == 0;
   };
   detail::parallel_for_each(columns.size() * groups, options.threads, [&](std::uint64_t task) {
-    const std::size_t c = task / groups, g = task % groups;
+    const std::size_t g = task / columns.size(), c = task % columns.size();
     if (described(c)) return;
     const RowGroup& group = metadata.row_groups[g];
     try {
-      decoded[c][g] =
-          decode_chunk(file->bytes(), data_end, path, columns[c],
-                       group.columns[columns[c].leaf_index], g, group.num_rows, first_rows[g]);
+      DecodedChunk& chunk = decoded[c][g];
+      chunk = decode_chunk(file->bytes(), data_end, path, columns[c],
+                           group.columns[columns[c].leaf_index], g, group.num_rows, first_rows[g]);
+      if (columns[c].strings() || !chunk.left_out.empty()) return;
+      const std::uint64_t bytes = chunk.value_count * dtype_size(columns[c].dtype);
+      std::lock_guard lock(budget_mutex);
+      if (resident_bytes + bytes <= budget) {
+        resident_bytes += bytes;
+      } else {
+        chunk.values = {};
+        resident[c][g] = 0;
+      }
     } catch (...) {
       failures[g * columns.size() + c] = std::current_exception();
     }
@@ -602,8 +816,11 @@ InputData read_parquet(const std::string& path, const ReadOptions& options) {
   for (std::size_t c = 0; c < columns.size(); ++c) {
     std::string refusal;
     InputColumn column =
-        described(c) ? describe_column(columns[c], static_cast<std::uint64_t>(total_rows), path)
-                     : make_column(columns[c], std::move(decoded[c]), path, refusal);
+        described(c)
+            ? describe_column(columns[c], static_cast<std::uint64_t>(total_rows), path)
+            : make_column(columns[c], std::move(decoded[c]), std::move(resident[c]),
+                          redecoder(file, metadata_shared, data_end, columns[c], first_rows), path,
+                          refusal);
     if (!refusal.empty())
       left_out.push_back({columns[c].name, refusal});
     else

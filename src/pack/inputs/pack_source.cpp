@@ -188,6 +188,25 @@ nlohmann::ordered_json renamed_json(const std::vector<RenamedInputField>& rename
   return list;
 }
 
+std::vector<InputConversion> input_conversions(const std::vector<Source>& sources) {
+  std::vector<InputConversion> found;
+  for (const auto& source : sources)
+    for (const auto& column : source.columns)
+      if (!column.conversion.empty())
+        found.push_back({source.path, column.name, column.path, column.conversion});
+  return found;
+}
+
+nlohmann::ordered_json input_conversions_json(const std::vector<InputConversion>& conversions) {
+  auto list = nlohmann::ordered_json::array();
+  for (const auto& entry : conversions)
+    list.push_back({{"input", entry.input},
+                    {"column", entry.column},
+                    {"field", entry.field},
+                    {"conversion", entry.conversion}});
+  return list;
+}
+
 nlohmann::ordered_json left_out_json(const std::vector<LeftOutInputField>& left_out) {
   auto list = nlohmann::ordered_json::array();
   for (const auto& entry : left_out)

@@ -51,6 +51,11 @@ struct FieldsNotPacked {
   std::vector<RenamedInputField> renamed;  // stored under a legal name, not their own
 };
 FieldsNotPacked fields_not_packed(const std::vector<Source>& sources, bool strict);
+// Every packed column whose reader converted its values (InputColumn::conversion), per input.
+std::vector<InputConversion> input_conversions(const std::vector<Source>& sources);
+// [{"input", "column", "field", "conversion"}, ...]: the manifest's and --json's
+// `input_conversions`.
+nlohmann::ordered_json input_conversions_json(const std::vector<InputConversion>& conversions);
 // [{"input", "field", "reason"}, ...]: the manifest's `left_out` and pack's --json `left_out`.
 nlohmann::ordered_json left_out_json(const std::vector<LeftOutInputField>& left_out);
 // [{"input", "field", "column"}, ...]: the manifest's `renamed` and pack's --json `renamed`.

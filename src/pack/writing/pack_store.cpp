@@ -119,6 +119,10 @@ void store_unchanged_rows(shard::ShardBuilder& builder, std::size_t column, std:
   };
   try {
     for_each_piece([&](std::uint64_t offset, std::uint64_t first, std::uint64_t n) {
+      // A piece is hashed (and its input pages released) only once it is copied: released
+      // before the copy, its pages came back when the copy read them and stayed resident, so a
+      // pack of a 300 MiB mapped input held all 300 MiB (tests/test_hostile_inputs.cpp).
+      progress.wait_beyond(offset + n - 1);
       hash(offset, first, n);
       write_back(progress.rows());
     });

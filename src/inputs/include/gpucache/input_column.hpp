@@ -27,6 +27,9 @@ struct InputColumn : Column {
   std::string origin;  // the input, for messages
   // Dates and times (an i64 tensor column): what the integers mean, recorded in the manifest.
   std::optional<ColumnTime> time;
+  // How the reader changed the values on the way, when it did: "decimal(10,2) stored as f64".
+  // Probe shows it; pack reports it (--json `input_conversions`, the manifest's section).
+  std::string conversion;
 
   // Tensor columns: copies rows [first, first + count) into out, row-major and little-endian,
   // row_elements() values of dtype per row. Callers check the range and size

@@ -162,6 +162,16 @@ struct RenamedInputField {
   std::string column;
 };
 
+// A packed column whose values its reader converted on the way (a Parquet decimal stored as f64):
+// the input, the column, the field it comes from and what was done ("decimal(10,2) stored as
+// f64"). In pack's --json `input_conversions`, its notes and the manifest's section of that name.
+struct InputConversion {
+  std::string input;
+  std::string column;
+  std::string field;
+  std::string conversion;
+};
+
 // A column stored in another dtype than an input holds it: by --dtype, or (not asked) an f64
 // embedding, which is converted and so stored as f32.
 struct StoredConversion {
@@ -177,6 +187,7 @@ struct StoredConversion {
 struct PackResult {
   std::string output_dir;
   std::vector<StoredConversion> conversions;
+  std::vector<InputConversion> input_conversions;
   // Fields of the inputs that gpucache cannot store, left out (--strict refuses them instead);
   // also in the manifest's `left_out`.
   std::vector<LeftOutInputField> left_out;
