@@ -11,7 +11,7 @@ from typing import Callable, Optional, Sequence, Union
 
 from . import _gpucache
 from ._gpucache import Error
-from ._memory import host_leaf, memory_columns
+from ._memory import host_leaf, leaf_description, memory_columns
 
 ProgressArg = Union[bool, Callable[[int, int], None], None]
 
@@ -168,7 +168,7 @@ def _sources(inputs, kind=None):
     if isinstance(inputs, Input):
         inputs = [inputs]
     if isinstance(inputs, dict):
-        if kind != "tensors" and _gpucache.memory_dict_is_llm_cache(inputs, host_leaf):
+        if kind != "tensors" and _gpucache.memory_dict_is_llm_cache(inputs, leaf_description):
             return [], [], inputs, None
         return [], memory_columns(inputs), None, None
     if _is_dict_list(inputs):
