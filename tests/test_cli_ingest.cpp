@@ -212,6 +212,35 @@ TEST_CASE("--input-map: an input that lacks a column is named with the column an
   CHECK(refused.err.find("its own fields in --input-map") != std::string::npos);
   CHECK(std::count(refused.err.begin(), refused.err.end(), '\n') == 1);
 
+  // "fill" gives the plain matrix the text column it lacks, the same text in every row.
+  std::ofstream(scratch / "filled.json") << nlohmann::json{
+      {"inputs",
+       {{{"path", data_path("pt/llm_cache.pt")}},
+        {{"path", data_path("pt/embeddings.pt")},
+         {"fill", {{"text", "(no text)"}}}}}}}.dump();
+  const auto filled =
+      run_cli({"pack", "--input-map", scratch / "filled.json", "-o", scratch / "filled", "--json"});
+  REQUIRE_MESSAGE(filled.exit_code == 0, filled.err);
+  CHECK(json_of(filled)["rows"] == 3 + 5);
+  REQUIRE(
+      run_cli({"export", scratch / "filled", "--to", "npy", scratch / "filled-out"}).exit_code ==
+      0);
+  std::ifstream texts(scratch / "filled-out/text.jsonl");
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(texts, line);) lines.push_back(line);
+  REQUIRE(lines.size() == 8);
+  CHECK(lines[0] == "\"What is a GPU?\"");
+  CHECK(std::all_of(lines.begin() + 3, lines.end(),
+                    [](const std::string& line) { return line == "\"(no text)\""; }));
+  // A fill of a column the input has is refused, naming the entry.
+  std::ofstream(scratch / "refill.json")
+      << R"([{"path": ")" << data_path("pt/llm_cache.pt") << R"(", "fill": {"text": ""}}])";
+  const auto refill =
+      run_cli({"pack", "--input-map", scratch / "refill.json", "-o", scratch / "r"});
+  CHECK(refill.exit_code == 2);
+  CHECK(refill.err.find("input 0 (") != std::string::npos);
+  CHECK(refill.err.find("\"fill\" names column 'text', which the input has") != std::string::npos);
+
   // --field beside the map, and a map entry with an unknown key, are refused naming what to do.
   const auto both =
       run_cli({"pack", "--input-map", map, "--field", "embedding=.", "-o", scratch / "ds2"});
@@ -220,6 +249,6 @@ TEST_CASE("--input-map: an input that lacks a column is named with the column an
   std::ofstream(scratch / "bad.json") << R"({"inputs": [{"path": "a.pt", "field": {}}]})";
   const auto bad = run_cli({"pack", "--input-map", scratch / "bad.json", "-o", scratch / "ds3"});
   CHECK(bad.exit_code == 2);
-  CHECK(bad.err.find("input 0 has \"field\"; an entry takes path, kind, fields and roles") !=
+  CHECK(bad.err.find("input 0 has \"field\"; an entry takes path, kind, fields, roles and fill") !=
         std::string::npos);
 }

@@ -172,11 +172,12 @@ gpucache::MemoryColumn memory_column(const nb::handle& item, std::vector<HostArr
 // A Python object as the value tree the .pt reader gives for the same objects saved in a file:
 // dict (keys as text, as the .pt reader stores non-string keys), list and tuple, str, int, float,
 // bool, None; anything else goes through `prepare` (the Python layer's C-contiguous host view of a
-// tensor or array: gpucache/_memory.py) and becomes a tensor. With `data` its bytes are copied,
-// so the tree owns them while pack runs without the GIL (a list of dicts holds small per-row
-// tensors; an LLM cache one vector per key); without, the tensor carries its dtype and shape only
-// (Storage::not_read), for deciding how to read a dict without copying it. `where` is the path so
-// far, for errors.
+// tensor or array: gpucache/_memory.py host_leaf) and becomes a tensor whose bytes are copied, so
+// the tree owns them while pack runs without the GIL (a list of dicts holds small per-row tensors;
+// an LLM cache one vector per key). Without `data`, `prepare` only describes a leaf as (dtype
+// name, shape) (_memory.py leaf_description) and the tensor carries those alone
+// (Storage::not_read), for deciding how to read a dict without copying it. `where` is the path
+// so far, for errors.
 gpucache::Value value_tree(nb::handle object, const nb::object& prepare, bool data,
                            const std::string& where, int depth) {
   if (depth > 64)
@@ -216,6 +217,30 @@ gpucache::Value value_tree(nb::handle object, const nb::object& prepare, bool da
     }
     return list;
   }
+  if (!data) {
+    // Deciding only: `prepare` hands over (dtype name, shape) without touching the data (a CUDA
+    // tensor is not copied to the host just to be looked at); dtype names as torch and numpy
+    // spell them ("float32", "bfloat16"), read through the dtype table.
+    try {
+      const auto meta = nb::cast<nb::tuple>(prepare(object));
+      const auto dtype = gpucache::dtype_from_torch(nb::cast<std::string>(meta[0]));
+      if (!dtype) return gpucache::None{};
+      auto tensor = std::make_shared<gpucache::Tensor>();
+      tensor->dtype = *dtype;
+      for (const auto& extent : nb::cast<nb::tuple>(meta[1]))
+        tensor->shape.push_back(nb::cast<std::int64_t>(extent));
+      tensor->strides.assign(tensor->shape.size(), 1);
+      for (std::size_t d = tensor->shape.size(); d-- > 1;)
+        tensor->strides[d - 1] = tensor->strides[d] * tensor->shape[d];
+      tensor->storage =
+          std::make_shared<const gpucache::Storage>(gpucache::Storage::not_read(tensor->nbytes()));
+      return tensor;
+    } catch (const nb::cast_error&) {
+      return gpucache::None{};  // no tensor: the dict is columns, which say what is wrong
+    } catch (nb::python_error&) {
+      return gpucache::None{};
+    }
+  }
   HostArray array;
   auto refuse = [&](const std::string& why) {
     return gpucache::Error(where, "",
@@ -226,30 +251,17 @@ gpucache::Value value_tree(nb::handle object, const nb::object& prepare, bool da
   try {
     array = nb::cast<HostArray>(prepare(object), false);
   } catch (const nb::cast_error&) {
-    if (!data) return gpucache::None{};  // no tensor: the dict is columns, which say what's wrong
     throw refuse(", which is no C-contiguous CPU array");
   } catch (nb::python_error& error) {
-    if (!data) return gpucache::None{};
     throw refuse(" (" + nb::cast<std::string>(nb::str(error.value())) + ")");
   }
   const DType dtype = dtype_of(array.dtype(), where);
   std::vector<std::int64_t> shape;
   for (std::size_t d = 0; d < array.ndim(); ++d)
     shape.push_back(static_cast<std::int64_t>(array.shape(d)));
-  if (data) {
-    const auto bytes = bytes_of(array);
-    return std::make_shared<gpucache::Tensor>(gpucache::Tensor::from_buffer(
-        dtype, std::move(shape), std::vector<std::byte>(bytes.begin(), bytes.end())));
-  }
-  auto tensor = std::make_shared<gpucache::Tensor>();
-  tensor->dtype = dtype;
-  tensor->shape = shape;
-  tensor->strides.assign(shape.size(), 1);
-  for (std::size_t d = shape.size(); d-- > 1;)
-    tensor->strides[d - 1] = tensor->strides[d] * shape[d];
-  tensor->storage =
-      std::make_shared<const gpucache::Storage>(gpucache::Storage::not_read(array.nbytes()));
-  return tensor;
+  const auto bytes = bytes_of(array);
+  return std::make_shared<gpucache::Tensor>(gpucache::Tensor::from_buffer(
+      dtype, std::move(shape), std::vector<std::byte>(bytes.begin(), bytes.end())));
 }
 
 // pack()'s keyword arguments, which the Python layer has turned into the CLI's text forms (a list
@@ -346,10 +358,10 @@ void bind_tools(nb::module_& m) {
         "tensors and arrays made host arrays by `prepare`");
   m.def(
       "memory_dict_is_llm_cache",
-      [](nb::handle dict, nb::object prepare) {
-        return gpucache::memory_dict_is_llm_cache(value_tree(dict, prepare, false, "memory", 0));
+      [](nb::handle dict, nb::object describe) {
+        return gpucache::memory_dict_is_llm_cache(value_tree(dict, describe, false, "memory", 0));
       },
-      nb::arg("dict"), nb::arg("prepare"),
+      nb::arg("dict"), nb::arg("describe"),
       "Whether gpucache.pack reads this dict as an LLM cache (text -> vector, one row per key), "
       "as the .pt reader reads the same dict in a file (gpucache/schema.hpp "
       "memory_dict_is_llm_cache), rather than as a dict of columns");

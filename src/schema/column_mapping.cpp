@@ -2,6 +2,8 @@
 // memory) are selected by --field, named, and given roles here, by the same rules map_source
 // applies to a tree.
 #include <algorithm>
+#include <memory>
+#include <string_view>
 
 #include "gpucache/common/float_convert.hpp"
 #include "gpucache/error.hpp"
@@ -197,6 +199,21 @@ SourceMapping map_columns(const std::vector<InputColumn>& columns, const std::st
 }
 
 }  // namespace
+
+InputColumn constant_text_column(const std::string& column, const std::string& text,
+                                 std::uint64_t rows, const std::string& origin) {
+  InputColumn filled;
+  filled.name = column;
+  filled.kind = ColumnKind::text;
+  filled.dtype = DType::u8;
+  filled.role = ColumnRole::text;
+  filled.rows = rows;
+  filled.path = "fill:" + column;
+  filled.origin = origin;
+  auto shared = std::make_shared<const std::string>(text);
+  filled.text_row = [shared](std::uint64_t) { return std::string_view(*shared); };
+  return filled;
+}
 
 SourceMapping map_input(const InputData& data, const std::string& origin,
                         std::optional<SourceKind> kind, const std::vector<FieldSpec>& fields,

@@ -496,15 +496,17 @@ void check_compatible(const std::vector<SourceMapping>& mappings) {
   for (const auto& mapping : mappings) {
     auto lacks = [&](const SourceMapping& without, const SourceMapping& with,
                      const std::string& column) {
-      throw Error("", "inputs",
-                  detail::escaped(without.origin, 256) + " (" +
-                      std::string(source_kind_name(without.kind)) + ") has no column '" + column +
-                      "', which " + detail::escaped(with.origin, 256) + " (" +
-                      std::string(source_kind_name(with.kind)) +
-                      ") has; map a field of it to that column (its own fields in --input-map, "
-                      "or gpucache.Input(PATH, fields={'" +
-                      column + "': PATH})), or map the other inputs without it. Columns:" +
-                      listing(column_names));
+      throw Error(
+          "", "inputs",
+          detail::escaped(without.origin, 256) + " (" +
+              std::string(source_kind_name(without.kind)) + ") has no column '" + column +
+              "', which " + detail::escaped(with.origin, 256) + " (" +
+              std::string(source_kind_name(with.kind)) +
+              ") has; map a field of it to that column (its own fields in --input-map, "
+              "or gpucache.Input(PATH, fields={'" +
+              column + "': PATH})), give a text column the same text in every row (\"fill\": {\"" +
+              column + "\": \"\"}, or fill={'" + column +
+              "': ''}), or map the other inputs without it. Columns:" + listing(column_names));
     };
     for (const auto& column : first.columns)
       if (!mapping.find(column.name)) lacks(mapping, first, column.name);

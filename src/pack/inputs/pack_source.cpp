@@ -91,6 +91,25 @@ Source open_joined_source(const PackOptions& options) {
   return source;
 }
 
+// An input's "fill" columns (InputMapping::fill_texts): text it lacks, the same in every row,
+// said in its mapping's explanation.
+void add_filled_columns(Source& source,
+                        const std::vector<std::pair<std::string, std::string>>& fills,
+                        std::size_t index) {
+  SourceMapping mapping = *source.mapping;
+  for (const auto& [column, text] : fills) {
+    if (mapping.find(column))
+      throw UsageError("--input-map input " + std::to_string(index) + " (" + source.path +
+                       "): \"fill\" names column '" + column +
+                       "', which the input has; fill only columns it lacks");
+    mapping.columns.push_back(constant_text_column(column, text, mapping.rows, source.path));
+    mapping.fields.push_back({column, "fill:" + column, ""});
+    mapping.explanation += " Column " + column + " filled with the same text in every row.";
+  }
+  source.columns = mapping.columns;
+  source.mapping = std::make_shared<const SourceMapping>(std::move(mapping));
+}
+
 }  // namespace
 
 Source open_source(const std::string& path, const SourceOptions& options) {
@@ -148,6 +167,8 @@ std::vector<Source> open_sources(const PackOptions& options) {
       throw UsageError("--input-map input " + std::to_string(i) + " (" + options.inputs[i] +
                        "): " + error.what());
     }
+    if (!options.input_mappings.empty() && !options.input_mappings[i].fill_texts.empty())
+      add_filled_columns(sources.back(), options.input_mappings[i].fill_texts, i);
     sources.back().input_index = static_cast<std::uint32_t>(sources.size() - 1);
   }
   return sources;

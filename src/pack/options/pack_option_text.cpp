@@ -197,9 +197,9 @@ void apply_input_map(PackOptions& options, std::string_view map) {
     if (!entry.is_object() || !entry.contains("path") || !entry["path"].is_string())
       throw UsageError(where + " needs \"path\": the input file");
     for (const auto& [key, value] : entry.items())
-      if (key != "path" && key != "kind" && key != "fields" && key != "roles")
+      if (key != "path" && key != "kind" && key != "fields" && key != "roles" && key != "fill")
         throw UsageError(where + " has \"" + key +
-                         "\"; an entry takes path, kind, fields and roles");
+                         "\"; an entry takes path, kind, fields, roles and fill");
     fs::path path = entry["path"].get<std::string>();
     if (path.is_relative() && !folder.empty()) path = folder / path;
     InputMapping mapping;
@@ -220,6 +220,9 @@ void apply_input_map(PackOptions& options, std::string_view map) {
            column_pairs(entry["roles"], where + " (" + path.string() + "): \"roles\""))
         mapping.roles.push_back(parse_role_spec(column + "=" + role));
     }
+    if (entry.contains("fill"))
+      mapping.fill_texts =
+          column_pairs(entry["fill"], where + " (" + path.string() + "): \"fill\"");
     if (!mapping.kind && !mapping.fields.empty()) {
       auto names = [&](std::string_view column) {
         return std::any_of(mapping.fields.begin(), mapping.fields.end(),

@@ -223,3 +223,14 @@ def host_leaf(value):
         return _host_tensor(value)
     return _host_array(value, type(value).__name__)
 
+
+def leaf_description(value):
+    """(dtype name, shape) of a tensor or array, touching none of its data (a CUDA tensor stays
+    where it is): what the extension needs to decide how to read a dict. None for anything else."""
+    if _is_torch_tensor(value):
+        return str(value.dtype).replace("torch.", ""), tuple(value.shape)
+    np = _numpy()
+    if isinstance(value, np.ndarray):
+        return value.dtype.name, tuple(value.shape)
+    return None
+

@@ -11,7 +11,7 @@ from typing import Callable, Optional, Sequence, Union
 
 from . import _gpucache
 from ._gpucache import Error
-from ._memory import host_leaf, memory_columns
+from ._memory import host_leaf, leaf_description, memory_columns
 
 ProgressArg = Union[bool, Callable[[int, int], None], None]
 
@@ -107,19 +107,22 @@ class Input:
     Input("vectors.pt", fields={"embedding": "."}), Input("llm_cache.pt")], out). fields
     ({column: path}), kind and roles ({column: role}) mean what pack()'s keywords of those names
     mean, for this input alone; a file may be listed twice with two mappings (a dialogue file's
-    questions, then its answers). Inputs whose columns do not line up are refused, naming the
-    input, the column it lacks and what to pass. The CLI's form is pack --input-map (docs/cli.md,
+    questions, then its answers). fill ({column: text}) gives a text column this input lacks the
+    same text in every row (a plain embedding matrix beside inputs with text). Inputs whose
+    columns do not line up are refused, naming the input, the column it lacks and what to pass. The CLI's form is pack --input-map (docs/cli.md,
     "Mixed projects")."""
 
-    def __init__(self, path, *, fields=None, kind: Optional[str] = None, roles=None):
+    def __init__(self, path, *, fields=None, kind: Optional[str] = None, roles=None,
+                 fill=None):
         self.path = os.fspath(path)
         self.fields = _column_dict(fields, "fields")
         self.kind = kind
         self.roles = _column_dict(roles, "roles")
+        self.fill = _column_dict(fill, "fill")
 
     def __repr__(self) -> str:
         return (f"gpucache.Input({self.path!r}, fields={self.fields!r}, kind={self.kind!r}, "
-                f"roles={self.roles!r})")
+                f"roles={self.roles!r}, fill={self.fill!r})")
 
     def entry(self) -> dict:
         """This input as an entry of the --input-map JSON."""
@@ -130,6 +133,8 @@ class Input:
             entry["fields"] = self.fields
         if self.roles:
             entry["roles"] = self.roles
+        if self.fill:
+            entry["fill"] = self.fill
         return entry
 
 
@@ -160,8 +165,10 @@ def _sources(inputs, kind=None):
     library's rule says the .pt reader reads that dict so (gpucache/schema.hpp
     memory_dict_is_llm_cache; kind="tensors" keeps its values as columns), else a dict of
     columns; a list with gpucache.Input entries is a mixed project."""
+    if isinstance(inputs, Input):
+        inputs = [inputs]
     if isinstance(inputs, dict):
-        if kind != "tensors" and _gpucache.memory_dict_is_llm_cache(inputs, host_leaf):
+        if kind != "tensors" and _gpucache.memory_dict_is_llm_cache(inputs, leaf_description):
             return [], [], inputs, None
         return [], memory_columns(inputs), None, None
     if _is_dict_list(inputs):

@@ -407,6 +407,14 @@ def test_a_mixed_project_whose_columns_do_not_line_up_names_the_input_and_the_co
     message = str(error.value)
     assert "matrix.pt (embeddings) has no column 'text', which " in message
     assert "fields={'text': PATH}" in message
+    assert "fill={'text': ''}" in message
+    # fill= gives the matrix the text it lacks, the same in every row.
+    result = gpucache.pack([gpucache.Input(tmp_path / "cache.pt"),
+                            gpucache.Input(tmp_path / "matrix.pt", fill={"text": "-"})],
+                           tmp_path / "filled")
+    assert result["rows"] == 5 + 3
+    filled = gpucache.load(tmp_path / "filled", device="cpu")
+    assert filled.texts("text") == list(llm_cache()) + ["-"] * 3
     with pytest.raises(gpucache.Error, match=r"gpucache\.Input\(PATH, kind=\.\.\."):
         gpucache.pack([gpucache.Input(tmp_path / "cache.pt")], tmp_path / "ds2",
                       fields={"embedding": "."})

@@ -253,11 +253,13 @@ NullPolicy parse_null_option(std::string_view text);
 //   {"inputs": [{"path": "dialogue.pt",
 //                "fields": {"embedding": "[*].q_embedding", "text": "[*].question"}},
 //               {"path": "vectors.pt", "kind": "embeddings", "roles": {"embedding": "embedding"}},
-//               {"path": "llm_cache.pt"}]}
+//               {"path": "llm_cache.pt"},
+//               {"path": "matrix.pt", "fields": {"embedding": "."}, "fill": {"text": ""}}]}
 // (a bare list of entries too). A relative path is relative to the map file's folder. An entry
 // with fields and no kind is mapped as the kind its fields name: dialogue for question_embedding
-// or answer_embedding, embeddings for embedding, else tensors. Throws UsageError naming the map,
-// the entry and what is wrong.
+// or answer_embedding, embeddings for embedding, else tensors. "fill" gives text columns the
+// input lacks, the same text in every row (InputMapping::fill_texts). Throws UsageError naming
+// the map, the entry and what is wrong.
 void apply_input_map(PackOptions& options, std::string_view map);
 
 }  // namespace gpucache

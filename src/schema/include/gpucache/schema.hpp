@@ -21,6 +21,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "gpucache/dtype.hpp"
@@ -67,8 +68,16 @@ struct InputMapping {
   std::optional<SourceKind> kind;
   std::vector<FieldSpec> fields;
   std::vector<RoleSpec> roles;
+  // Text columns this input lacks, asked for by name with the text every one of its rows gets
+  // (a plain embedding matrix beside inputs with text: {"text", ""}): (column, text).
+  std::vector<std::pair<std::string, std::string>> fill_texts;
   bool operator==(const InputMapping&) const = default;
 };
+
+// A text column of `rows` rows, each holding `text` (InputMapping::fill_texts), named `column`,
+// its path "fill:" + column and origin `origin`.
+InputColumn constant_text_column(const std::string& column, const std::string& text,
+                                 std::uint64_t rows, const std::string& origin);
 
 struct SourceMapping {
   SourceKind kind = SourceKind::embeddings;
