@@ -74,11 +74,6 @@ def check_round_trip(result, out, fields, tmp_path, rename=None):
     assert set(names) == packed, f"columns not from the input: {set(names) - packed}"
 
 
-# A lone float vector field read from a tree (.pt, JSONL, .npz, .safetensors) is still named
-# `embedding` rather than its own name here; the `names` work of issue 27 (its own branch) stops
-# that renaming. Strict: once it lands these pass, and the marker must go.
-RENAMED = pytest.mark.xfail(strict=True, reason="a lone float vector from a tree is renamed "
-                            "`embedding` (issue 27's names work)")
 
 
 def test_python_dict_of_columns(tmp_path):
@@ -87,7 +82,6 @@ def test_python_dict_of_columns(tmp_path):
     check_round_trip(result, tmp_path / "ds", fields, tmp_path)
 
 
-@RENAMED
 def test_python_list_of_dicts(tmp_path):
     fields = table()
     rows = [{"label": int(fields["label"][i]), "score": float(fields["weight"][i]),
@@ -138,7 +132,6 @@ def test_pt_list_of_dicts_and_llm_cache_written_by_torch_2(tmp_path):
     assert torch.equal(ds.tensors["embedding"], torch.stack(list(cache.values())))
 
 
-@RENAMED
 def test_jsonl(tmp_path):
     fields = table()
     with open(tmp_path / "t.jsonl", "w") as out:
@@ -155,7 +148,6 @@ def test_jsonl(tmp_path):
     check_round_trip(result, tmp_path / "ds", expected, tmp_path)
 
 
-@RENAMED
 def test_npz(tmp_path):
     fields = numeric(table())
     numpy.savez(tmp_path / "t.npz", **fields)
@@ -163,7 +155,6 @@ def test_npz(tmp_path):
     check_round_trip(result, tmp_path / "ds", fields, tmp_path)
 
 
-@RENAMED
 def test_safetensors(tmp_path):
     safetensors_numpy = pytest.importorskip("safetensors.numpy")
     fields = numeric(table())
