@@ -169,6 +169,11 @@ int main(int argc, char** argv) {
     copy_fixtures(data / "jsonl", ".jsonl", corpus / "jsonl");
     copy_fixtures(data / "jsonl" / "broken", ".jsonl", corpus / "jsonl");
     copy_fixtures(data / "parquet", ".parquet", corpus / "parquet");
+    // Dates and times (issues #27, #28): every TIMESTAMP unit, DATE, TIME, INT96 (PLAIN and
+    // dictionary), and numpy's datetime64/timedelta64.
+    copy_fixtures(data / "time", ".parquet", corpus / "parquet");
+    copy_fixtures(data / "time", ".npy", corpus / "npy");
+    copy_fixtures(data / "time", ".npz", corpus / "npz");
     // Round 2 of hostile inputs (issue #18): repeating torch views, an ambiguous .npz (the deflate
     // bombs stay out: each run would inflate 64 MiB), a many-tensor safetensors header, and the
     // near-misses the reference libraries refuse (docs/reliability.md).

@@ -1,5 +1,7 @@
 #include "gpucache/column.hpp"
 
+#include <iterator>
+
 namespace gpucache {
 
 std::string_view column_kind_name(ColumnKind kind) noexcept {
@@ -39,6 +41,48 @@ std::optional<ColumnRole> parse_column_role(std::string_view name) noexcept {
        {ColumnRole::embedding, ColumnRole::tensor, ColumnRole::sequence, ColumnRole::text})
     if (column_role_name(role) == name) return role;
   return std::nullopt;
+}
+
+namespace {
+constexpr std::string_view kTimeKindNames[] = {"timestamp", "date", "time", "duration"};
+constexpr std::string_view kTimeUnitNames[] = {"s", "ms", "us", "ns", "D"};
+}  // namespace
+
+std::string_view time_kind_name(TimeKind kind) noexcept {
+  const auto index = static_cast<std::size_t>(kind);
+  return index < std::size(kTimeKindNames) ? kTimeKindNames[index] : "unknown";
+}
+
+std::optional<TimeKind> parse_time_kind(std::string_view name) noexcept {
+  for (std::size_t i = 0; i < std::size(kTimeKindNames); ++i)
+    if (kTimeKindNames[i] == name) return static_cast<TimeKind>(i);
+  return std::nullopt;
+}
+
+std::string_view time_unit_name(TimeUnit unit) noexcept {
+  const auto index = static_cast<std::size_t>(unit);
+  return index < std::size(kTimeUnitNames) ? kTimeUnitNames[index] : "unknown";
+}
+
+std::optional<TimeUnit> parse_time_unit(std::string_view name) noexcept {
+  for (std::size_t i = 0; i < std::size(kTimeUnitNames); ++i)
+    if (kTimeUnitNames[i] == name) return static_cast<TimeUnit>(i);
+  return std::nullopt;
+}
+
+bool time_is_valid(const ColumnTime& time) noexcept {
+  if (!time.tz.empty() && time.kind != TimeKind::timestamp) return false;
+  if (time.unit == TimeUnit::D) return time.kind == TimeKind::date;
+  // A date64 (Arrow) is milliseconds since the epoch, so a date may have a finer unit too.
+  return static_cast<std::size_t>(time.kind) < std::size(kTimeKindNames) &&
+         static_cast<std::size_t>(time.unit) < std::size(kTimeUnitNames);
+}
+
+std::string describe_time(const ColumnTime& time) {
+  std::string text =
+      std::string(time_kind_name(time.kind)) + "[" + std::string(time_unit_name(time.unit));
+  if (!time.tz.empty()) text += ", " + time.tz;
+  return text + "]";
 }
 
 std::uint64_t Column::dim() const noexcept {

@@ -364,6 +364,11 @@ shard::Manifest base_manifest(const PackOptions& options, const std::vector<Colu
   base.columns = specs;
   for (const auto& column : inputs.first().columns) base.roles.push_back(column.role);
   base.roles.resize(specs.size(), ColumnRole::tensor);  // the provenance columns
+  for (std::size_t c = 0; c < inputs.first().columns.size(); ++c)
+    if (const auto& time = inputs.first().columns[c].time) {
+      base.times.resize(specs.size());
+      base.times[c] = time;
+    }
   detail::add_validation_sections(base, outcome, inputs);
   if (part_section) base.sections["part"] = *part_section;
   if (split_by) {
@@ -457,6 +462,8 @@ PackResult pack(const PackOptions& requested) {
   auto converters =
       make_converters(specs, inputs, outcome.columns, outcome.plan.rules, options.threads);
   PackResult result;
+  for (const auto& column : inputs.first().columns)
+    if (column.time) result.times.emplace_back(column.name, *column.time);
   result.output_dir = options.output_dir;
   if (split_by) {
     result.split_by = split_by->column();

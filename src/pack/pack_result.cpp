@@ -31,6 +31,12 @@ std::string PackResult::to_json() const {
                                  {"from", std::string(dtype_name(conversion.from))},
                                  {"to", std::string(dtype_name(conversion.to))},
                                  {"asked", conversion.asked}});
+  json["times"] = Json::array();
+  for (const auto& [column, time] : times)
+    json["times"].push_back({{"column", column},
+                             {"kind", std::string(time_kind_name(time.kind))},
+                             {"unit", std::string(time_unit_name(time.unit))},
+                             {"tz", time.tz.empty() ? Json(nullptr) : Json(time.tz)}});
   json["not_selected"] = Json::array();
   for (const auto& [input, field] : not_selected)
     json["not_selected"].push_back({{"input", input}, {"field", field}});
@@ -84,6 +90,8 @@ std::string PackResult::to_text() const {
       text += "\n  " + split.name + ": " + std::to_string(split.rows) + " rows in " +
               shard_count(split.shards.size()) + " in " + split.output_dir;
   }
+  for (const auto& [column, time] : times)
+    text += "\ncolumn '" + column + "': " + describe_time(time) + ", stored as i64";
   if (dropped_total) text += "\ndropped " + std::to_string(dropped_total) + " rows: " + reasons;
   if (sampled_out) text += "\nsampled out " + std::to_string(sampled_out) + " rows";
   if (!device.empty()) text += "\nvalidated on " + device + " (" + device_reason + ")";

@@ -103,7 +103,7 @@ std::span<const std::byte> bytes_of(const HostArray& array) {
   return {static_cast<const std::byte*>(array.data()), array.nbytes()};
 }
 
-// One column from Python: (name, kind, values, offsets or None[, device view]). Arrays are
+// One column from Python: (name, kind, values, offsets or None[, device view[, time]]). Arrays are
 // C-contiguous on the CPU (the Python layer makes them so) and are read where they lie. A CUDA
 // tensor's column adds (data pointer, device index, tensor): the same values on its GPU, which the
 // CUDA validation backend reads instead of uploading `values` (the tensor stays alive in the list
@@ -136,6 +136,17 @@ gpucache::MemoryColumn memory_column(const nb::handle& item, std::vector<HostArr
       const auto view = nb::cast<nb::tuple>(entry[4]);
       column.device_values = reinterpret_cast<const void*>(nb::cast<std::uintptr_t>(view[0]));
       column.device_ordinal = nb::cast<int>(view[1]);
+    }
+    // Dates and times: (kind, unit, tz or None, null rows) from _memory.py's time columns.
+    if (entry.size() > 5 && !entry[5].is_none()) {
+      const auto time = nb::cast<nb::tuple>(entry[5]);
+      const auto kind = gpucache::parse_time_kind(nb::cast<std::string>(time[0]));
+      const auto unit = gpucache::parse_time_unit(nb::cast<std::string>(time[1]));
+      if (!kind || !unit)
+        throw gpucache::Error("memory:" + column.name, "time", "unknown kind or unit");
+      column.time = gpucache::ColumnTime{
+          *kind, *unit, time[2].is_none() ? std::string() : nb::cast<std::string>(time[2])};
+      column.null_rows = nb::cast<std::vector<std::uint64_t>>(time[3]);
     }
     return column;
   }

@@ -45,7 +45,12 @@ std::string array_text(const InputColumn& column) {
   text += " [";
   text += std::to_string(column.rows);
   for (std::uint64_t extent : column.row_shape) text += ", " + std::to_string(extent);
-  return text + (column.kind == ColumnKind::sequence ? ", *]" : "]");
+  text += column.kind == ColumnKind::sequence ? ", *]" : "]";
+  if (column.time) {  // piecewise, as above
+    text += ' ';
+    text += describe_time(*column.time);
+  }
+  return text;
 }
 
 ProbeMapping try_mapping(const InputData& data, const std::string& origin,

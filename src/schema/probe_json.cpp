@@ -144,6 +144,10 @@ Json layout_json(const SourceMapping& mapping) {
       entry["row_shape"] = column.row_shape;
       entry["dim"] = column.dim();
     }
+    if (column.time)  // the manifest's column "time", as pack will record it
+      entry["time"] = {{"kind", std::string(time_kind_name(column.time->kind))},
+                       {"unit", std::string(time_unit_name(column.time->unit))},
+                       {"tz", column.time->tz.empty() ? Json(nullptr) : Json(column.time->tz)}};
     columns.push_back(std::move(entry));
   }
   return {{"kind", std::string(source_kind_name(mapping.kind))},

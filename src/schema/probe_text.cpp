@@ -189,6 +189,10 @@ void mapping_section(const detail::ProbeMapping& result, std::ostringstream& out
         type += (d ? ", " : "") + std::to_string(column.row_shape[d]);
       type += "]";
     }
+    if (column.time) {  // "tensor i64 [] timestamp[us, UTC]": the integers' meaning
+      type += ' ';
+      type += describe_time(*column.time);
+    }
     type.resize(std::max<std::size_t>(type.size(), 16), ' ');
     out << "  " << column.name << std::string(width - column.name.size() + 2, ' ') << type
         << " from " << column.path << '\n';

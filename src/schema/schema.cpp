@@ -431,6 +431,10 @@ void check_compatible(const std::vector<SourceMapping>& mappings) {
           text += (d ? ", " : "") + std::to_string(other.row_shape[d]);
         text += "]";
       }
+      if (other.time) {  // appended piecewise: " " + std::string() trips GCC 12's -Wrestrict
+        text += ' ';
+        text += describe_time(*other.time);
+      }
       return text;
     };
     for (const auto& mapping : mappings) {
@@ -441,12 +445,14 @@ void check_compatible(const std::vector<SourceMapping>& mappings) {
           detail::widens_to_f32(other.dtype) && detail::widens_to_f32(column.dtype);
       const bool same_dtype =
           column.kind == ColumnKind::text || other.dtype == column.dtype || both_float;
-      if (!same_kind || !same_shape || !same_dtype)
+      const bool same_time = other.time == column.time;
+      if (!same_kind || !same_shape || !same_dtype || !same_time)
         throw Error("", "inputs",
                     "disagree on column " + column.name + " (" +
                         (!same_kind    ? "kinds or roles differ"
                          : !same_shape ? "row shapes differ"
-                                       : "dtypes differ") +
+                         : !same_dtype ? "dtypes differ"
+                                       : "time units or zones differ") +
                         "):" + listing(describe));
     }
   }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 #include <optional>
 
 #include "gpucache/error.hpp"
@@ -143,6 +144,29 @@ class ColumnBuilder {
       fail("is " + tensor_text(*tensor) + ": its rows hold no values");
     set_tensor_rows(tensor->dtype, static_cast<std::uint64_t>(shape.front()), std::move(row_shape));
     tree_.matrix = tensor;
+    if (tensor->time) {
+      column_.time = tensor->time;
+      note_nat_rows(*tensor);
+    }
+  }
+
+  // numpy's NaT (INT64_MIN) in a datetime64/timedelta64 array is a null: its row goes to
+  // null_rows (pack drops it with the reason null). Not known without the data (probe).
+  void note_nat_rows(const Tensor& tensor) {
+    if (!tensor.has_data() || tree_.row_elements == 0) return;
+    constexpr std::uint64_t kBlock = 1 << 16;
+    std::vector<std::int64_t> block;
+    const std::uint64_t total = tensor.numel();
+    for (std::uint64_t first = 0; first < total; first += kBlock) {
+      block.resize(std::min(kBlock, total - first));
+      tensor.copy_row_major(first, std::as_writable_bytes(std::span(block)));
+      for (std::size_t i = 0; i < block.size(); ++i) {
+        if (block[i] != std::numeric_limits<std::int64_t>::min()) continue;
+        const std::uint64_t row = (first + i) / tree_.row_elements;
+        if (column_.null_rows.empty() || column_.null_rows.back() != row)
+          column_.null_rows.push_back(row);
+      }
+    }
   }
 
   void from_texts(const std::vector<std::string_view>& texts) {

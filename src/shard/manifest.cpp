@@ -70,6 +70,29 @@ const Json& array_field(const Json& object, const char* key, const std::string& 
   return value;
 }
 
+// A column entry's "time" ({"kind", "unit", "tz"}): only on an i64 tensor column of scalar rows.
+ColumnTime parse_time(const Json& value, const Column& column, const std::string& path,
+                      const std::string& where) {
+  if (!value.is_object()) throw Error(path, where, "is not a JSON object");
+  ColumnTime time;
+  const auto kind = parse_time_kind(string_field(value, "kind", path, where));
+  if (!kind) throw Error(path, where + ".kind", "is not 'timestamp', 'date', 'time' or 'duration'");
+  time.kind = *kind;
+  const auto unit = parse_time_unit(string_field(value, "unit", path, where));
+  if (!unit) throw Error(path, where + ".unit", "is not 's', 'ms', 'us', 'ns' or 'D'");
+  time.unit = *unit;
+  if (const auto tz = value.find("tz"); tz != value.end() && !tz->is_null()) {
+    if (!tz->is_string() || tz->get<std::string>().empty())
+      throw Error(path, where + ".tz", "is not a time zone name or null");
+    time.tz = tz->get<std::string>();
+  }
+  if (!time_is_valid(time))
+    throw Error(path, where, describe_time(time) + " is not a valid time type");
+  if (column.kind != ColumnKind::tensor || column.dtype != DType::i64)
+    throw Error(path, where, "is set on a column that is not an i64 tensor");
+  return time;
+}
+
 }  // namespace
 
 std::string manifest_to_text(const Manifest& manifest) {
@@ -92,6 +115,12 @@ std::string manifest_to_text(const Manifest& manifest) {
     entry["shape"] = shape;
     entry["padded_dim"] = column.padded_dim;
     entry["row_pitch_bytes"] = column.row_pitch_bytes();
+    if (c < manifest.times.size() && manifest.times[c]) {
+      const ColumnTime& time = *manifest.times[c];
+      entry["time"] = {{"kind", std::string(time_kind_name(time.kind))},
+                       {"unit", std::string(time_unit_name(time.unit))},
+                       {"tz", time.tz.empty() ? Json(nullptr) : Json(time.tz)}};
+    }
     json["columns"].push_back(entry);
   }
   json["shards"] = Json::array();
@@ -196,8 +225,13 @@ Manifest parse_manifest(const std::string& text, const std::string& path, bool& 
     column.padded_dim = unsigned_field(entry, "padded_dim", path, where);
     if (unsigned_field(entry, "row_pitch_bytes", path, where) != column.row_pitch_bytes())
       throw Error(path, where + ".row_pitch_bytes", "is not padded_dim × dtype size");
+    if (const auto time = entry.find("time"); time != entry.end()) {
+      manifest.times.resize(manifest.columns.size() + 1);
+      manifest.times.back() = parse_time(*time, column, path, where + ".time");
+    }
     manifest.columns.push_back(std::move(column));
   }
+  if (!manifest.times.empty()) manifest.times.resize(manifest.columns.size());
   const Json& shards = array_field(json, "shards", path, "");
   for (std::size_t i = 0; i < shards.size(); ++i) {
     const std::string where = "shards[" + std::to_string(i) + "]";

@@ -60,7 +60,8 @@ NpyOutput open_output(const fs::path& directory, ExportedArray array, DType stor
 
 NpyOutput open_array(const fs::path& directory, const std::string& column, const std::string& part,
                      const std::string& file_name, DType stored, DType written,
-                     std::vector<std::uint64_t> shape) {
+                     std::vector<std::uint64_t> shape,
+                     const std::optional<ColumnTime>& time = std::nullopt) {
   ExportedArray array{column,
                       part,
                       file_name,
@@ -68,7 +69,19 @@ NpyOutput open_array(const fs::path& directory, const std::string& column, const
                       std::string(dtype_name(written)),
                       shape,
                       widened_note(stored, written)};
-  return open_output(directory, std::move(array), stored, written, npy_prefix(written, shape));
+  if (!time)
+    return open_output(directory, std::move(array), stored, written, npy_prefix(written, shape));
+  // Dates and times: the same int64 values, typed as numpy datetime64 (timestamps, dates) or
+  // timedelta64 (durations, times of day: numpy has no time-of-day type) of the recorded unit.
+  const bool instant = time->kind == TimeKind::timestamp || time->kind == TimeKind::date;
+  const std::string descr =
+      std::string(instant ? "<M8[" : "<m8[") + std::string(time_unit_name(time->unit)) + "]";
+  array.dtype = std::string(instant ? "datetime64[" : "timedelta64[") +
+                std::string(time_unit_name(time->unit)) + "]";
+  array.note = describe_time(*time) + " as numpy " + array.dtype;
+  if (!time->tz.empty()) array.note += " (instants in UTC; numpy has no time zones)";
+  if (time->kind == TimeKind::time) array.note += " since midnight";
+  return open_output(directory, std::move(array), stored, written, npy_prefix(descr, shape));
 }
 
 // Writes pieces as they are, or widened to f32 through a buffer.
@@ -133,7 +146,7 @@ std::vector<NpyOutput> open_column(const fs::path& directory, const ExportSource
     std::vector<std::uint64_t> shape{source.rows()};
     shape.insert(shape.end(), column.row_shape.begin(), column.row_shape.end());
     outputs.push_back(open_array(directory, column.name, "data", column.name + ".npy", column.dtype,
-                                 written, shape));
+                                 written, shape, chosen.time));
     return outputs;
   }
   outputs.push_back(open_array(directory, column.name, "values", column.name + ".values.npy",

@@ -104,6 +104,10 @@ Json metadata(const ExportSource& source, const std::vector<PlannedTensor>& tens
     for (const auto& tensor : tensors)
       if (tensor.array.column == column.name) parts[tensor.array.part] = tensor.array.tensor;
     entry["tensors"] = parts;
+    if (chosen.time)  // the manifest's "time": what the I64 values mean
+      entry["time"] = {{"kind", std::string(time_kind_name(chosen.time->kind))},
+                       {"unit", std::string(time_unit_name(chosen.time->unit))},
+                       {"tz", chosen.time->tz.empty() ? Json(nullptr) : Json(chosen.time->tz)}};
     columns.push_back(entry);
   }
   Json result = Json::object();

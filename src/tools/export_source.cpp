@@ -51,6 +51,7 @@ ExportSource::ExportSource(std::string dataset, const std::vector<std::string>& 
     const auto& manifest = opened.manifest;
     manifest_hash_ = std::move(opened.recorded_hash);
     tool_version_ = manifest.tool_version;
+    times_ = manifest.times;
 
     std::vector<shard::DatasetProblem> problems;
     std::vector<std::string> present;
@@ -86,7 +87,8 @@ ExportSource::ExportSource(std::string dataset, const std::vector<std::string>& 
   for (std::size_t c = 0; c < table.size(); ++c) {
     if (!wanted.empty() && std::find(wanted.begin(), wanted.end(), table[c].name) == wanted.end())
       continue;
-    ExportColumn chosen{c, static_cast<const Column&>(table[c]), 0};
+    ExportColumn chosen{c, static_cast<const Column&>(table[c]), 0, std::nullopt};
+    if (c < times_.size()) chosen.time = times_[c];
     for (const auto& layout : layouts_) {
       if (!table[c].variable_length()) break;
       const auto total = checked_add(chosen.values, shard::offset_limit(layout.columns[c]));

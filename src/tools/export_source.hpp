@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -23,6 +24,9 @@ struct ExportColumn {
   Column column;
   // Text and sequences: the values of the whole dataset (UTF-8 bytes for text).
   std::uint64_t values = 0;
+  // Dates and times: what the column's i64 values mean (the manifest's "time"); npy writes them
+  // as datetime64/timedelta64.
+  std::optional<ColumnTime> time;
 };
 
 class ExportSource {
@@ -53,6 +57,7 @@ class ExportSource {
   std::vector<std::string> shard_paths_;
   std::vector<shard::Layout> layouts_;
   std::vector<ExportColumn> columns_;
+  std::vector<std::optional<ColumnTime>> times_;  // the manifest's, by column index
   std::uint64_t rows_ = 0;
   std::string manifest_hash_;
   std::string tool_version_;

@@ -68,6 +68,17 @@ InputColumn tensor_column(const MemoryColumn& memory) {
   column.direct_rows = [data, pitch](std::uint64_t first, std::uint64_t) {
     return data + first * pitch;
   };
+  if (memory.time) {
+    if (memory.dtype != DType::i64 || !time_is_valid(*memory.time))
+      throw Error(column.origin, "time",
+                  describe_time(*memory.time) + " values must be given as int64, not " +
+                      std::string(dtype_name(memory.dtype)));
+    column.time = memory.time;
+  }
+  for (std::size_t i = 0; i < memory.null_rows.size(); ++i)
+    if (memory.null_rows[i] >= memory.rows || (i && memory.null_rows[i] <= memory.null_rows[i - 1]))
+      throw Error(column.origin, "null rows", "must be ascending rows of the column");
+  column.null_rows = memory.null_rows;
   if (memory.device_values && memory.device_ordinal >= 0) {
     const auto* device = static_cast<const std::byte*>(memory.device_values);
     column.device_rows = [device, pitch](std::uint64_t first, std::uint64_t) {

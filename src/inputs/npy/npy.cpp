@@ -39,7 +39,11 @@ std::string npy_descr(DType dtype) {
 }
 
 std::string npy_prefix(DType dtype, const std::vector<std::uint64_t>& shape) {
-  std::string header = "{'descr': '" + npy_descr(dtype) + "', 'fortran_order': False, 'shape': (";
+  return npy_prefix(npy_descr(dtype), shape);
+}
+
+std::string npy_prefix(const std::string& descr, const std::vector<std::uint64_t>& shape) {
+  std::string header = "{'descr': '" + descr + "', 'fortran_order': False, 'shape': (";
   for (std::size_t i = 0; i < shape.size(); ++i)
     header += (i ? ", " : "") + std::to_string(shape[i]);
   if (shape.size() == 1) header += ",";  // a 1-tuple is "(3,)" in Python

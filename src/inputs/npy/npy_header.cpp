@@ -185,6 +185,11 @@ class LiteralParser {
       header.big_endian = code[0] == 'U' && order == '>';
       return;
     }
+    if (code.size() >= 2 && (code[0] == 'M' || code[0] == 'm') && code[1] == '8') {
+      parse_time_descr(code, shown, header);
+      header.big_endian = order == '>';
+      return;
+    }
     const auto dtype = digits ? numpy_dtype(code[0], size) : std::nullopt;
     if (!dtype) fail("dtype " + shown + " is not supported");
     header.dtype = *dtype;
@@ -192,6 +197,28 @@ class LiteralParser {
     // '=' is the writer's native order; every platform numpy writes .npy on today is
     // little-endian, and numpy itself writes '<' or '>' explicitly.
     header.big_endian = order == '>' && size > 1;
+  }
+
+  // "M8[us]" (datetime64: timestamps, or dates in days) and "m8[ns]" (timedelta64: durations):
+  // int64 values whose unit gpucache keeps (FORMAT.md, "Dates and times").
+  void parse_time_descr(std::string_view code, const std::string& shown, NpyHeader& header) {
+    const bool duration = code[0] == 'm';
+    std::string_view unit_text = code.substr(2);
+    if (unit_text.size() < 3 || unit_text.front() != '[' || unit_text.back() != ']')
+      fail("dtype " + shown + " has no unit; save it with one (e.g. datetime64[ns])");
+    unit_text = unit_text.substr(1, unit_text.size() - 2);
+    const auto unit = parse_time_unit(unit_text);
+    if (!unit || (duration && *unit == TimeUnit::D))
+      fail("dtype " + shown + " has a unit gpucache does not store (it keeps s, ms, us, ns" +
+           std::string(duration ? "" : " and D") + "); convert it first, e.g. with .astype('" +
+           std::string(duration ? "m8" : "M8") + "[ns]')");
+    header.kind = NpyHeader::Kind::number;
+    header.dtype = DType::i64;
+    header.itemsize = 8;
+    header.time = ColumnTime{duration               ? TimeKind::duration
+                             : *unit == TimeUnit::D ? TimeKind::date
+                                                    : TimeKind::timestamp,
+                             *unit, ""};
   }
 
   std::string_view text_;
@@ -230,6 +257,7 @@ Tensor tensor_of(const NpyHeader& header, std::shared_ptr<const Storage> storage
   Tensor tensor;
   tensor.dtype = header.dtype;
   tensor.big_endian = header.big_endian;
+  tensor.time = header.time;
   tensor.shape = header.shape;
   tensor.strides = header.strides;
   tensor.storage = std::move(storage);

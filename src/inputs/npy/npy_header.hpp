@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "gpucache/column.hpp"
 #include "gpucache/dtype.hpp"
 #include "gpucache/value.hpp"
 
@@ -25,6 +26,8 @@ struct NpyHeader {
   std::uint64_t itemsize = 4;  // bytes per element
   bool big_endian = false;     // only ever true for multi-byte numbers and for unicode
   bool fortran_order = false;
+  // datetime64 ('<M8[us]') and timedelta64 ('<m8[ns]'): i64 numbers that mean this.
+  std::optional<ColumnTime> time;
   std::vector<std::int64_t> shape;
   std::uint64_t data_offset = 0;  // from the start of the .npy bytes
   // Known once the data length is checked: in elements, and shape × itemsize.

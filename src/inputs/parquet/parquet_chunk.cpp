@@ -77,6 +77,8 @@ std::size_t physical_size(const SchemaElement& leaf) {
       return 8;
     case PhysicalType::fixed_len_byte_array:
       return static_cast<std::size_t>(leaf.type_length);
+    case PhysicalType::int96:
+      return kInt96Size;
     default:
       return 0;
   }
@@ -654,6 +656,10 @@ class ChunkDecoder {
   // narrowed to the annotated width.
   void convert_fixed(const std::byte* in, std::uint64_t count, std::byte* out) {
     if (count == 0) return;  // an empty dictionary has no buffer at all
+    if (column_.time) {      // dates and times: widened or converted to i64 (parquet_time.cpp)
+      convert_time_values(column_.time_conversion, in, count, out);
+      return;
+    }
     const std::size_t out_size = dtype_size(column_.dtype);
     if (physical_size(column_.leaf) == out_size) {
       std::memcpy(out, in, count * out_size);

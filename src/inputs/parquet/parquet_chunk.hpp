@@ -6,12 +6,14 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "gpucache/dtype.hpp"
 #include "parquet_metadata.hpp"
+#include "parquet_time.hpp"
 
 namespace gpucache::detail::parquet {
 
@@ -36,6 +38,9 @@ struct LeafColumn {
   std::vector<BelowMax> below_max;
   bool text = false;        // UTF-8 strings; else fixed-width values of dtype
   DType dtype = DType::u8;  // the values' gpucache dtype (u8 for text)
+  // Dates and times: what the i64 values mean, and how the physical values become them.
+  std::optional<ColumnTime> time;
+  TimeConversion time_conversion = TimeConversion::none;
 };
 
 // Memory for a chunk's decoded values: from 2 MiB up, anonymous pages that the kernel may back with

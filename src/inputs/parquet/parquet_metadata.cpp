@@ -16,10 +16,33 @@ std::vector<T> read_struct_list(ThriftReader& reader, WireType type, ReadOne&& r
   return items;
 }
 
+// TimestampType and TimeType: 1 isAdjustedToUTC (bool), 2 unit (a union of empty structs:
+// 1 MILLIS, 2 MICROS, 3 NANOS).
+void read_time_type(ThriftReader& reader, SchemaElement& element) {
+  reader.read_struct([&](std::int16_t field, WireType field_type) {
+    if (field == 1) {
+      element.time_adjusted_to_utc = reader.read_bool(field_type);
+      return true;
+    }
+    if (field != 2 || field_type != WireType::structure) return false;
+    reader.read_struct([&](std::int16_t unit, WireType unit_type) {
+      if (unit_type != WireType::structure || unit < 1 || unit > 3) return false;
+      element.time_unit = static_cast<TimeUnitCode>(unit);
+      return false;  // its empty struct is skipped
+    });
+    return true;
+  });
+}
+
 void read_logical_type(ThriftReader& reader, SchemaElement& element) {
   reader.read_struct([&](std::int16_t id, WireType type) {
     if (type != WireType::structure) return false;
     element.logical = static_cast<Logical>(id);
+    if (id == static_cast<std::int16_t>(Logical::timestamp) ||
+        id == static_cast<std::int16_t>(Logical::time)) {
+      read_time_type(reader, element);
+      return true;
+    }
     if (id != static_cast<std::int16_t>(Logical::integer)) return false;
     reader.read_struct([&](std::int16_t field, WireType field_type) {
       if (field == 1)

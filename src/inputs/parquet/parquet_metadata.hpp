@@ -31,6 +31,11 @@ enum class Converted : std::int32_t {
   map_key_value = 2,
   list = 3,
   enum_ = 4,
+  date = 6,
+  time_millis = 7,
+  time_micros = 8,
+  timestamp_millis = 9,
+  timestamp_micros = 10,
   uint_8 = 11,
   uint_16 = 12,
   uint_32 = 13,
@@ -60,6 +65,9 @@ enum class Logical : std::int16_t {
   uuid = 14,
   float16 = 15,
 };
+
+// TIMESTAMP's and TIME's unit: the id of the TimeUnit union's member that is set.
+enum class TimeUnitCode : std::int16_t { none = 0, millis = 1, micros = 2, nanos = 3 };
 
 enum class Encoding : std::int32_t {
   plain = 0,
@@ -96,6 +104,8 @@ struct SchemaElement {
   Logical logical = Logical::none;
   std::int32_t integer_bits = 0;  // logical integer
   bool integer_signed = true;
+  bool time_adjusted_to_utc = false;            // logical TIMESTAMP and TIME: isAdjustedToUTC
+  TimeUnitCode time_unit = TimeUnitCode::none;  // logical TIMESTAMP and TIME: unit
 };
 
 struct ColumnMetadata {

@@ -15,6 +15,7 @@
 #include "gpucache/parquet.hpp"
 #include "parquet_chunk.hpp"
 #include "parquet_metadata.hpp"
+#include "parquet_time.hpp"
 
 namespace gpucache {
 namespace detail::parquet {
@@ -89,7 +90,7 @@ LeafType leaf_type(const SchemaElement& leaf) {
        *converted != Converted::utf8 && *converted != Converted::json &&
        *converted != Converted::enum_);
   if (annotated_other)
-    return refuse("dates, times, decimals and the like are not numbers gpucache stores");
+    return refuse("decimals, UUIDs, intervals and the like are not numbers gpucache stores");
   switch (*leaf.type) {
     case boolean:
       return {false, DType::boolean, ""};
@@ -162,8 +163,8 @@ LeafType leaf_type(const SchemaElement& leaf) {
     case fixed_len_byte_array:
       if (logical == Logical::float16 && leaf.type_length == 2) return {false, DType::f16, ""};
       return refuse("fixed-length byte arrays other than float16");
-    case int96:
-      return refuse("INT96 timestamps");
+    case int96:  // plan_field maps every INT96 through time_leaf
+      break;
   }
   return refuse("an unknown physical type");
 }
@@ -230,7 +231,16 @@ FieldPlan plan_field(const SchemaNode& field, std::size_t leaf_index) {
     plan.refusal = "a leaf without a type";
     return plan;
   }
-  const LeafType type = leaf_type(column.leaf);
+  // Dates and times first (parquet_time.cpp): i64 values with their ColumnTime.
+  if (auto time = time_leaf(column.leaf)) {
+    if (!time->refusal.empty()) {
+      plan.refusal = time->refusal;
+      return plan;
+    }
+    column.time = time->time;
+    column.time_conversion = time->conversion;
+  }
+  const LeafType type = column.time ? LeafType{false, DType::i64, ""} : leaf_type(column.leaf);
   if (!type.refusal.empty()) {
     plan.refusal = type.refusal;
     return plan;
@@ -348,6 +358,7 @@ InputColumn make_column(const LeafColumn& leaf, std::vector<DecodedChunk> groups
   column.path = leaf.name;
   column.origin = origin;
   column.dtype = leaf.dtype;
+  column.time = leaf.time;
   for (const auto& group : groups)
     if (!group.left_out.empty()) {
       refusal = group.left_out;
@@ -386,6 +397,11 @@ InputColumn make_column(const LeafColumn& leaf, std::vector<DecodedChunk> groups
       std::all_of(uniform.begin(), uniform.end(), [](std::int64_t length) { return length > 0; });
   if (!tensor && leaf.max_repetition > 1) {
     refusal = "nested lists whose lengths vary or that are empty";
+    return column;
+  }
+  if (!tensor && leaf.time) {
+    // A sequence column has no time metadata (the manifest records it for i64 tensors).
+    refusal = "lists of dates or times whose lengths vary";
     return column;
   }
   if (!tensor) {
@@ -446,6 +462,7 @@ InputColumn describe_column(const LeafColumn& leaf, std::uint64_t rows, const st
   column.path = leaf.name;
   column.origin = origin;
   column.dtype = leaf.dtype;
+  column.time = leaf.time;
   column.rows = rows;
   const std::string where = "column " + leaf.shown_name;
   auto unread = [origin, where]() {

@@ -170,6 +170,19 @@ void check_same_layout(const DatasetPart& first, const DatasetPart& other) {
   }
   if (first.manifest.roles != other.manifest.roles)
     throw Error(other.dir, "columns", "the columns' roles differ from " + first.dir + "'s");
+  // Dates and times: the same i64 means another instant under another unit or time zone.
+  for (std::size_t c = 0; c < a.size(); ++c) {
+    auto time_of = [c](const shard::Manifest& manifest) -> std::string {
+      return c < manifest.times.size() && manifest.times[c] ? describe_time(*manifest.times[c])
+                                                            : "plain i64";
+    };
+    const std::string expected = time_of(first.manifest), got = time_of(other.manifest);
+    if (expected != got)
+      throw Error(other.dir, "columns",
+                  "column '" + a[c].name + "' holds " + got + " values but in " + first.dir +
+                      " it holds " + expected +
+                      " values; convert them to the dataset's unit and time zone first");
+  }
   check_same_options(first.manifest.options, other.manifest.options, other.dir, first.dir,
                      other.dir);
 }
@@ -179,6 +192,7 @@ shard::Manifest combine_parts(const std::vector<DatasetPart>& parts) {
   merged.tool_version = GPUCACHE_VERSION;
   merged.columns = parts.front().manifest.columns;
   merged.roles = parts.front().manifest.roles;
+  merged.times = parts.front().manifest.times;
   merged.options = comparable_options(parts.front().manifest.options);
   Json provenance = Json::array(), dropped = Json::object(), norms = Json::object(),
        null_rows = Json::object(), sources = Json::array();

@@ -19,6 +19,13 @@ DType output_dtype(const InputColumn& column, const std::string& input,
                    const PackOptions& options) {
   for (const auto& [name, dtype] : options.column_dtypes)
     if (name == column.name) {
+      // An i64 of dates or times means nothing in another dtype (its unit is in the manifest).
+      if (column.time)
+        throw Error(input, "column '" + column.name + "'",
+                    "holds " + describe_time(*column.time) +
+                        " values, stored as i64, which --dtype " + column.name + "=" +
+                        std::string(dtype_name(dtype)) +
+                        " cannot convert; leave the option out to store them as they are");
       if (column.kind != ColumnKind::tensor || !dtype_is_float(column.dtype))
         throw Error(input, "column '" + column.name + "'",
                     "holds " +

@@ -13,7 +13,7 @@ See docs/python.md for the full API, lifetimes, rank slicing and errors.
 from ._gpucache import Error, cuda_available, cuda_library
 from ._batches import GPUBatches
 from ._cli import cli_path
-from ._columns import VarColumn
+from ._columns import TimeColumn, VarColumn
 from ._dataset import Dataset, load
 from ._sequences import PaddedBatch, Sequences, pad_sequences
 from ._stream import Stream, stream
@@ -25,6 +25,7 @@ Error.__doc__ = ("Raised for every gpucache failure; the message names the file,
                  "(None where not known). A subclass of RuntimeError.")
 
 __version__ = "0.1.0"
-__all__ = ["Dataset", "Error", "GPUBatches", "PaddedBatch", "Sequences", "Stream", "VarColumn",
+__all__ = ["Dataset", "Error", "GPUBatches", "PaddedBatch", "Sequences", "Stream", "TimeColumn",
+           "VarColumn",
            "cli_path", "cuda_available", "cuda_library", "export", "inspect", "load", "merge",
            "pack", "pad_sequences", "probe", "push", "stream", "verify"]

@@ -1,5 +1,5 @@
 """Arrow-backed inputs as the columns gpucache.pack takes: pyarrow Tables and RecordBatches,
-pandas DataFrames (through Table.from_pandas), Parquet files (or folders of them; gpucache.pack
+pandas DataFrames (through Table.from_pandas), polars DataFrames (DataFrame.to_arrow), Parquet files (or folders of them; gpucache.pack
 reads those with the C++ reader when it is built, and comes here only without it), Arrow IPC files
 (.arrow, .feather: memory-mapped) and Hugging Face `datasets.Dataset` objects.
 
@@ -15,9 +15,12 @@ the arrays returned view Arrow's memory instead of copying it (numpy.shares_memo
   list/large_list<number> otherwise            VarColumn(kind="sequence"), values zero-copy
   string/large_string                          VarColumn(kind="text"), values zero-copy (UTF-8)
   dictionary<string> (pandas categories)       decoded to text (a copy)
+  timestamp[unit, tz], duration[unit]          TimeColumn of int64 (zero-copy without nulls)
+  date32, date64, time32, time64               TimeColumn of int64 (date32, time32 widened)
 
 A column of several chunks is combined first (one copy). A null anywhere is an error naming the
-column and the row: gpucache columns have no nulls.
+column and the row, except in a date or time column, whose null rows (pandas' NaT) pack drops
+with the reason null (or refuses: on_null="error").
 """
 import os
 import pathlib
@@ -25,7 +28,7 @@ import sys
 
 import numpy
 
-from ._columns import VarColumn
+from ._columns import TimeColumn, VarColumn
 from ._gpucache import Error
 
 
@@ -54,7 +57,7 @@ def is_arrow_input(obj) -> bool:
     if _is_parquet_path(obj) or _is_arrow_file(obj) or _is_hf_dataset(obj):
         return True
     return _kind(obj) in (("pyarrow", "Table"), ("pyarrow", "RecordBatch"),
-                          ("pandas", "DataFrame"))
+                          ("pandas", "DataFrame"), ("polars", "DataFrame"))
 
 
 def table_columns(obj) -> dict:
@@ -73,11 +76,14 @@ def table_columns(obj) -> dict:
     elif _kind(obj) == ("pandas", "DataFrame"):
         # Numeric columns convert without a copy; object columns (lists, str) are converted.
         table = pa.Table.from_pandas(obj, preserve_index=False)
+    elif _kind(obj) == ("polars", "DataFrame"):
+        table = obj.to_arrow()  # polars' columns are Arrow arrays: no copy
     elif _kind(obj) == ("datasets", "DatasetDict"):
         raise TypeError(f"a DatasetDict holds several splits ({', '.join(obj)}): pack one, "
                         "e.g. dataset['train']")
     else:
-        raise TypeError(f"table_columns takes a pyarrow Table or RecordBatch, a pandas DataFrame, "
+        raise TypeError(f"table_columns takes a pyarrow Table or RecordBatch, a pandas or polars "
+                        f"DataFrame, "
                         f"a .parquet path or folder, or a datasets.Dataset, not "
                         f"{type(obj).__name__}")
     return {name: _column(pa, name, table.column(i))
@@ -200,6 +206,8 @@ def _column(pa, name, column):
         kind = array.type
     if pa.types.is_string(kind) or pa.types.is_large_string(kind):
         return _text(pa, name, array)
+    if pa.types.is_temporal(kind):
+        return _time(pa, name, array)
     if pa.types.is_fixed_size_list(kind):
         return _fixed_size_lists(pa, name, array)
     if pa.types.is_list(kind) or pa.types.is_large_list(kind):
@@ -261,3 +269,34 @@ def _lists(pa, name, array):
     if pa.types.is_floating(child.type) and rows and (lengths == lengths[0]).all():
         return values.reshape(rows, int(lengths[0]))
     return VarColumn(offsets=offsets.astype(numpy.int64) - start, values=values, kind="sequence")
+
+
+def _time(pa, name, array):
+    """A timestamp, date, time or duration array as a TimeColumn of int64: Arrow's own integers
+    (date32 and time32 widened), with its unit and time zone; null rows listed, their values 0."""
+    kind = array.type
+    if pa.types.is_timestamp(kind):
+        time = ("timestamp", kind.unit, kind.tz or None)
+    elif pa.types.is_duration(kind):
+        time = ("duration", kind.unit, None)
+    elif pa.types.is_date32(kind):
+        time = ("date", "D", None)
+    elif pa.types.is_date64(kind):
+        time = ("date", "ms", None)
+    elif pa.types.is_time(kind):
+        time = ("time", kind.unit, None)
+    else:
+        raise ArrowInputError(f"column '{name}' holds {kind} values, which gpucache cannot store "
+                              "(timestamps, dates, times of day and durations can be packed)")
+    width = numpy.int32 if kind.bit_width == 32 else numpy.int64
+    buffer = array.buffers()[1]
+    values = (numpy.frombuffer(buffer, dtype=width)[array.offset:array.offset + len(array)]
+              if buffer is not None else numpy.zeros(0, dtype=width))
+    null_rows = ()
+    if array.null_count:
+        nulls = array.is_null().to_numpy(zero_copy_only=False)
+        null_rows = numpy.flatnonzero(nulls)
+        values = numpy.where(nulls, 0, values)
+    if values.dtype != numpy.int64:
+        values = values.astype(numpy.int64)
+    return TimeColumn(values=values, kind=time[0], unit=time[1], tz=time[2], null_rows=null_rows)

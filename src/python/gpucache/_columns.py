@@ -14,3 +14,18 @@ class VarColumn:
     offsets: Any
     values: Any
     kind: str
+
+
+@dataclass(frozen=True)
+class TimeColumn:
+    """Dates and times as gpucache stores them: int64 `values` (one per row) whose meaning is
+    kind ("timestamp", "date", "time" or "duration"), unit ("s", "ms", "us", "ns"; "D" for
+    dates) and, for a timestamp recorded in a time zone, tz (its name; the values are then
+    instants since the UTC epoch). null_rows: the rows that held a null (NaT), whose values are
+    placeholders; pack drops them with the reason null (or refuses them: on_null="error")."""
+
+    values: Any
+    kind: str
+    unit: str
+    tz: Any = None
+    null_rows: Any = ()

@@ -107,6 +107,8 @@ class Dataset:
         tensor-core friendly width, so a GEMM on it equals one on the logical data.
     sequences[name]: each sequence column as a Sequences (values, int64 offsets, batch()).
     texts(name): the rows of a text column as a list of str.
+    times: the date and time columns (int64 tensors) and what their integers mean:
+        {name: {"kind", "unit", "tz"}}.
     meta: manifest.json as a dict.
     """
 
@@ -136,6 +138,7 @@ class Dataset:
         self._host = host
         self._device_data = device_data
         self._meta = None
+        self._times = None
 
     def __len__(self) -> int:
         return self._native.rows
@@ -204,6 +207,21 @@ class Dataset:
                 raise Error(f"{_manifest_path(self._native.local_path)}: missing")
             self._meta = manifest
         return self._meta
+
+    @property
+    def times(self) -> Dict[str, dict]:
+        """The date and time columns among the loaded ones: {name: {"kind", "unit", "tz"}} as the
+        manifest records them (kind "timestamp", "date", "time" or "duration"; unit "s", "ms",
+        "us", "ns" or "D"; tz a zone name or None). Their tensors are int64 (torch has no
+        datetime dtype): numpy.asarray(t).view(f"datetime64[{unit}]") gives numpy's dates, and
+        gpucache.export(..., to="npy") writes datetime64/timedelta64 files."""
+        if self._times is None:
+            loaded = {c["name"] for c in self.columns}
+            self._times = {entry["name"]: dict(entry["time"])
+                           for entry in self.meta.get("columns", [])
+                           if isinstance(entry, dict) and "time" in entry
+                           and entry.get("name") in loaded}
+        return self._times
 
     @property
     def nbytes(self) -> int:

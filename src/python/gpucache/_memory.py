@@ -9,7 +9,7 @@ from __future__ import annotations
 from itertools import chain
 from typing import Any, List, Tuple
 
-from ._columns import VarColumn
+from ._columns import TimeColumn, VarColumn
 from ._gpucache import Error
 
 
@@ -130,9 +130,65 @@ def _var_column(column: VarColumn, name: str) -> Tuple[str, Any, Any]:
     return column.kind, values, offsets
 
 
+# numpy's datetime64/timedelta64 units gpucache keeps as they are, and those it converts exactly to
+# one it keeps (a week is 7 days, an hour 3600 seconds; a year or a month becomes the day it
+# starts). Finer units than nanoseconds have no stored form.
+_KEPT_UNITS = ("s", "ms", "us", "ns")
+_COARSE_TO = {"Y": "D", "M": "D", "W": "D", "h": "s", "m": "s"}
+
+
+def _datetime_column(array, name: str) -> TimeColumn:
+    """A numpy datetime64 (timestamps; dates when its unit is days or coarser) or timedelta64
+    (durations) array as a TimeColumn; NaT entries are null rows."""
+    np = _numpy()
+    unit, count = np.datetime_data(array.dtype)
+    duration = array.dtype.kind == "m"
+    if unit == "generic":
+        raise Error(f"memory:{name}: a {array.dtype} array has no unit; give it one "
+                    f"(e.g. .astype('{array.dtype.str[1:2]}8[ns]'))")
+    target = unit if count == 1 else None
+    if unit in _COARSE_TO or count != 1:
+        target = _COARSE_TO.get(unit, unit)
+        if duration and target == "D":
+            target = "s"  # a duration's unit is s to ns
+    elif duration and unit == "D":
+        target = "s"
+    if target not in _KEPT_UNITS + ("D",):
+        raise Error(f"memory:{name}: {array.dtype} values are finer than nanoseconds, which "
+                    "gpucache does not store; convert them to datetime64[ns] first")
+    if target != unit or count != 1:
+        try:
+            array = array.astype(f"{array.dtype.str[1]}8[{target}]")
+        except (TypeError, ValueError) as error:  # timedelta64 of months or years
+            raise Error(f"memory:{name}: {array.dtype} values have no exact form in "
+                        f"{target} ({error})") from None
+    values = np.ascontiguousarray(array).view(np.int64)
+    nat = np.isnat(array)
+    null_rows = ()
+    if nat.any():
+        null_rows = np.flatnonzero(nat.reshape(len(array), -1).any(axis=1)) if array.ndim > 1 \
+            else np.flatnonzero(nat)
+        values = values.copy()
+        values[nat] = 0
+    kind = "duration" if duration else ("date" if target == "D" else "timestamp")
+    return TimeColumn(values=values, kind=kind, unit=target, tz=None, null_rows=null_rows)
+
+
+def _time_entry(column: TimeColumn, name: str):
+    np = _numpy()
+    values = _host_array(column.values, name)
+    if values.dtype != np.int64:
+        raise Error(f"memory:{name}: TimeColumn values must be int64, not {values.dtype}")
+    null_rows = [int(row) for row in column.null_rows]
+    return (name, "tensor", values, None, None,
+            (column.kind, column.unit, column.tz, null_rows))
+
+
 def memory_columns(columns: dict) -> list:
-    """[(name, kind, values, offsets or None[, device view])] for the extension's pack_json: a
-    CUDA tensor's entry has a fifth item, (data pointer, device index, tensor)."""
+    """[(name, kind, values, offsets or None[, device view[, time]])] for the extension's
+    pack_json: a CUDA tensor's entry has a fifth item, (data pointer, device index, tensor); a
+    date or time column (numpy datetime64/timedelta64, a TimeColumn) a sixth, (kind, unit, tz,
+    null rows), with int64 values."""
     if not columns:
         raise Error("pack() got an empty dict of columns")
     out = []
@@ -141,7 +197,12 @@ def memory_columns(columns: dict) -> list:
             raise Error(f"column names must be str, not {type(name).__name__}")
         if isinstance(value, list):
             value = _list_column(value, name)
-        if isinstance(value, VarColumn):
+        np = _numpy()
+        if isinstance(value, np.ndarray) and value.dtype.kind in "mM":
+            value = _datetime_column(value, name)
+        if isinstance(value, TimeColumn):
+            out.append(_time_entry(value, name))
+        elif isinstance(value, VarColumn):
             kind, values, offsets = _var_column(value, name)
             out.append((name, kind, values, offsets))
         elif _is_torch_tensor(value):

@@ -57,7 +57,7 @@ def _compress_text(value) -> Optional[str]:
 
 def _is_table(value) -> bool:
     module = type(value).__module__ or ""
-    return module.split(".")[0] in ("pyarrow", "datasets", "pandas")
+    return module.split(".")[0] in ("pyarrow", "datasets", "pandas", "polars")
 
 
 def _is_table_path(value) -> bool:
@@ -210,7 +210,9 @@ def pack(inputs, out=None, *, progress: ProgressArg = False, **options) -> dict:
 
     inputs: a file or a list of files (any format `gpucache pack` reads); a dict of columns in
         memory, name -> numpy array, torch tensor, list of str (text), list of int lists
-        (sequences) or gpucache.VarColumn; a pyarrow Table / RecordBatch, a pandas DataFrame, a
+        (sequences), gpucache.VarColumn, numpy datetime64/timedelta64 or gpucache.TimeColumn
+        (dates and times: int64 columns whose unit the manifest records); a pyarrow Table /
+        RecordBatch, a pandas or polars DataFrame, a
         Hugging Face Dataset or an Arrow IPC file (.arrow; these need pyarrow). Parquet files
         (or a folder of them) are read by gpucache's own reader, as the CLI reads them, without
         pyarrow; a build without that reader reads them through pyarrow, and so does a pack

@@ -42,6 +42,38 @@ enum class ColumnRole : std::uint8_t {
 GPUCACHE_API std::string_view column_role_name(ColumnRole role) noexcept;
 GPUCACHE_API std::optional<ColumnRole> parse_column_role(std::string_view name) noexcept;
 
+// Dates and times are stored as int64 tensor columns; what the integers mean is recorded beside
+// the column in manifest.json ("time": {"kind", "unit", "tz"}; src/shard/SPEC.md), never in the
+// shards, which hold plain i64. One table (column.cpp) names the kinds and units.
+enum class TimeKind : std::uint8_t {
+  timestamp,  // an instant (tz set: UTC-normalised) or a wall-clock time (tz empty) since 1970
+  date,       // a calendar day since 1970-01-01
+  time,       // a time of day since midnight
+  duration,   // an elapsed time
+};
+enum class TimeUnit : std::uint8_t { s, ms, us, ns, D };  // D: days (dates)
+
+struct GPUCACHE_API ColumnTime {
+  TimeKind kind = TimeKind::timestamp;
+  TimeUnit unit = TimeUnit::ns;
+  // Timestamps only: the time zone the values were recorded in ("UTC", or an IANA name such as
+  // "Europe/Berlin" from an Arrow or pandas column); the integers are then instants since the
+  // UTC epoch. Empty: a naive timestamp (no time zone), and for every other kind.
+  std::string tz;
+  bool operator==(const ColumnTime&) const = default;
+};
+
+// "timestamp", "date", "time", "duration"; "s", "ms", "us", "ns", "D".
+GPUCACHE_API std::string_view time_kind_name(TimeKind kind) noexcept;
+GPUCACHE_API std::optional<TimeKind> parse_time_kind(std::string_view name) noexcept;
+GPUCACHE_API std::string_view time_unit_name(TimeUnit unit) noexcept;
+GPUCACHE_API std::optional<TimeUnit> parse_time_unit(std::string_view name) noexcept;
+// Whether a kind may carry a unit (dates: D, s or ms as Arrow's date64 is; the others: s to ns)
+// and a time zone (timestamps only). Readers of the manifest and of Python's metadata check it.
+GPUCACHE_API bool time_is_valid(const ColumnTime& time) noexcept;
+// "timestamp[us, UTC]", "date[D]", "duration[ns]": for probe, pack's summary and messages.
+GPUCACHE_API std::string describe_time(const ColumnTime& time);
+
 struct GPUCACHE_API Column {
   std::string name;
   ColumnKind kind = ColumnKind::tensor;

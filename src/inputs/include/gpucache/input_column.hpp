@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -24,6 +25,8 @@ struct InputColumn : Column {
   ColumnRole role = ColumnRole::tensor;
   std::string path;    // where in the input it comes from, as --field accepts it
   std::string origin;  // the input, for messages
+  // Dates and times (an i64 tensor column): what the integers mean, recorded in the manifest.
+  std::optional<ColumnTime> time;
 
   // Tensor columns: copies rows [first, first + count) into out, row-major and little-endian,
   // row_elements() values of dtype per row. Callers check the range and size

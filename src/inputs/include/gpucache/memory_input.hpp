@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -36,6 +37,12 @@ struct MemoryColumn {
   // with no GPU work pending on it, until pack returns.
   const void* device_values = nullptr;
   int device_ordinal = -1;
+  // Dates and times (numpy datetime64/timedelta64, Arrow timestamps...): an i64 tensor column
+  // whose integers mean this (recorded in the manifest). Set on any other column: refused.
+  std::optional<ColumnTime> time;
+  // Rows that hold a null (a NaT, an Arrow null), ascending and unique; their values are
+  // placeholders. Pack drops them with the reason `null` (or refuses them: --on-null error).
+  std::vector<std::uint64_t> null_rows;
 };
 
 // The columns as an array reader hands them over (InputData::columns), origin "memory". Checks

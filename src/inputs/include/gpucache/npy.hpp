@@ -35,5 +35,7 @@ std::string npy_descr(DType dtype);
 // The bytes before a .npy's data (format version 1.0): magic, header length and the header dict,
 // padded with spaces so the data starts on a 64-byte boundary, as numpy writes it.
 std::string npy_prefix(DType dtype, const std::vector<std::uint64_t>& shape);
+// The same for a numpy type string of its own ("<M8[us]": dates and times, which export writes).
+std::string npy_prefix(const std::string& descr, const std::vector<std::uint64_t>& shape);
 
 }  // namespace gpucache

@@ -15,6 +15,7 @@
 #include <variant>
 #include <vector>
 
+#include "gpucache/column.hpp"
 #include "gpucache/dtype.hpp"
 
 namespace gpucache {
@@ -46,6 +47,9 @@ struct Tensor {
   std::int64_t storage_offset = 0;    // in elements
   bool big_endian = false;            // elements are stored big-endian and need swapping
   std::shared_ptr<const Storage> storage;
+  // Dates and times (numpy datetime64/timedelta64): i64 elements that mean this. The element
+  // INT64_MIN is numpy's NaT, a null.
+  std::optional<ColumnTime> time;
 
   std::uint64_t numel() const noexcept;
   std::uint64_t nbytes() const noexcept { return numel() * dtype_size(dtype); }

@@ -162,6 +162,9 @@ struct PackResult {
   std::vector<LeftOutInputField> left_out;
   // Fields that could be columns but that --field did not name: (input, field).
   std::vector<std::pair<std::string, std::string>> not_selected;
+  // Dates and times, stored as i64: each such column and what its integers mean (the manifest's
+  // "time"). In to_json() as "times": [{"column", "kind", "unit", "tz"}].
+  std::vector<std::pair<std::string, ColumnTime>> times;
   std::uint64_t input_rows = 0;
   std::uint64_t rows = 0;
   std::uint64_t bytes = 0;

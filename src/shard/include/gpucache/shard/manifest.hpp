@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -48,6 +49,9 @@ struct Manifest {
   std::vector<Column> columns;
   // What each column is for (one per column); empty in manifests written before roles existed.
   std::vector<ColumnRole> roles;
+  // Dates and times: what each i64 column's integers mean (one per column, nullopt for every other
+  // column; empty when no column is one). Written as the column entry's "time" (SPEC.md).
+  std::vector<std::optional<ColumnTime>> times;
   std::vector<ManifestShard> shards;
   // Empty for a dataset written by one pack run; otherwise they cover shards in order.
   std::vector<ManifestSegment> segments;
