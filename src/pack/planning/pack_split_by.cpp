@@ -66,6 +66,8 @@ std::string kind_refusal(const InputColumn& column) {
   if (column.kind == ColumnKind::sequence) return "holds a sequence of values per row";
   if (column.row_elements() != 1)
     return "holds " + std::to_string(column.row_elements()) + " values per row";
+  // Dates and times are i64 with a meaning (input_column.hpp): no split names.
+  if (column.time) return "holds " + describe_time(*column.time) + " values";
   if (integer_dtype(column.dtype)) return "";
   return "holds " + std::string(dtype_name(column.dtype)) + " values";
 }

@@ -2,8 +2,8 @@
 // table already holds (a `split` column of train/val/test rows), where --split (pack_split.hpp)
 // draws one by fractions. The rules (docs/cli.md, "Splits"):
 // - the column is a packed one and stays in every split's dataset: nothing is lost;
-// - its rows hold one text or integer value each; a float, bool, sequence or multi-value column
-//   is an error naming it;
+// - its rows hold one text or integer value each; a float, bool, date or time, sequence or
+//   multi-value column is an error naming it;
 // - each value's dataset is OUT/<split_directory_name(value)>; two values with the same name,
 //   or more than kMaxSplitValues values, are errors that come before validation runs;
 // - a row null in the column is dropped with the reason `null` (or refused with --on-null

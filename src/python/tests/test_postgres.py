@@ -1,8 +1,10 @@
 """A PostgreSQL table packed the way docs/python.md ("Databases") shows: a real server started
 here in a temporary directory (initdb and pg_ctl from Debian's postgresql package, on 127.0.0.1
 at a free port, its unix socket in the same directory), read with psycopg from PyPI into a
-pyarrow table, written as Parquet and packed with split_by="split". Skips when the server
+pyarrow table, written as Parquet and packed with split_by="split"; the timestamptz column is kept
+with its unit and zone. Skips when the server
 binaries, psycopg or pyarrow are missing. Starting and stopping the server takes about 2 s."""
+import datetime
 import glob
 import json
 import os
@@ -27,10 +29,11 @@ SPLITS = ("train", "val", "test")
 # The rows holding a NULL, by id: each is dropped with the reason `null`, naming its column.
 NULL_FEATURES, NULL_LABEL, NULL_SPLIT = 3, 7, 11
 NULLS = {NULL_FEATURES: "features", NULL_LABEL: "label", NULL_SPLIT: "split"}
-# Timestamps are not yet storable (issue 27, item 6 is another branch's): the query leaves the
-# timestamptz column out of the packed columns, and the test checks that it is absent.
-TIME_COLUMN = "created_at"
-PACKED_COLUMNS = ("id", "features", "label", "split")
+PACKED_COLUMNS = ("id", "features", "label", "split", "created_at")
+# created_at of row i: 2026-01-01 00:00 at UTC+2, plus i hours, in microseconds since the epoch
+# (timestamptz is an instant; psycopg gives it as an aware datetime, pyarrow keeps it in UTC).
+FIRST_INSTANT_US = int(datetime.datetime(2025, 12, 31, 22, tzinfo=datetime.timezone.utc)
+                       .timestamp()) * 1_000_000
 
 
 def _server_bin():
@@ -125,9 +128,7 @@ def read_table(connection_info, columns):
 
 
 def test_a_postgres_table_packs_into_complete_disjoint_splits(table, tmp_path):
-    read = read_table(table, PACKED_COLUMNS)
-    assert TIME_COLUMN not in read.column_names
-    pq.write_table(read, tmp_path / "samples.parquet")
+    pq.write_table(read_table(table, PACKED_COLUMNS), tmp_path / "samples.parquet")
     result = gpucache.pack(tmp_path / "samples.parquet", tmp_path / "ds", split_by="split",
                            rejects=tmp_path / "rejects.jsonl")
 
@@ -149,9 +150,7 @@ def test_a_postgres_table_packs_into_complete_disjoint_splits(table, tmp_path):
         assert split["value"] == split["name"]
         assert gpucache.verify(split["output"])["ok"]
         ds = gpucache.load(split["output"], device=torch.device("cpu"))
-        names = [c["name"] for c in ds.columns]
-        assert TIME_COLUMN not in names
-        assert set(PACKED_COLUMNS) <= set(names)
+        assert set(PACKED_COLUMNS) <= {c["name"] for c in ds.columns}
         ids = ds.tensors["id"].numpy().tolist()
         assert ids == [i for i in kept if SPLITS[i % 3] == split["name"]]
         assert ds.texts("split") == [split["name"]] * len(ids)
@@ -159,6 +158,11 @@ def test_a_postgres_table_packs_into_complete_disjoint_splits(table, tmp_path):
         features = ds.tensors["features"].numpy()
         assert features.dtype == numpy.float32
         assert numpy.array_equal(features, numpy.array([_features(i) for i in ids], numpy.float32))
+        # The timestamps are kept: i64 microseconds since the epoch with their unit and zone.
+        times = {c["name"]: c.get("time") for c in ds.meta["columns"]}
+        assert times["created_at"] == {"kind": "timestamp", "unit": "us", "tz": "UTC"}
+        assert ds.tensors["created_at"].numpy().tolist() == [
+            FIRST_INSTANT_US + i * 3_600_000_000 for i in ids]
         meta = ds.meta["split"]
         assert (meta["by"], meta["value"], meta["name"]) == ("split", split["name"], split["name"])
         assert meta["rows"] == {s["name"]: s["rows"] for s in result["splits"]}
@@ -166,9 +170,12 @@ def test_a_postgres_table_packs_into_complete_disjoint_splits(table, tmp_path):
     assert sorted(seen) == kept and len(seen) == len(set(seen))
 
 
-def test_null_split_values_can_be_refused(table, tmp_path):
+def test_null_rows_can_be_refused_and_a_time_column_cannot_split(table, tmp_path):
     pq.write_table(read_table(table, PACKED_COLUMNS), tmp_path / "samples.parquet")
     with pytest.raises(gpucache.Error, match=r"column 'features' row 3.*--on-null error"):
         gpucache.pack(tmp_path / "samples.parquet", tmp_path / "ds", split_by="split",
                       on_null="error")
     assert not (tmp_path / "ds").exists()
+    # A timestamp column is no split column: the error names it.
+    with pytest.raises(gpucache.Error, match=r"column 'created_at': holds timestamp"):
+        gpucache.pack(tmp_path / "samples.parquet", tmp_path / "ts", split_by="created_at")
