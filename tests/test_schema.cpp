@@ -5,6 +5,7 @@
 #include <cstring>
 #include <limits>
 
+#include "gpucache/column_name.hpp"
 #include "gpucache/error.hpp"
 #include "gpucache/schema.hpp"
 #include "schema_path.hpp"
@@ -523,7 +524,8 @@ TEST_CASE("kind names, --field parsing and flag formatting") {
   CHECK(parse_field_spec("embedding=data.vectors") == FieldSpec{"embedding", "data.vectors"});
   CHECK(parse_field_spec("q_2=[*].a=b") == FieldSpec{"q_2", "[*].a=b"});
   CHECK_THROWS_AS(parse_field_spec("embedding"), UsageError);
-  CHECK_THROWS_AS(parse_field_spec("Embedding=x"), UsageError);
+  CHECK(parse_field_spec("Embedding=x").column == "Embedding");  // the user's case is kept
+  CHECK_THROWS_AS(parse_field_spec("@Embedding=x"), UsageError);
   CHECK_THROWS_AS(parse_field_spec("=x"), UsageError);
   CHECK_THROWS_AS(parse_field_spec("e=a..b"), UsageError);
   CHECK(format_flags(SourceKind::llm_cache,
@@ -589,7 +591,59 @@ TEST_CASE("column names of up to 255 bytes: --field accepts them, longer ones ar
       map_source(root, "in.pt", std::nullopt, {parse_field_spec(longest + "=x")});
   CHECK(column_names(mapping) == std::vector<std::string>{longest});
   CHECK_THROWS_WITH(parse_field_spec(std::string(256, 'a') + "=x"),
-                    doctest::Contains("at most 255 bytes"));
+                    doctest::Contains("1 to 255 bytes"));
+}
+
+TEST_CASE("--field and --role take the user's names as written, split at the first '='") {
+  const FieldSpec field = parse_field_spec("User Id.Größe=[*][\"a=b\"]");
+  CHECK(field.column == "User Id.Größe");
+  CHECK(field.path == "[*][\"a=b\"]");
+  CHECK(parse_role_spec("Label=tensor").column == "Label");
+  for (const std::string name :
+       std::vector<std::string>{"@x", "a/b", ".", "..", "tab\there", "\xff"}) {
+    CAPTURE(name);
+    CHECK_THROWS_WITH(parse_field_spec(name + "=x"), doctest::Contains("not a legal column name"));
+    CHECK_THROWS_WITH(parse_role_spec(name + "=tensor"),
+                      doctest::Contains("not a legal column name"));
+  }
+}
+
+TEST_CASE("a key \"a.b\" and a nested a -> b name one column: the later is left out, named") {
+  std::vector<Value> rows;
+  for (int i = 0; i < 2; ++i)
+    rows.push_back(dict({{"features", f32_iota({4}, i * 10.0f)},
+                         {"a.b", Value(std::int64_t{i})},
+                         {"a", dict({{"b", Value(std::int64_t{i + 5})}})}}));
+  const SourceMapping mapping = map_source(list(rows), "rows.pt");
+  CHECK(column_names(mapping) == std::vector<std::string>{"features", "a.b"});
+  CHECK(mapping.find("a.b")->path == "[*][\"a.b\"]");
+  REQUIRE(mapping.left_out.size() == 1);
+  CHECK(mapping.left_out[0].field == "[*].a.b");
+  CHECK(mapping.left_out[0].reason.find("'a.b' is taken by another column") != std::string::npos);
+  CHECK(mapping.renamed.empty());
+}
+
+TEST_CASE("the legal-name rule: only what a stored dataset cannot hold is changed") {
+  for (const std::string name : {"Label", "user id", "Größe", "a.b", "x=y", "_", "...", "a@b"}) {
+    CAPTURE(name);
+    CHECK(valid_column_name(name));
+    CHECK(legal_column_name(name) == name);
+  }
+  CHECK(legal_column_name("@x") == "_@x");
+  CHECK(legal_column_name("a/b") == "a_b");
+  CHECK(legal_column_name("tab\there") == "tab_here");
+  CHECK(legal_column_name(".") == "_");
+  CHECK(legal_column_name("..") == "__");
+  CHECK(legal_column_name("bad\xff") == "bad_");
+  CHECK(legal_column_name("") == "");
+  // Cut at a character boundary: 127 two-byte characters and a third byte would split one.
+  std::string umlauts;
+  for (int i = 0; i < 130; ++i) umlauts += "ö";
+  CHECK(legal_column_name(umlauts).size() == 254);
+  CHECK(valid_column_name(legal_column_name(umlauts)));
+  CHECK(legal_column_name(std::string(300, '/')) == std::string(255, '_'));
+  CHECK_FALSE(valid_column_name(""));
+  CHECK_FALSE(valid_column_name(std::string(256, 'a')));
 }
 
 TEST_CASE("a key that is no legal column name is made one, and the rename is reported") {
@@ -598,15 +652,22 @@ TEST_CASE("a key that is no legal column name is made one, and the rename is rep
   for (int i = 0; i < 2; ++i)
     rows.push_back(dict({{"features", f32_iota({4}, i * 10.0f)},
                          {"Label", Value(std::int64_t{i})},
+                         {"user id", Value(std::int64_t{i})},
                          {long_key, Value(std::int64_t{i})},
+                         {"@x", Value(std::int64_t{i})},
+                         {"a/b", Value(std::int64_t{i})},
                          {"meta", dict({{"lang", str("en")}})}}));
   const SourceMapping mapping = map_source(list(rows), "rows.pt");
-  CHECK(column_names(mapping) ==
-        std::vector<std::string>{"features", "label", std::string(255, 'k'), "meta.lang"});
-  REQUIRE(mapping.renamed.size() == 2);
-  CHECK(mapping.renamed[0] == SourceMapping::Renamed{"[*].Label", "label"});
-  CHECK(mapping.renamed[1].column == std::string(255, 'k'));
-  CHECK(mapping.renamed[1].field == "[*]." + long_key);
+  // `Label` and `user id` are the user's names and kept; '@x', 'a/b' and the long key are no legal
+  // names and are changed as little as makes them legal, each change reported.
+  CHECK(column_names(mapping) == std::vector<std::string>{"features", "Label", "user id",
+                                                          std::string(255, 'k'), "_@x", "a_b",
+                                                          "meta.lang"});
+  REQUIRE(mapping.renamed.size() == 3);
+  CHECK(mapping.renamed[0].column == std::string(255, 'k'));
+  CHECK(mapping.renamed[0].field == "[*]." + long_key);
+  CHECK(mapping.renamed[1] == SourceMapping::Renamed{"[*][\"@x\"]", "_@x"});
+  CHECK(mapping.renamed[2] == SourceMapping::Renamed{"[*].a/b", "a_b"});
   // A name --field gives is the user's choice, not a rename.
   const SourceMapping named =
       map_source(list(rows), "rows.pt", std::nullopt,

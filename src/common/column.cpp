@@ -2,7 +2,49 @@
 
 #include <iterator>
 
+#include "gpucache/column_name.hpp"
+#include "gpucache/common/utf8.hpp"
+
 namespace gpucache {
+
+namespace {
+
+bool forbidden_byte(char c) {
+  const auto byte = static_cast<unsigned char>(c);
+  return byte < 0x20 || byte == 0x7f || c == '/';
+}
+
+}  // namespace
+
+bool valid_column_name(std::string_view name) noexcept {
+  if (name.empty() || name.size() > kMaxColumnNameBytes || name.front() == '@' || name == "." ||
+      name == "..")
+    return false;
+  for (char c : name)
+    if (forbidden_byte(c)) return false;
+  return detail::valid_utf8(name);
+}
+
+std::string legal_column_name(std::string_view name) {
+  std::string legal;
+  legal.reserve(name.size() + 1);
+  if (!name.empty() && name.front() == '@') legal += '_';
+  for (std::size_t pos = 0; pos < name.size();) {
+    const std::size_t length = detail::utf8_sequence_length(name, pos);
+    const bool replaced = length == 0 || (length == 1 && forbidden_byte(name[pos]));
+    // Cut before a character that would not fit whole: a name stays UTF-8.
+    if (legal.size() + (replaced ? 1 : length) > kMaxColumnNameBytes) break;
+    if (replaced) {
+      legal += '_';
+      ++pos;
+    } else {
+      legal.append(name.substr(pos, length));
+      pos += length;
+    }
+  }
+  if (legal == "." || legal == "..") legal.assign(legal.size(), '_');
+  return legal;
+}
 
 std::string_view column_kind_name(ColumnKind kind) noexcept {
   switch (kind) {

@@ -1,5 +1,7 @@
 #include "gpucache/input_column.hpp"
+#include "gpucache/column_name.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <set>
 #include <string>
@@ -68,17 +70,11 @@ std::string_view read_text(const InputColumn& column, std::uint64_t row) {
 }
 
 std::string column_name_from_path(std::string_view path) {
-  // 255 bytes: the most a shard stores (column.hpp's kMaxColumnNameBytes, SPEC.md "Names table"). A
-  // name cut longer was listed by probe and then refused by pack without naming the input.
-  constexpr std::size_t kLongest = kMaxColumnNameBytes;
+  // The field's own name, changed only where it is no legal column name (column.hpp): an HDF5
+  // dataset "/group/x" is "group_x" ('/' would make export's file per column a directory).
   while (!path.empty() && path.front() == '/') path.remove_prefix(1);
-  std::string name;
-  for (char c : path.substr(0, kLongest)) {
-    const char lower = static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
-    name += (lower >= 'a' && lower <= 'z') || (lower >= '0' && lower <= '9') ? lower : '_';
-  }
-  if (name.empty() || (name.front() >= '0' && name.front() <= '9')) name = "_" + name;
-  return name.substr(0, kLongest);
+  std::string name = legal_column_name(path);
+  return name.empty() ? "_" : name;
 }
 
 void make_column_names_unique(std::vector<InputColumn>& columns) {
@@ -88,7 +84,12 @@ void make_column_names_unique(std::vector<InputColumn>& columns) {
     for (int n = 2; !names.insert(column.name).second; ++n) {
       std::string suffix(1, '_');  // not "_" + ...: GCC 12's false -Wrestrict there
       suffix += std::to_string(n);
-      column.name = base.substr(0, kMaxColumnNameBytes - suffix.size()) + suffix;
+      std::size_t keep = std::min(base.size(), kMaxColumnNameBytes - suffix.size());
+      // Not inside a UTF-8 character: step back over continuation bytes (10xxxxxx).
+      while (keep > 0 && keep < base.size() &&
+             (static_cast<unsigned char>(base[keep]) & 0xC0) == 0x80)
+        --keep;
+      column.name = base.substr(0, keep) + suffix;
     }
   }
 }

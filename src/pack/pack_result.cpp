@@ -1,6 +1,7 @@
 // What a pack run reports: PackResult as the --json object and as the text the CLI prints.
 #include <nlohmann/json.hpp>
 
+#include "gpucache/column_name.hpp"
 #include "gpucache/pack.hpp"
 #include "gpucache/validation_json.hpp"
 #include "pack_source.hpp"
@@ -125,8 +126,8 @@ std::string PackResult::notes_text() const {
             "); --strict makes this an error\n";
   for (const auto& entry : renamed)
     text += "renamed: " + entry.input + ": " + entry.field + " is the column '" + entry.column +
-            "' (column names are [a-z_][a-z0-9_]*, at most 255 bytes; --field NAME=" + entry.field +
-            " names it)\n";
+            "' (a column name is " + std::string(kColumnNameRule) +
+            "; --field NAME=" + entry.field + " names it)\n";
   if (!not_selected.empty()) {
     text += "note: --field keeps only the columns it names; not packed:";
     for (std::size_t i = 0; i < not_selected.size(); ++i)

@@ -1,6 +1,7 @@
 // map_source: detection and --field paths combined into one checked set of columns; plus the
 // cross-input check and the small text helpers the CLI needs for the same flags.
 #include "gpucache/schema.hpp"
+#include "gpucache/column_name.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -57,23 +58,6 @@ bool interchangeable(SourceKind a, SourceKind b) {
     return kind == SourceKind::embeddings || kind == SourceKind::llm_cache;
   };
   return a == b || (embedding_kind(a) && embedding_kind(b));
-}
-
-// [a-z_][a-z0-9_]*, or several such parts joined by '.' (a nested dict's fields, "meta.lang").
-bool valid_column_name(std::string_view name) {
-  if (name.empty() || name.size() > kMaxColumnNameBytes) return false;
-  bool part_start = true;
-  for (char c : name) {
-    const auto u = static_cast<unsigned char>(c);
-    if (c == '.') {
-      if (part_start) return false;
-      part_start = true;
-      continue;
-    }
-    if (!(std::islower(u) || c == '_' || (!part_start && std::isdigit(u)))) return false;
-    part_start = false;
-  }
-  return !part_start;
 }
 
 std::string shell_quote(std::string_view text) {
@@ -185,7 +169,7 @@ FieldSpec parse_field_spec(std::string_view text) {
   FieldSpec field{std::string(text.substr(0, equals)), std::string(text.substr(equals + 1)), ""};
   if (!valid_column_name(field.column))
     throw UsageError("--field '" + std::string(text) + "': column name '" + field.column +
-                     "' must match [a-z_][a-z0-9_]*, dotted parts allowed (at most 255 bytes)");
+                     "' is not a legal column name (" + std::string(kColumnNameRule) + ")");
   // A file of its own: the whole value when it names a file, or the part before a ':' that does.
   const std::string value = field.path;
   std::error_code error;
@@ -245,7 +229,7 @@ RoleSpec parse_role_spec(std::string_view text) {
   const std::string column(text.substr(0, equals));
   if (!valid_column_name(column))
     throw UsageError("--role '" + std::string(text) + "': column name '" + column +
-                     "' must match [a-z_][a-z0-9_]*, dotted parts allowed (at most 255 bytes)");
+                     "' is not a legal column name (" + std::string(kColumnNameRule) + ")");
   const auto role = parse_column_role(text.substr(equals + 1));
   if (!role)
     throw UsageError("--role '" + std::string(text) +
@@ -287,7 +271,7 @@ SourceMapping map_source(const Value& root, const std::string& origin,
   for (std::size_t i = 0; i < fields.size(); ++i) {
     if (!valid_column_name(fields[i].column))
       throw UsageError("--field column name '" + fields[i].column +
-                       "' must match [a-z_][a-z0-9_]*, dotted parts allowed (at most 255 bytes)");
+                       "' is not a legal column name (" + std::string(kColumnNameRule) + ")");
     detail::parse_path(fields[i].path);
     for (std::size_t j = 0; j < i; ++j) {
       if (fields[j].column == fields[i].column)

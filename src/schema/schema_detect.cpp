@@ -10,6 +10,7 @@
 #include <optional>
 #include <unordered_set>
 
+#include "gpucache/column_name.hpp"
 #include "gpucache/common/error_text.hpp"
 #include "gpucache/common/float_convert.hpp"
 #include "gpucache/error.hpp"
@@ -141,17 +142,11 @@ bool column_of(const Value& value, std::uint64_t rows) {
   return false;
 }
 
-// A column name from a dict key or a file name: lower case, [a-z0-9_] only, not starting with a
-// digit; empty when nothing of the key is left.
+// A column name from a dict key or a file name: the key itself, changed only where it is no legal
+// name (column.hpp legal_column_name; note_renamed_columns reports the change); empty for an empty
+// key.
 std::string column_name_for(std::string_view key) {
-  std::string name;
-  for (char c : key) {
-    const auto u = static_cast<unsigned char>(c);
-    name += std::isalnum(u) ? static_cast<char>(std::tolower(u)) : '_';
-  }
-  if (!name.empty() && std::isdigit(static_cast<unsigned char>(name.front()))) name = "c_" + name;
-  if (name.size() > kMaxColumnNameBytes) name.resize(kMaxColumnNameBytes);
-  return std::all_of(name.begin(), name.end(), [](char c) { return c == '_'; }) ? "" : name;
+  return legal_column_name(key);
 }
 
 std::string describe_keys(const Dict& dict) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <unordered_map>
 
+#include "gpucache/column_name.hpp"
 #include "gpucache/common/utf8.hpp"
 #include "gpucache/error.hpp"
 #include "gpucache/input.hpp"
@@ -20,19 +21,17 @@ Source checked_names(Source source) {
     // What a shard can name (SPEC.md "Names table"): said before any row is read, naming the
     // input, rather than by the shard writer at the end. Names from files are made legal by their
     // readers; only a caller's own (memory keys, --field) can fail here.
-    if (column.name.empty() || column.name.size() > kMaxColumnNameBytes ||
-        !detail::valid_utf8(column.name))
-      throw Error(source.path,
-                  "column '" + column.name.substr(0, 80) + (column.name.size() > 80 ? "...'" : "'"),
-                  "a column name must be 1 to " + std::to_string(kMaxColumnNameBytes) +
-                      " bytes of UTF-8 (this one is " + std::to_string(column.name.size()) +
-                      "); give the column a shorter name");
     if (shard::is_provenance_column(column.name))
-      throw Error(source.path, "column '" + column.name + "'",
+      throw Error(source.path, "column '" + column.name.substr(0, 80) + "'",
                   std::string("names starting with '") + shard::kProvenancePrefix +
                       "' are the packer's own (its provenance columns " +
                       std::string(shard::kSourceColumn) + " and " +
                       std::string(shard::kSourceRowColumn) + "); give the column another name");
+    if (!valid_column_name(column.name))
+      throw Error(source.path,
+                  "column '" + column.name.substr(0, 80) + (column.name.size() > 80 ? "...'" : "'"),
+                  "is not a legal column name (" + std::string(kColumnNameRule) + "; this one is " +
+                      std::to_string(column.name.size()) + " bytes); give the column another name");
   }
   return source;
 }

@@ -26,6 +26,12 @@ def _pairs(value, option: str) -> list:
     if value is None:
         return []
     if isinstance(value, dict):
+        # The texts split at their first '=' (docs/cli.md "Names are the user's"): a column name
+        # holding one would be read as another name and path.
+        for key in value:
+            if "=" in str(key):
+                raise Error(f"{option}: column name {str(key)!r} holds '=', which the NAME=VALUE "
+                            "form cannot carry; give the column a name without '='")
         return [f"{key}={item}" for key, item in value.items()]
     if isinstance(value, str):
         return [value]

@@ -265,19 +265,59 @@ def test_a_long_parquet_field_name_is_kept_whole(tmp_path):
 
 
 def test_a_rename_to_a_legal_name_is_reported_everywhere(tmp_path):
-    torch.save([{"features": torch.full((4,), 0.5), "Label": i} for i in range(3)],
-               tmp_path / "rows.pt")
+    # `Label` is the user's name and kept; only `@x` (the packer's provenance prefix) and `a/b`
+    # (export writes a file per column) are no legal names, changed minimally and reported.
+    torch.save([{"features": torch.full((4,), 0.5), "Label": i, "@x": i, "a/b": i * 2}
+                for i in range(3)], tmp_path / "rows.pt")
     result = cli("pack", tmp_path / "rows.pt", "-o", tmp_path / "ds", "--quiet")
     assert result.returncode == 0, result.stderr
-    assert f"renamed: {tmp_path / 'rows.pt'}: [*].Label is the column 'label'" in result.stderr
+    assert "renamed: " + str(tmp_path / "rows.pt") + ': [*]["@x"] is the column \'_@x\'' in (
+        result.stderr)
+    assert "Label" not in result.stderr
     as_json = gpucache.pack(tmp_path / "rows.pt", tmp_path / "py")
-    expected = [{"input": str(tmp_path / "rows.pt"), "field": "[*].Label", "column": "label"}]
+    expected = [{"input": str(tmp_path / "rows.pt"), "field": '[*]["@x"]', "column": "_@x"},
+                {"input": str(tmp_path / "rows.pt"), "field": "[*].a/b", "column": "a_b"}]
     assert as_json["renamed"] == expected
     import json
     manifest = json.loads((tmp_path / "py" / "manifest.json").read_text())
     assert manifest["renamed"] == expected
-    assert [c["name"] for c in gpucache.load(tmp_path / "py", device="cpu").columns] == [
-        "features", "label"]
+    ds = gpucache.load(tmp_path / "py", device="cpu")
+    assert [c["name"] for c in ds.columns] == ["features", "Label", "_@x", "a_b"]
+    assert ds.tensors["a_b"].tolist() == [0, 2, 4]
+
+
+def test_parquet_and_pandas_names_are_kept_through_pack_load_export(tmp_path):
+    pyarrow = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    table = pyarrow.table({"Label": numpy.arange(4, dtype=numpy.int64),
+                           "user id": numpy.arange(4, dtype=numpy.int32) * 3,
+                           "Gr\u00f6\u00dfe": numpy.arange(4, dtype=numpy.float32) / 2})
+    pq.write_table(table, tmp_path / "t.parquet")
+    names = ["Label", "user id", "Gr\u00f6\u00dfe"]
+    packed = cli("pack", tmp_path / "t.parquet", "-o", tmp_path / "ds", "--json")
+    assert packed.returncode == 0, packed.stderr
+    import json
+    assert json.loads(packed.stdout)["renamed"] == []
+    assert "renamed" not in packed.stderr
+    ds = gpucache.load(tmp_path / "ds", device="cpu")
+    assert [c["name"] for c in ds.columns] == names
+    assert ds.tensors["Label"].tolist() == [0, 1, 2, 3]
+    assert ds.tensors["user id"].tolist() == [0, 3, 6, 9]
+    exported = cli("export", tmp_path / "ds", tmp_path / "npy")
+    assert exported.returncode == 0, exported.stderr
+    assert numpy.load(tmp_path / "npy" / "user id.npy").tolist() == [0, 3, 6, 9]
+    assert numpy.load(tmp_path / "npy" / "Gr\u00f6\u00dfe.npy").tolist() == [0, 0.5, 1, 1.5]
+    pandas = pytest.importorskip("pandas")
+    frame = pandas.DataFrame({"Label": numpy.arange(4), "user id": numpy.arange(4) * 3})
+    gpucache.pack(frame, tmp_path / "frame")
+    from_frame = gpucache.load(tmp_path / "frame", device="cpu")
+    assert [c["name"] for c in from_frame.columns] == ["Label", "user id"]
+    assert from_frame.tensors["user id"].tolist() == [0, 3, 6, 9]
+
+
+def test_a_name_holding_equals_cannot_be_given_as_name_value_text(tmp_path):
+    with pytest.raises(gpucache.Error, match="holds '='"):
+        gpucache.pack({"a=b": numpy.arange(3)}, tmp_path / "ds", fields={"a=b": "a=b"})
 
 
 def dataset_columns(path):
