@@ -10,7 +10,7 @@ packages=(
   libsnappy-dev liblz4-dev libbrotli-dev  # Parquet input (snappy, LZ4 and BROTLI pages); optional like libhdf5-dev
   libcurl4-openssl-dev  # remote datasets (s3://, http(s)://; docs/remote.md); optional like libhdf5-dev
   xxhash time
-  postgresql  # initdb and pg_ctl for src/python/tests/test_postgres.py, which skips without them
+  postgresql  # initdb and pg_ctl for src/python/tests/inputs/test_postgres.py, which skips without them
   python3 python3-dev python3-venv python3-pip python3-numpy python3-torch python3-pytest
 )
 

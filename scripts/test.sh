@@ -32,11 +32,11 @@ ctest --test-dir "$build_dir" --output-on-failure --parallel "$(nproc)"
 # --to safetensors` writes in src/python/tests/test_export.py.
 "$venv/bin/python" -c "import safetensors" 2>/dev/null || "${pip[@]}" install "safetensors>=0.4"
 # pyarrow (one 42 MB wheel, no required dependencies) for the Arrow and Parquet inputs
-# (src/python/tests/test_arrow.py). Below 20 while Debian's numpy is 1.24: later releases need
+# (src/python/tests/inputs/test_arrow.py). Below 20 while Debian's numpy is 1.24: later releases need
 # NumPy 2. Hugging Face `datasets` is not installed; its test runs where it is importable.
 "$venv/bin/python" -c "import pyarrow" 2>/dev/null || "${pip[@]}" install "pyarrow>=14,<20"
 # psycopg with its binary libpq (about 5 MB of wheels) reads the PostgreSQL server that
-# src/python/tests/test_postgres.py starts; the test skips without it.
+# src/python/tests/inputs/test_postgres.py starts; the test skips without it.
 "$venv/bin/python" -c "import psycopg" 2>/dev/null || "${pip[@]}" install "psycopg[binary]>=3.1,<4"
 # moto's S3 server (moto[s3] with flask: about 25 MB of wheels) runs on 127.0.0.1 for the remote
 # dataset tests (src/python/tests/test_remote.py), which skip its cases when it is missing.

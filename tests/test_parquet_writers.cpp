@@ -189,7 +189,7 @@ TEST_CASE("structs flattened into dotted columns, decimals as f64, binary as u8 
   for (const auto& column : nested.columns) paths.push_back(column.path);
   CHECK(paths == std::vector<std::string>{"point.x", "point.y", "rec.a.b", "rec.a.c", "rec.d",
                                           "blob", "id"});
-  CHECK(nested.columns[0].name == "point_x");
+  CHECK(nested.columns[0].name == "point.x");
   // rec.d, a list inside a struct, is a sequence: row i holds 0, 1, ..., i - 1.
   const InputColumn& list = nested.columns[4];
   REQUIRE(list.kind == ColumnKind::sequence);

@@ -4,52 +4,27 @@
 #include <cstring>
 #include <map>
 
+#include "gpucache/common/dtype_formats.hpp"
 #include "gpucache/error.hpp"
 
 namespace gpucache::detail {
 namespace {
 
+// Integer dtypes by the dtype table's numpy kind ('i', 'u'; bool is 'b').
 bool integer_dtype(DType dtype) noexcept {
-  switch (dtype) {
-    case DType::i8:
-    case DType::i16:
-    case DType::i32:
-    case DType::i64:
-    case DType::u8:
-    case DType::u16:
-    case DType::u32:
-    case DType::u64:
-      return true;
-    default:
-      return false;
-  }
+  const DTypeInfo* info = dtype_info(dtype);
+  return info != nullptr && (info->numpy_kind == 'i' || info->numpy_kind == 'u');
 }
 
-// One little-endian integer of `dtype` in decimal.
+// One little-endian integer of `dtype` in decimal: its bytes into the low end of a u64 (the shard
+// format and every host gpucache builds for are little-endian), sign-extended when signed.
 std::string integer_text(const std::byte* at, DType dtype) {
-  auto load = [at]<typename T>(T) {
-    T value;
-    std::memcpy(&value, at, sizeof value);
-    return std::to_string(value);
-  };
-  switch (dtype) {
-    case DType::i8:
-      return load(std::int8_t{});
-    case DType::i16:
-      return load(std::int16_t{});
-    case DType::i32:
-      return load(std::int32_t{});
-    case DType::i64:
-      return load(std::int64_t{});
-    case DType::u8:
-      return load(std::uint8_t{});
-    case DType::u16:
-      return load(std::uint16_t{});
-    case DType::u32:
-      return load(std::uint32_t{});
-    default:
-      return load(std::uint64_t{});
-  }
+  const DTypeInfo& info = *dtype_info(dtype);
+  std::uint64_t bits = 0;
+  std::memcpy(&bits, at, info.size);
+  if (info.numpy_kind == 'u') return std::to_string(bits);
+  const unsigned shift = 64 - 8 * static_cast<unsigned>(info.size);
+  return std::to_string(static_cast<std::int64_t>(bits << shift) >> shift);
 }
 
 // Decimal integers by number: negatives first, then by length (no leading zeros), then digits.

@@ -14,7 +14,7 @@ import torch
 
 import gpucache
 
-ROOT = pathlib.Path(__file__).resolve().parents[3]
+ROOT = pathlib.Path(__file__).resolve().parents[4]
 ROWS = 5
 
 
