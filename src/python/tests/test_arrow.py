@@ -193,8 +193,8 @@ def test_a_null_inside_a_list_names_the_column_and_row():
     }
     expected_rows = {"emb": 1, "tokens": 2}
     for name, array in cases.items():
-        with pytest.raises(ArrowInputError,
-                           match=rf"column '{name}': row {expected_rows[name]} holds a null inside"):
+        row = expected_rows[name]
+        with pytest.raises(ArrowInputError, match=rf"column '{name}': row {row} holds a null inside"):
             table_columns(pa.table({name: array}))
     # It is a gpucache.Error, as every pack failure is.
     with pytest.raises(Error):
