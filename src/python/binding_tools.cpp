@@ -103,11 +103,19 @@ std::span<const std::byte> bytes_of(const HostArray& array) {
   return {static_cast<const std::byte*>(array.data()), array.nbytes()};
 }
 
-// One column from Python: (name, kind, values, offsets or None[, device view[, time]]). Arrays are
+// One column from Python: (name, kind, values, offsets or None[, device view[, time[, null
+// rows]]]). Arrays are
 // C-contiguous on the CPU (the Python layer makes them so) and are read where they lie. A CUDA
 // tensor's column adds (data pointer, device index, tensor): the same values on its GPU, which the
 // CUDA validation backend reads instead of uploading `values` (the tensor stays alive in the list
 // the caller holds for the whole call).
+// Any column's null rows (an Arrow column with nulls, _memory.py's seventh item): the rows pack
+// drops with the reason null, as it drops a Parquet file's null rows.
+void read_null_rows(const nb::tuple& entry, gpucache::MemoryColumn& column) {
+  if (entry.size() > 6 && !entry[6].is_none())
+    column.null_rows = nb::cast<std::vector<std::uint64_t>>(entry[6]);
+}
+
 gpucache::MemoryColumn memory_column(const nb::handle& item, std::vector<HostArray>& keep) {
   const auto entry = nb::cast<nb::tuple>(item);
   gpucache::MemoryColumn column;
@@ -148,6 +156,7 @@ gpucache::MemoryColumn memory_column(const nb::handle& item, std::vector<HostArr
           *kind, *unit, time[2].is_none() ? std::string() : nb::cast<std::string>(time[2])};
       column.null_rows = nb::cast<std::vector<std::uint64_t>>(time[3]);
     }
+    read_null_rows(entry, column);
     return column;
   }
   if (column.kind == gpucache::ColumnKind::text && column.dtype != DType::u8 &&
@@ -166,6 +175,7 @@ gpucache::MemoryColumn memory_column(const nb::handle& item, std::vector<HostArr
   column.offsets = {static_cast<const std::int64_t*>(offsets.data()), offsets.shape(0)};
   column.rows = column.offsets.empty() ? 0 : column.offsets.size() - 1;
   if (column.kind == gpucache::ColumnKind::text) column.dtype = DType::u8;
+  read_null_rows(entry, column);
   return column;
 }
 

@@ -37,6 +37,14 @@ void check_offsets(const MemoryColumn& column, std::uint64_t values) {
                     std::to_string(values));
 }
 
+// The column's null rows, checked: ascending, unique, inside the column.
+std::vector<std::uint64_t> checked_null_rows(const MemoryColumn& memory, const std::string& at) {
+  for (std::size_t i = 0; i < memory.null_rows.size(); ++i)
+    if (memory.null_rows[i] >= memory.rows || (i && memory.null_rows[i] <= memory.null_rows[i - 1]))
+      throw Error(at, "null rows", "must be ascending rows of the column");
+  return memory.null_rows;
+}
+
 InputColumn tensor_column(const MemoryColumn& memory) {
   InputColumn column;
   column.name = memory.name;
@@ -77,10 +85,7 @@ InputColumn tensor_column(const MemoryColumn& memory) {
                       std::string(dtype_name(memory.dtype)));
     column.time = memory.time;
   }
-  for (std::size_t i = 0; i < memory.null_rows.size(); ++i)
-    if (memory.null_rows[i] >= memory.rows || (i && memory.null_rows[i] <= memory.null_rows[i - 1]))
-      throw Error(column.origin, "null rows", "must be ascending rows of the column");
-  column.null_rows = memory.null_rows;
+  column.null_rows = checked_null_rows(memory, column.origin);
   if (memory.device_values && memory.device_ordinal >= 0) {
     const auto* device = static_cast<const std::byte*>(memory.device_values);
     column.device_rows = [device, pitch](std::uint64_t first, std::uint64_t) {
@@ -130,6 +135,7 @@ InputColumn variable_column(const MemoryColumn& memory) {
       if (!out.empty()) std::memcpy(out.data(), values + offsets[row] * itemsize, out.size());
     };
   }
+  column.null_rows = checked_null_rows(memory, column.origin);
   return column;
 }
 

@@ -18,9 +18,13 @@ the arrays returned view Arrow's memory instead of copying it (numpy.shares_memo
   timestamp[unit, tz], duration[unit]          TimeColumn of int64 (zero-copy without nulls)
   date32, date64, time32, time64               TimeColumn of int64 (date32, time32 widened)
 
-A column of several chunks is combined first (one copy). A null anywhere is an error naming the
-column and the row, except in a date or time column, whose null rows (pandas' NaT) pack drops
-with the reason null (or refuses: on_null="error").
+A column of several chunks is combined first (one copy). A null row in any of these columns
+(pandas' NaN in a nullable column, pd.NA, NaT, None) is listed with the column (NullableColumn,
+VarColumn.null_rows, TimeColumn.null_rows) and its values filled (0; an empty string or list; the
+column is then a copy): pack drops such rows with the reason null, counted in `dropped` and listed
+in the rejects, as it does for the same data read from Parquet, or refuses them with
+on_null="error" (naming the column and the row). Only the columns packed count. A null element
+inside a row's list (not the row) is an error naming the column and the row.
 """
 import os
 import pathlib
@@ -28,13 +32,13 @@ import sys
 
 import numpy
 
-from ._columns import TimeColumn, VarColumn
+from ._columns import NullableColumn, TimeColumn, VarColumn
 from ._gpucache import Error
 
 
 class ArrowInputError(Error, ValueError):
-    """An Arrow column gpucache cannot take: a null, or a type it cannot store. A gpucache.Error
-    (and a ValueError)."""
+    """An Arrow column gpucache cannot take: a null inside a list, or a type it cannot store. A
+    gpucache.Error (and a ValueError)."""
 
 
 def _pyarrow():
@@ -62,8 +66,8 @@ def is_arrow_input(obj) -> bool:
 
 def table_columns(obj) -> dict:
     """The columns of an Arrow-backed input, by name: numpy arrays and VarColumns (see the module
-    docstring for the mapping). Raises ArrowInputError for a null or a type gpucache cannot
-    store, TypeError for an object that is none of the accepted inputs."""
+    docstring for the mapping). Raises ArrowInputError for a null inside a list or a type
+    gpucache cannot store, TypeError for an object that is none of the accepted inputs."""
     pa = _pyarrow()
     if _is_parquet_path(obj):
         table = _read_parquet(pa, pathlib.Path(obj))
@@ -176,23 +180,56 @@ def _one_chunk(pa, column):
     return column
 
 
-def _refuse_nulls(pa, name, array, rows_per_item=1):
-    if array.null_count:
-        first = int(numpy.flatnonzero(array.is_null().to_numpy(zero_copy_only=False))[0])
-        raise ArrowInputError(f"column '{name}': row {first // rows_per_item} is null; gpucache "
-                              "columns have no nulls (fill or drop them first)")
+def _null_mask(array):
+    """A numpy bool array, True at the null entries of `array`; None when it has none."""
+    if not array.null_count:
+        return None
+    return array.is_null().to_numpy(zero_copy_only=False)
 
 
-def _numbers(pa, name, array, rows_per_item=1):
-    """A primitive numeric array as numpy, zero-copy unless it is bool."""
-    _refuse_nulls(pa, name, array, rows_per_item)
+def _refuse_inner_nulls(name, array, per_row, row_nulls):
+    """A null element inside a row's list (not a null row) names that row: a list cannot be
+    stored with a hole in it. Elements of null rows do not count: those rows are dropped."""
+    mask = _null_mask(array)
+    if mask is None:
+        return
+    for element in numpy.flatnonzero(mask):
+        row = int(element) // per_row
+        if row_nulls is None or not row_nulls[row]:
+            raise ArrowInputError(f"column '{name}': row {row} holds a null inside its list; "
+                                  "gpucache stores whole lists only (fill the null or drop the "
+                                  "row first)")
+
+
+def _nullable(values, row_nulls):
+    """values as pack takes them: a NullableColumn when some rows are null (values 0 there)."""
+    if row_nulls is None:
+        return values
+    if isinstance(values, numpy.ndarray):
+        values = values.copy()
+        values[row_nulls] = 0
+    return NullableColumn(values=values, null_rows=numpy.flatnonzero(row_nulls))
+
+
+def _numbers(pa, name, array):
+    """A primitive numeric array as numpy, zero-copy unless it is bool or has nulls (whose
+    entries become 0)."""
     kind = array.type
     if pa.types.is_boolean(kind):
+        if array.null_count:
+            array = array.fill_null(False)
         return array.to_numpy(zero_copy_only=False)
     if not (pa.types.is_integer(kind) or pa.types.is_floating(kind)):
         raise ArrowInputError(f"column '{name}' holds {kind} values, which gpucache cannot store "
                               "(numbers, lists of numbers and strings can be packed)")
-    return array.to_numpy(zero_copy_only=True)
+    if not array.null_count:
+        return array.to_numpy(zero_copy_only=True)
+    # With nulls, Arrow's values buffer still holds one (arbitrary) value per entry.
+    buffer = array.buffers()[1]
+    dtype = array.slice(0, 0).to_numpy(zero_copy_only=True).dtype  # (no pandas needed)
+    values = (numpy.frombuffer(buffer, dtype=dtype)[array.offset:array.offset + len(array)]
+              if buffer is not None else numpy.zeros(len(array), dtype=dtype))
+    return numpy.where(_null_mask(array), numpy.zeros((), dtype=dtype), values)
 
 
 def _column(pa, name, column):
@@ -212,11 +249,24 @@ def _column(pa, name, column):
         return _fixed_size_lists(pa, name, array)
     if pa.types.is_list(kind) or pa.types.is_large_list(kind):
         return _lists(pa, name, array)
-    return _numbers(pa, name, array)
+    return _nullable(_numbers(pa, name, array), _null_mask(array))
+
+
+def _empty_null_rows(offsets, values, row_nulls):
+    """(offsets from 0, values) with the null rows made empty: a null row's range is usually
+    empty already (nothing is copied then); otherwise the other rows' values are gathered."""
+    offsets = offsets.astype(numpy.int64) - int(offsets[0])
+    if row_nulls is None:
+        return offsets, values
+    lengths = numpy.diff(offsets)
+    if not lengths[row_nulls].any():
+        return offsets, values
+    keep = numpy.repeat(~row_nulls, lengths)
+    lengths = numpy.where(row_nulls, 0, lengths)
+    return numpy.concatenate(([0], numpy.cumsum(lengths))).astype(numpy.int64), values[keep]
 
 
 def _text(pa, name, array):
-    _refuse_nulls(pa, name, array)
     _, offsets_buffer, data = array.buffers()
     offset_type = numpy.int64 if pa.types.is_large_string(array.type) else numpy.int32
     offsets = numpy.frombuffer(offsets_buffer, dtype=offset_type)[
@@ -224,31 +274,37 @@ def _text(pa, name, array):
     start, end = int(offsets[0]), int(offsets[-1])
     values = (numpy.frombuffer(data, dtype=numpy.uint8)[start:end] if data is not None
               else numpy.zeros(0, dtype=numpy.uint8))
-    if offset_type is numpy.int64 and start == 0:
+    row_nulls = _null_mask(array)
+    if row_nulls is None and offset_type is numpy.int64 and start == 0:
         return VarColumn(offsets=offsets, values=values, kind="text")
-    return VarColumn(offsets=offsets.astype(numpy.int64) - start, values=values, kind="text")
+    offsets, values = _empty_null_rows(offsets, values, row_nulls)
+    null_rows = () if row_nulls is None else numpy.flatnonzero(row_nulls)
+    return VarColumn(offsets=offsets, values=values, kind="text", null_rows=null_rows)
 
 
 def _fixed_size_lists(pa, name, array):
     rows = len(array)
     shape = []
     per_row = 1
-    _refuse_nulls(pa, name, array)
+    row_nulls = _null_mask(array)
     while pa.types.is_fixed_size_list(array.type):
-        shape.append(array.type.list_size)
-        per_row *= array.type.list_size
-        array = array.flatten()  # the child's values of these rows: a zero-copy slice
-        if pa.types.is_fixed_size_list(array.type):
-            _refuse_nulls(pa, name, array, per_row)
+        size = array.type.list_size
+        shape.append(size)
+        per_row *= size
+        # The child's values of these rows (a zero-copy slice), null rows' included: `flatten`
+        # may leave those out, and the rows must keep their places.
+        array = array.values.slice(array.offset * size, len(array) * size)
+        if pa.types.is_fixed_size_list(array.type) or not (
+                pa.types.is_list(array.type) or pa.types.is_large_list(array.type)):
+            _refuse_inner_nulls(name, array, per_row, row_nulls)
     if pa.types.is_list(array.type) or pa.types.is_large_list(array.type):
         raise ArrowInputError(f"column '{name}' holds fixed-size lists of variable-length lists, "
                               "which gpucache cannot store")
-    values = _numbers(pa, name, array, per_row)
-    return values.reshape(rows, *shape)
+    values = _numbers(pa, name, array)
+    return _nullable(values.reshape(rows, *shape), row_nulls)
 
 
 def _lists(pa, name, array):
-    _refuse_nulls(pa, name, array)
     offsets = array.offsets.to_numpy(zero_copy_only=True)
     start, end = int(offsets[0]), int(offsets[-1])
     child = array.values
@@ -257,18 +313,31 @@ def _lists(pa, name, array):
         raise ArrowInputError(f"column '{name}' holds lists of {child.type}, which gpucache "
                               "cannot store (lists of numbers can be packed)")
     child = child.slice(start, end - start)
-    lengths = numpy.diff(offsets)
-    # A null value inside a list names the row that holds it.
-    if child.null_count:
-        inner = int(numpy.flatnonzero(child.is_null().to_numpy(zero_copy_only=False))[0])
-        row = int(numpy.searchsorted(offsets, start + inner, side="right")) - 1
-        raise ArrowInputError(f"column '{name}': row {row} holds a null; gpucache columns have "
-                              "no nulls (fill or drop them first)")
+    row_nulls = _null_mask(array)
+    # A null value inside a list (not in a null row) names the row that holds it.
+    inner = _null_mask(child)
+    if inner is not None:
+        rows_of = numpy.searchsorted(offsets, start + numpy.flatnonzero(inner), side="right") - 1
+        for row in rows_of:
+            if row_nulls is None or not row_nulls[row]:
+                raise ArrowInputError(f"column '{name}': row {int(row)} holds a null inside its "
+                                      "list; gpucache stores whole lists only (fill the null or "
+                                      "drop the row first)")
     values = _numbers(pa, name, child)
+    offsets, values = _empty_null_rows(offsets, values, row_nulls)
+    lengths = numpy.diff(offsets)
     rows = len(array)
-    if pa.types.is_floating(child.type) and rows and (lengths == lengths[0]).all():
-        return values.reshape(rows, int(lengths[0]))
-    return VarColumn(offsets=offsets.astype(numpy.int64) - start, values=values, kind="sequence")
+    kept = lengths if row_nulls is None else lengths[~row_nulls]
+    if pa.types.is_floating(child.type) and len(kept) and (kept == kept[0]).all():
+        # Float vectors all of one length are a tensor; a null row's vector is zeros.
+        width = int(kept[0])
+        if row_nulls is None:
+            return values.reshape(rows, width)
+        matrix = numpy.zeros((rows, width), dtype=values.dtype)
+        matrix[~row_nulls] = values.reshape(-1, width)
+        return _nullable(matrix, row_nulls)
+    null_rows = () if row_nulls is None else numpy.flatnonzero(row_nulls)
+    return VarColumn(offsets=offsets, values=values, kind="sequence", null_rows=null_rows)
 
 
 def _time(pa, name, array):

@@ -14,6 +14,7 @@ class VarColumn:
     offsets: Any
     values: Any
     kind: str
+    null_rows: Any = ()  # rows that held a null (empty here); pack drops them (reason null)
 
 
 @dataclass(frozen=True)
@@ -28,4 +29,14 @@ class TimeColumn:
     kind: str
     unit: str
     tz: Any = None
+    null_rows: Any = ()
+
+
+@dataclass(frozen=True)
+class NullableColumn:
+    """An array (one entry per row) whose rows `null_rows` held a null (an Arrow null, pandas'
+    pd.NA), their values 0: what _arrow.py gives for a numeric or fixed-size-list column with
+    nulls. pack drops those rows with the reason null (or refuses them: on_null="error")."""
+
+    values: Any
     null_rows: Any = ()

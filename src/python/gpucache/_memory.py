@@ -9,7 +9,7 @@ from __future__ import annotations
 from itertools import chain
 from typing import Any, List, Tuple
 
-from ._columns import TimeColumn, VarColumn
+from ._columns import NullableColumn, TimeColumn, VarColumn
 from ._gpucache import Error
 
 
@@ -184,11 +184,19 @@ def _time_entry(column: TimeColumn, name: str):
             (column.kind, column.unit, column.tz, null_rows))
 
 
+def _with_nulls(entry: tuple, null_rows) -> tuple:
+    """entry with its null rows (ascending row numbers) as the seventh item, when it has any."""
+    if len(null_rows) == 0:
+        return entry
+    return entry + (None,) * (6 - len(entry)) + ([int(row) for row in null_rows],)
+
+
 def memory_columns(columns: dict) -> list:
-    """[(name, kind, values, offsets or None[, device view[, time]])] for the extension's
-    pack_json: a CUDA tensor's entry has a fifth item, (data pointer, device index, tensor); a
-    date or time column (numpy datetime64/timedelta64, a TimeColumn) a sixth, (kind, unit, tz,
-    null rows), with int64 values."""
+    """[(name, kind, values, offsets or None[, device view[, time[, null rows]]])] for the
+    extension's pack_json: a CUDA tensor's entry has a fifth item, (data pointer, device index,
+    tensor); a date or time column (numpy datetime64/timedelta64, a TimeColumn) a sixth, (kind,
+    unit, tz, null rows), with int64 values; any other column with null rows (a VarColumn's or a
+    NullableColumn's, from Arrow) a seventh, the list of those rows (None in the unused items)."""
     if not columns:
         raise Error("pack() got an empty dict of columns")
     out = []
@@ -200,11 +208,19 @@ def memory_columns(columns: dict) -> list:
         np = _numpy()
         if isinstance(value, np.ndarray) and value.dtype.kind in "mM":
             value = _datetime_column(value, name)
+        null_rows = ()
+        if isinstance(value, NullableColumn):
+            value, null_rows = value.values, value.null_rows
         if isinstance(value, TimeColumn):
             out.append(_time_entry(value, name))
         elif isinstance(value, VarColumn):
             kind, values, offsets = _var_column(value, name)
-            out.append((name, kind, values, offsets))
+            out.append(_with_nulls((name, kind, values, offsets), value.null_rows))
+        elif len(null_rows):
+            array = _host_array(value, name)
+            if array.ndim == 0:
+                raise Error(f"memory:{name}: a scalar is not a column")
+            out.append(_with_nulls((name, "tensor", array, None), null_rows))
         elif _is_torch_tensor(value):
             host, device = _tensor_column(value)
             out.append((name, "tensor", host, None) + ((device,) if device else ()))

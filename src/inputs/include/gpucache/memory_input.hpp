@@ -40,8 +40,9 @@ struct MemoryColumn {
   // Dates and times (numpy datetime64/timedelta64, Arrow timestamps...): an i64 tensor column
   // whose integers mean this (recorded in the manifest). Set on any other column: refused.
   std::optional<ColumnTime> time;
-  // Rows that hold a null (a NaT, an Arrow null), ascending and unique; their values are
-  // placeholders. Pack drops them with the reason `null` (or refuses them: --on-null error).
+  // Rows that hold a null (a NaT, an Arrow null in any column), ascending and unique; their
+  // values are placeholders (0, or an empty row). Pack drops them with the reason `null` (or
+  // refuses them: --on-null error).
   std::vector<std::uint64_t> null_rows;
 };
 

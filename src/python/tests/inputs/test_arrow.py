@@ -1,5 +1,6 @@
 """gpucache._arrow: Arrow tables, Parquet files and Hugging Face datasets as pack's columns, with
 exact values and zero-copy checked against Arrow's own buffer addresses."""
+import json
 import sys
 
 import numpy
@@ -11,7 +12,7 @@ pq = pytest.importorskip("pyarrow.parquet")
 import gpucache  # noqa: E402
 from gpucache import Error  # noqa: E402
 from gpucache._arrow import ArrowInputError, is_arrow_input, table_columns  # noqa: E402
-from gpucache._columns import VarColumn  # noqa: E402
+from gpucache._columns import NullableColumn, VarColumn  # noqa: E402
 
 from conftest import embeddings, pack  # noqa: E402
 
@@ -152,21 +153,52 @@ def test_several_chunks_are_combined_and_one_chunk_is_not_copied():
     assert columns["n"].tolist() == [1, 2, 3]
 
 
-def test_nulls_name_the_column_and_row():
+def test_null_rows_are_listed_with_their_values_filled():
+    columns = table_columns(pa.table({
+        "score": pa.array([1.5, None, 3.0]),
+        "flag": pa.array([True, None, False]),
+        "text": pa.array(["a", "bb", None]),
+        "emb": pa.array([[1.0, 2.0], None, [5.0, 6.0]], pa.list_(pa.float32(), 2)),
+        "tokens": pa.array([[1], None, [2, 3]]),
+        "rows": pa.array([[1.0], None, [2.0]], pa.list_(pa.float32())),
+    }))
+    assert isinstance(columns["score"], NullableColumn)
+    assert columns["score"].values.tolist() == [1.5, 0.0, 3.0]
+    assert columns["score"].null_rows.tolist() == [1]
+    assert columns["flag"].values.tolist() == [True, False, False]
+    assert columns["text"].null_rows.tolist() == [2]
+    assert columns["text"].offsets.tolist() == [0, 1, 3, 3]
+    assert columns["emb"].values.tolist() == [[1.0, 2.0], [0.0, 0.0], [5.0, 6.0]]
+    assert columns["emb"].null_rows.tolist() == [1]
+    assert columns["tokens"].offsets.tolist() == [0, 1, 1, 3]
+    assert columns["tokens"].null_rows.tolist() == [1]
+    # Float vectors of one length (ignoring the null row) stay a matrix, zeros at the null row.
+    assert columns["rows"].values.tolist() == [[1.0], [0.0], [2.0]]
+    assert columns["rows"].null_rows.tolist() == [1]
+
+
+def test_a_null_row_with_values_behind_it_is_emptied():
+    # Arrow lets a null list or string slot own values; they must not reach the column.
+    tokens = pa.ListArray.from_arrays(pa.array([0, 1, 3, 4], pa.int32()), pa.array([1, 2, 3, 4]),
+                                      mask=pa.array([False, True, False]))
+    columns = table_columns(pa.table({"tokens": tokens}))
+    assert columns["tokens"].offsets.tolist() == [0, 1, 1, 2]
+    assert columns["tokens"].values.tolist() == [1, 4]
+
+
+def test_a_null_inside_a_list_names_the_column_and_row():
     cases = {
-        "score": pa.array([1.0, None, 3.0]),
-        "text": pa.array(["a", "b", None]),
         "emb": pa.FixedSizeListArray.from_arrays(pa.array([1.0, 2.0, None, 4.0, 5.0, 6.0]), 2),
         "tokens": pa.array([[1], [2, 3], [4, None]]),
-        "rows": pa.array([[1.0], None, [2.0]], pa.list_(pa.float32())),
     }
-    expected_rows = {"score": 1, "text": 2, "emb": 1, "tokens": 2, "rows": 1}
+    expected_rows = {"emb": 1, "tokens": 2}
     for name, array in cases.items():
-        with pytest.raises(ArrowInputError, match=rf"column '{name}': row {expected_rows[name]} "):
+        row = expected_rows[name]
+        with pytest.raises(ArrowInputError, match=rf"column '{name}': row {row} holds a null inside"):
             table_columns(pa.table({name: array}))
     # It is a gpucache.Error, as every pack failure is.
     with pytest.raises(Error):
-        table_columns(pa.table({"score": cases["score"]}))
+        table_columns(pa.table({"tokens": cases["tokens"]}))
 
 
 def test_types_gpucache_cannot_store_are_refused_by_name():
@@ -288,3 +320,58 @@ def test_pack_from_hugging_face_dataset_equals_pack_from_npy(tmp_path):
         features=datasets.Features({"embedding": datasets.Sequence(datasets.Value("float32"))}))
     gpucache.pack(dataset, tmp_path / "hf")
     numpy.testing.assert_array_equal(_packed_embedding(tmp_path / "hf"), expected)
+
+
+# Null rows, as a Parquet file's: label row 1, score row 3, text row 5, emb row 7 are null.
+NULLS = {1: "label", 3: "score", 5: "text", 7: "emb"}
+
+
+def _table_with_nulls(rows=10):
+    matrix = embeddings(rows, 4)
+    return pa.table({
+        "label": pa.array([None if i == 1 else i for i in range(rows)], pa.int64()),
+        "score": pa.array([None if i == 3 else i / 4 for i in range(rows)], pa.float32()),
+        "text": pa.array([None if i == 5 else f"t{i}" for i in range(rows)]),
+        "emb": pa.array([None if i == 7 else row.tolist() for i, row in enumerate(matrix)],
+                        pa.list_(pa.float32(), 4)),
+    }), matrix
+
+
+@needs_pack
+def test_null_rows_of_a_table_are_dropped_with_the_reason_null(tmp_path):
+    table, matrix = _table_with_nulls()
+    result = gpucache.pack(table, tmp_path / "ds", rejects=tmp_path / "rejects.jsonl")
+    kept = [i for i in range(10) if i not in NULLS]
+    assert result["dropped"]["null"] == len(NULLS) and result["rows"] == len(kept)
+    with open(tmp_path / "rejects.jsonl") as rejects:
+        rejected = [json.loads(line) for line in rejects]
+    assert sorted((r["row"], r["reason"], r["column"]) for r in rejected) == sorted(
+        (row, "null", column) for row, column in NULLS.items())
+    ds = gpucache.load(str(tmp_path / "ds"), device="cpu")
+    assert ds.tensors["label"].numpy().tolist() == kept
+    assert ds.tensors["score"].numpy().tolist() == [i / 4 for i in kept]
+    assert ds.texts("text") == [f"t{i}" for i in kept]
+    numpy.testing.assert_array_equal(ds.tensors["emb"].numpy(), matrix[kept])
+
+
+@needs_pack
+def test_null_rows_of_a_table_can_be_refused_and_count_only_when_packed(tmp_path):
+    table, _ = _table_with_nulls()
+    with pytest.raises(Error, match=r"column 'label' row 1.*--on-null error"):
+        gpucache.pack(table, tmp_path / "ds", on_null="error")
+    assert not (tmp_path / "ds").exists()
+    # Only the packed columns' nulls count: the text column alone loses row 5 only.
+    result = gpucache.pack(table, tmp_path / "text", fields={"text": "text"})
+    assert result["dropped"]["null"] == 1 and result["rows"] == 9
+
+
+@needs_pack
+def test_pandas_nullable_integers_drop_their_na_rows(tmp_path):
+    pandas = pytest.importorskip("pandas")
+    frame = pandas.DataFrame({"label": pandas.array([3, pandas.NA, 5, 6], dtype="Int64")})
+    result = gpucache.pack(frame, tmp_path / "ds")
+    assert result["dropped"]["null"] == 1 and result["rows"] == 3
+    assert gpucache.load(str(tmp_path / "ds"), device="cpu").tensors["label"].numpy().tolist() == [
+        3, 5, 6]
+    with pytest.raises(Error, match=r"column 'label' row 1"):
+        gpucache.pack(frame, tmp_path / "refused", on_null="error")

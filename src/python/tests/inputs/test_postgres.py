@@ -1,8 +1,9 @@
 """A PostgreSQL table packed the way docs/python.md ("Databases") shows: a real server started
 here in a temporary directory (initdb and pg_ctl from Debian's postgresql package, on 127.0.0.1
 at a free port, its unix socket in the same directory), read with psycopg from PyPI into a
-pyarrow table, written as Parquet and packed with split_by="split"; the timestamptz column is kept
-with its unit and zone. Skips when the server
+pyarrow table, written as Parquet and packed with split_by="split" (and, for the NULL rows, also
+passed to pack directly: the same rows are dropped); the timestamptz column is kept with its unit
+and zone. Skips when the server
 binaries, psycopg or pyarrow are missing. Starting and stopping the server takes about 2 s."""
 import datetime
 import glob
@@ -168,6 +169,12 @@ def test_a_postgres_table_packs_into_complete_disjoint_splits(table, tmp_path):
         assert meta["rows"] == {s["name"]: s["rows"] for s in result["splits"]}
         seen += ids
     assert sorted(seen) == kept and len(seen) == len(set(seen))
+
+    # The table passed to pack directly, without the Parquet file, drops the same NULL rows.
+    direct = gpucache.pack(read_table(table, PACKED_COLUMNS), tmp_path / "direct",
+                           split_by="split")
+    assert direct["dropped"]["null"] == len(NULLS)
+    assert [s["rows"] for s in direct["splits"]] == [s["rows"] for s in result["splits"]]
 
 
 def test_null_rows_can_be_refused_and_a_time_column_cannot_split(table, tmp_path):
