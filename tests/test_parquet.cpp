@@ -193,8 +193,8 @@ TEST_CASE("fields gpucache cannot store are left out; the others read") {
   const auto probe = run_cli({"probe", fixture("unsupported.parquet")});
   CHECK(probe.out.find("left out: tags (") != std::string::npos);
   test_support::ScratchDir scratch;
-  const auto packed = run_cli(
-      {"pack", fixture("unsupported.parquet"), "--field", "t=tags", "-o", scratch / "ds"});
+  const auto packed =
+      run_cli({"pack", fixture("unsupported.parquet"), "--field", "t=tags", "-o", scratch / "ds"});
   CHECK(packed.exit_code == 2);
   CHECK(packed.err.find("left out: tags (") != std::string::npos);
 }
