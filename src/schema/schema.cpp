@@ -254,8 +254,9 @@ std::string format_flags(SourceKind kind, const std::vector<FieldSpec>& fields) 
 }
 
 std::optional<ColumnRole> layout_role(SourceKind kind, std::string_view standard_column) {
-  if (const auto* standard = find_standard(standard_columns(kind), standard_column))
-    return standard->role;
+  // Named, not a temporary: find_standard returns a pointer into the list.
+  const std::vector<StandardColumn> standards = standard_columns(kind);
+  if (const auto* standard = find_standard(standards, standard_column)) return standard->role;
   return std::nullopt;
 }
 
