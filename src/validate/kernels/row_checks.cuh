@@ -128,6 +128,17 @@ GPUCACHE_HD std::uint32_t f64_to_f32_bits(double value) {
   return float_bits(static_cast<float>(value));
 }
 
+// Value i of a row of f64 values, as it is. The row need not be aligned on the CPU.
+GPUCACHE_HD double load_f64(const unsigned char* row, std::uint64_t i) {
+  double value;
+#ifdef __CUDA_ARCH__
+  value = reinterpret_cast<const double*>(row)[i];
+#else
+  std::memcpy(&value, row + 8 * i, 8);
+#endif
+  return value;
+}
+
 // Value i of a row of `input` values, widened to f32. The row need not be aligned on the CPU.
 GPUCACHE_HD float load_value(const unsigned char* row, InputType input, std::uint64_t i) {
   switch (input) {
@@ -152,15 +163,8 @@ GPUCACHE_HD float load_value(const unsigned char* row, InputType input, std::uin
                                                 : static_cast<std::uint32_t>(bits) << 16);
     }
     case InputType::f64:
-    case InputType::f64_kept: {
-      double value;
-#ifdef __CUDA_ARCH__
-      value = reinterpret_cast<const double*>(row)[i];
-#else
-      std::memcpy(&value, row + 8 * i, 8);
-#endif
-      return bits_float(f64_to_f32_bits(value));
-    }
+    case InputType::f64_kept:
+      return bits_float(f64_to_f32_bits(load_f64(row, i)));
   }
   return 0.0f;
 }
@@ -179,15 +183,7 @@ GPUCACHE_HD double product(double a, double b) {
 // Value i in the precision the sums use: the f64 value of an f64_kept row, else load_value's f32
 // (exact in f64, so the sums of the other types are unchanged).
 GPUCACHE_HD double load_wide(const unsigned char* row, InputType input, std::uint64_t i) {
-  if (input == InputType::f64_kept) {
-    double value;
-#ifdef __CUDA_ARCH__
-    value = reinterpret_cast<const double*>(row)[i];
-#else
-    std::memcpy(&value, row + 8 * i, 8);
-#endif
-    return value;
-  }
+  if (input == InputType::f64_kept) return load_f64(row, i);
   return static_cast<double>(load_value(row, input, i));
 }
 
