@@ -1,5 +1,6 @@
-// gpucache._gpucache, the tools half: pack, verify, inspect, probe and export, calling the same
-// library functions as the CLI with the same options, and returning what the CLI's --json prints
+// gpucache._gpucache, the tools half: pack, merge, verify, inspect, probe, export and push, calling
+// the same library functions as the CLI with the same options, and returning what the CLI's --json
+// prints
 // (the Python layer, gpucache/_tools.py, parses it into dicts). The GIL is released while the
 // library works; a progress callback takes it back for each report.
 #include <Python.h>
@@ -18,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "binding_tools.hpp"
+#include "binding_steps.hpp"
 #include "gpucache/checks.hpp"
 #include "gpucache/common/dtype_formats.hpp"
 #include "gpucache/error.hpp"
@@ -33,6 +34,8 @@
 #include "gpucache/verify.hpp"
 
 namespace nb = nanobind;
+
+namespace gpucache::python {
 
 namespace {
 
@@ -359,7 +362,8 @@ std::string merge_json(const std::vector<std::string>& parts, const std::string&
 
 }  // namespace
 
-void bind_tools(nb::module_& m) {
+// pack (files, columns or an object tree in memory), the pack option table's keywords, merge.
+void bind_pack(nb::module_& m) {
   m.def("pack_json", &pack_json, nb::arg("inputs"), nb::arg("output"), nb::arg("memory"),
         nb::arg("options"), nb::arg("show_progress") = false, nb::arg("callback") = nb::none(),
         nb::arg("tree") = nb::none(), nb::arg("prepare") = nb::none(),
@@ -375,6 +379,24 @@ void bind_tools(nb::module_& m) {
       "Whether gpucache.pack reads this dict as an LLM cache (text -> vector, one row per key), "
       "as the .pt reader reads the same dict in a file (gpucache/schema.hpp "
       "memory_dict_is_llm_cache), rather than as a dict of columns");
+  m.def(
+      "pack_options",
+      [] {
+        std::vector<nb::tuple> entries;
+        for (const auto& info : gpucache::pack_option_table())
+          entries.push_back(nb::make_tuple(
+              std::string(info.python), std::string(gpucache::pack_option_type_name(info.type)),
+              std::string(info.default_text), std::string(info.flag), std::string(info.help)));
+        return entries;
+      },
+      "pack()'s keyword options from the pack option table: (keyword, type, default text, CLI "
+      "flag, help) each");
+  m.def("merge_json", &merge_json, nb::arg("parts"), nb::arg("output"), nb::arg("copy") = false,
+        nb::arg("fsync") = true, "gpucache merge: the result as `gpucache merge --json` prints it");
+}
+
+// verify, push, inspect, probe and export: each returns what the CLI's --json prints.
+void bind_tool_commands(nb::module_& m) {
   m.def("verify_json", &verify_json, nb::arg("path"), nb::arg("deep") = false,
         nb::arg("threads") = 0, nb::arg("device") = "auto", nb::arg("show_progress") = false,
         nb::arg("callback") = nb::none(), nb::arg("cache_dir") = "",
@@ -406,6 +428,11 @@ void bind_tools(nb::module_& m) {
   m.def("export_json", &export_json, nb::arg("path"), nb::arg("to"), nb::arg("output"),
         nb::arg("columns") = std::vector<std::string>{}, nb::arg("threads") = 0,
         "gpucache export: the result as `gpucache export --json` prints it");
+}
+
+// The library's tables that Python reads instead of keeping copies: input formats and their
+// suffixes, dtypes.
+void bind_library_tables(nb::module_& m) {
   m.def(
       "built_input_formats",
       [] {
@@ -446,18 +473,6 @@ void bind_tools(nb::module_& m) {
       },
       "The dtype table (gpucache/common/dtype_formats.hpp): (name, torch dtype, numpy kind letter "
       "or '' where numpy has none, bytes) per dtype");
-  m.def(
-      "pack_options",
-      [] {
-        std::vector<nb::tuple> entries;
-        for (const auto& info : gpucache::pack_option_table())
-          entries.push_back(nb::make_tuple(
-              std::string(info.python), std::string(gpucache::pack_option_type_name(info.type)),
-              std::string(info.default_text), std::string(info.flag), std::string(info.help)));
-        return entries;
-      },
-      "pack()'s keyword options from the pack option table: (keyword, type, default text, CLI "
-      "flag, help) each");
-  m.def("merge_json", &merge_json, nb::arg("parts"), nb::arg("output"), nb::arg("copy") = false,
-        nb::arg("fsync") = true, "gpucache merge: the result as `gpucache merge --json` prints it");
 }
+
+}  // namespace gpucache::python
