@@ -5,6 +5,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "gpucache/common/dtype_formats.hpp"
 #include "gpucache/common/mapped_file.hpp"
 #include "gpucache/error.hpp"
 #include "gpucache/shard/dataset_check.hpp"
@@ -170,13 +171,21 @@ void check_same_layout(const DatasetPart& first, const DatasetPart& other) {
     if (c < a.size() && c < b.size() && a[c] == b[c]) continue;
     // The same column stored in another dtype: say which option stores it as the other does.
     if (c < a.size() && c < b.size() && a[c].name == b[c].name && a[c].kind == b[c].kind &&
-        a[c].dtype != b[c].dtype)
+        a[c].dtype != b[c].dtype) {
+      const std::string stored(dtype_name(a[c].dtype)), got(dtype_name(b[c].dtype));
+      // The --dtype that would store it so exists only where the dtype table allows the
+      // conversion (f16 -> f32); f32 rows never become f64 (gpucache never widens unasked, and
+      // f64 is no conversion target), so then the rows must come as the dataset holds them.
+      const std::string fix = dtype_conversion(b[c].dtype, a[c].dtype)
+                                  ? "pack with --dtype " + b[c].name + "=" + stored +
+                                        " to store it as " + first.dir + " does"
+                                  : got + " values cannot be stored as " + stored +
+                                        ": give the rows as " + stored + " values, or repack " +
+                                        first.dir + " with --dtype " + b[c].name + "=" + got;
       throw Error(other.dir, "column '" + b[c].name + "'",
-                  "is stored as " + std::string(dtype_name(b[c].dtype)) + " but in " + first.dir +
-                      " as " + std::string(dtype_name(a[c].dtype)) + " (" + describe(b[c]) +
-                      " against " + describe(a[c]) + "); pack with --dtype " + b[c].name + "=" +
-                      std::string(dtype_name(a[c].dtype)) + " to store it as " + first.dir +
-                      " does");
+                  "is stored as " + got + " but in " + first.dir + " as " + stored + " (" +
+                      describe(b[c]) + " against " + describe(a[c]) + "); " + fix);
+    }
     throw Error(other.dir, "columns",
                 c >= b.size() ? "has no column " + describe(a[c]) + ", which " + first.dir + " has"
                 : c >= a.size()

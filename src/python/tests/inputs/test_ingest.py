@@ -460,3 +460,38 @@ def test_a_mixed_project_whose_columns_do_not_line_up_names_the_input_and_the_co
                       fields={"embedding": "."})
 
 
+
+
+@pytest.mark.parametrize("given", ["memory", "npy"])
+def test_an_f64_embedding_loads_as_float64_unless_dtype_asks(tmp_path, given):
+    """Item 4 of issue 27: an f64 embedding (padded, norm-checked) is stored as f64, values
+    bit-identical; dtype="f32" converts it and reports the conversion as not exact."""
+    import json
+    values = numpy.arange(40, dtype=numpy.float64).reshape(8, 5) / 7 + 1 / 3  # not f32 values
+    numpy.save(tmp_path / "emb.npy", values)
+    source = {"embedding": values} if given == "memory" else tmp_path / "emb.npy"
+    result = gpucache.pack(source, tmp_path / "ds")
+    assert result["rows"] == 8 and result["stored_as"] == []
+    column = json.loads((tmp_path / "ds" / "manifest.json").read_text())["columns"][0]
+    assert (column["name"], column["dtype"], column["padded_dim"]) == ("embedding", "f64", 16)
+    expected = torch.from_numpy(values)
+    ds = gpucache.load(tmp_path / "ds", device="cpu")
+    assert ds.tensors["embedding"].dtype == torch.float64
+    assert torch.equal(ds.tensors["embedding"], expected)
+    assert torch.equal(ds[3]["embedding"], expected[3])
+    batches = list(gpucache.GPUBatches(ds, batch_size=3, seed=1))
+    assert all(b["embedding"].dtype == torch.float64 for b in batches)
+    assert torch.equal(torch.cat([b["embedding"] for b in batches]).sum(0), expected.sum(0))
+    streamed = list(gpucache.stream(tmp_path / "ds", device="cpu", batch_size=4, shuffle=False))
+    assert torch.equal(torch.cat([b["embedding"] for b in streamed]), expected)
+    assert gpucache.verify(tmp_path / "ds", deep=True)["ok"]
+    gpucache.export(tmp_path / "ds", "npy", tmp_path / "out")
+    exported = numpy.load(tmp_path / "out" / "embedding.npy")
+    assert exported.dtype == numpy.float64 and numpy.array_equal(exported, values)
+
+    converted = gpucache.pack(source, tmp_path / "f32", dtype="f32")
+    assert converted["stored_as"] == [{"column": "embedding", "from": "f64", "to": "f32",
+                                       "asked": True, "exact": False}]
+    f32 = gpucache.load(tmp_path / "f32", device="cpu").tensors["embedding"]
+    assert f32.dtype == torch.float32 and torch.equal(f32, expected.float())
+
