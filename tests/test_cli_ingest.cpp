@@ -11,6 +11,7 @@
 
 #include "gpucache/npy.hpp"
 #include "gpucache/shard/shard_layout.hpp"
+#include "pack_test_support.hpp"
 #include "test_support.hpp"
 
 using gpucache::DType;
@@ -334,3 +335,60 @@ TEST_CASE("an f64 embedding keeps f64 through pack, inspect, verify, export and 
                 rounded.err);
 }
 
+namespace {
+
+// A mixed project of two entries mapped to embedding + text: the dialogue file's questions, and
+// the second entry's side (answers, or questions again); `roles` in both entries when given.
+std::string dialogue_map(const std::string& path, const std::string& second_side,
+                         const nlohmann::json& roles = nullptr) {
+  auto entry = [&](const std::string& side) {
+    nlohmann::json mapped = {
+        {"path", data_path("pt/dialogue_list.pt")},
+        {"fields", {{"embedding", "[*]." + side + "_embedding"}, {"text", "[*]." + side}}}};
+    if (!roles.is_null()) mapped["roles"] = roles;
+    return mapped;
+  };
+  std::ofstream(path) << nlohmann::json{{"inputs", {entry("question"), entry(second_side)}}}.dump();
+  return path;
+}
+
+}  // namespace
+
+TEST_CASE("--input-map: --resume refuses another map naming it; --append compares what is stored") {
+  test_support::ScratchDir scratch;
+  const std::string dataset = scratch / "ds";
+  const auto answers = dialogue_map(scratch / "answers.json", "answer");
+  REQUIRE(run_cli({"pack", "--input-map", answers, "-o", dataset, "-q"}).exit_code == 0);
+  const auto options = test_support::manifest_json(dataset)["options"];
+  REQUIRE(options.contains("input_map"));
+  CHECK(options["input_map"][1]["fields"]["embedding"] == "[*].answer_embedding");
+
+  // An interrupted pack of the answers map (its recorded options, no manifest yet), resumed with
+  // the questions twice: refused, naming the map and both values.
+  fs::remove(dataset + "/manifest.json");
+  std::ofstream(dataset + "/pack-state.json") << nlohmann::json{{"options", options}}.dump(2);
+  const auto questions = dialogue_map(scratch / "questions.json", "question");
+  const auto refused = run_cli({"pack", "--input-map", questions, "-o", dataset, "--resume"});
+  CHECK(refused.exit_code == 2);
+  CHECK_MESSAGE(refused.err.find("option input_map is ") != std::string::npos, refused.err);
+  CHECK(refused.err.find("[*].answer_embedding") != std::string::npos);
+  CHECK(refused.err.find("in the interrupted pack but ") != std::string::npos);
+  CHECK(refused.err.find("[*].question_embedding") != std::string::npos);
+  // The same map is refused for what does differ (the fake state has no inputs), not the map.
+  const auto same = run_cli({"pack", "--input-map", answers, "-o", dataset, "--resume"});
+  CHECK(same.exit_code == 2);
+  CHECK(same.err.find("input_map") == std::string::npos);
+
+  // --append compares the stored columns, roles and checks, not the map's text: the questions
+  // map stores the same columns and joins; a map that makes the embedding a tensor does not.
+  REQUIRE(run_cli({"pack", "--input-map", answers, "-o", dataset, "--force", "-q"}).exit_code == 0);
+  const auto joined_rows = run_cli({"pack", "--input-map", questions, "--append", dataset, "-q"});
+  CHECK_MESSAGE(joined_rows.exit_code == 0, joined_rows.err);
+  CHECK(test_support::manifest_json(dataset)["rows"] == 12);
+  const auto tensor = dialogue_map(scratch / "tensor.json", "answer", {{"embedding", "tensor"}});
+  const auto other = run_cli({"pack", "--input-map", tensor, "--append", dataset});
+  CHECK(other.exit_code == 2);
+  CHECK_MESSAGE(other.err.find("embedding") != std::string::npos, other.err);
+  CHECK(test_support::manifest_json(dataset)["rows"] == 12);
+  CHECK(run_cli({"verify", dataset}).exit_code == 0);
+}

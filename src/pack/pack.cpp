@@ -161,6 +161,34 @@ Json options_json(const PackOptions& options, const ValidationOptions& rules) {
     for (const auto& role : options.roles) roles[role.column] = column_role_name(role.role);
     json["roles"] = roles;
   }
+  // --input-map (gpucache.Input): each input's own kind, fields, roles and fill texts, in input
+  // order (the inputs' paths are the manifest's "inputs"). --resume refuses another map; --append
+  // compares the stored columns, roles and checks instead (merge_parts.hpp).
+  if (!options.input_mappings.empty()) {
+    Json map = Json::array();
+    for (const auto& mapping : options.input_mappings) {
+      Json entry = Json::object();
+      if (mapping.kind) entry["kind"] = source_kind_name(*mapping.kind);
+      if (!mapping.fields.empty()) {
+        Json fields = Json::object();
+        for (const auto& field : mapping.fields)
+          fields[field.column] = field.file.empty() ? field.path : field.file + ":" + field.path;
+        entry["fields"] = fields;
+      }
+      if (!mapping.roles.empty()) {
+        Json roles = Json::object();
+        for (const auto& role : mapping.roles) roles[role.column] = column_role_name(role.role);
+        entry["roles"] = roles;
+      }
+      if (!mapping.fill_texts.empty()) {
+        Json fill = Json::object();
+        for (const auto& [column, text] : mapping.fill_texts) fill[column] = text;
+        entry["fill"] = fill;
+      }
+      map.push_back(entry);
+    }
+    json["input_map"] = map;
+  }
   return json;
 }
 

@@ -193,8 +193,20 @@ void check_same_layout(const DatasetPart& first, const DatasetPart& other) {
                     : "column " + std::to_string(c) + " is " + describe(b[c]) + " but in " +
                           first.dir + " it is " + describe(a[c]));
   }
-  if (first.manifest.roles != other.manifest.roles)
+  if (first.manifest.roles != other.manifest.roles) {
+    // Name the first column whose role differs (an --input-map entry's "roles", say).
+    const auto& ra = first.manifest.roles;
+    const auto& rb = other.manifest.roles;
+    for (std::size_t c = 0; c < std::min({ra.size(), rb.size(), a.size()}); ++c)
+      if (ra[c] != rb[c])
+        throw Error(other.dir, "column '" + a[c].name + "'",
+                    "is a " + std::string(column_role_name(rb[c])) + " column but in " + first.dir +
+                        " a " + std::string(column_role_name(ra[c])) +
+                        " column; map it with the role " + std::string(column_role_name(ra[c])) +
+                        " (--role " + a[c].name + "=" + std::string(column_role_name(ra[c])) +
+                        ", or \"roles\" in its --input-map entry)");
     throw Error(other.dir, "columns", "the columns' roles differ from " + first.dir + "'s");
+  }
   // Dates and times: the same i64 means another instant under another unit or time zone.
   for (std::size_t c = 0; c < a.size(); ++c) {
     auto time_of = [c](const shard::Manifest& manifest) -> std::string {

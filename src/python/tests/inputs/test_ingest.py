@@ -495,3 +495,34 @@ def test_an_f64_embedding_loads_as_float64_unless_dtype_asks(tmp_path, given):
     f32 = gpucache.load(tmp_path / "f32", device="cpu").tensors["embedding"]
     assert f32.dtype == torch.float32 and torch.equal(f32, expected.float())
 
+
+def test_a_mixed_project_resumed_or_appended_with_another_mapping(tmp_path):
+    """Each gpucache.Input's mapping is recorded: resume refuses another one, naming it; append
+    compares what is stored, so another mapping to the same columns joins."""
+    import json
+    torch.save(dialogue_rows(), tmp_path / "dialogue.pt")
+
+    def project(side, roles=None):
+        return [gpucache.Input(tmp_path / "dialogue.pt", roles=roles,
+                               fields={"embedding": f"[*].{s}_embedding", "text": f"[*].{s}"})
+                for s in ("question", side)]
+
+    ds = tmp_path / "ds"
+    assert gpucache.pack(project("answer"), ds)["rows"] == 8
+    options = json.loads((ds / "manifest.json").read_text())["options"]
+    assert options["input_map"][1]["fields"] == {"embedding": "[*].answer_embedding",
+                                                 "text": "[*].answer"}
+    # Interrupted (the recorded plan's options, no manifest yet), then resumed with questions.
+    (ds / "manifest.json").unlink()
+    (ds / "pack-state.json").write_text(json.dumps({"options": options}))
+    with pytest.raises(gpucache.Error,
+                       match=r"option input_map is .*answer_embedding.* in the interrupted pack "
+                             r"but .*question_embedding.* in this run"):
+        gpucache.pack(project("question"), ds, resume=True)
+
+    gpucache.pack(project("answer"), ds, force=True)
+    assert gpucache.pack(project("question"), append=ds)["rows"] == 8
+    assert len(gpucache.load(ds, device="cpu")) == 16
+    with pytest.raises(gpucache.Error, match="embedding"):
+        gpucache.pack(project("answer", roles={"embedding": "tensor"}), append=ds)
+    assert gpucache.verify(ds)["ok"]
