@@ -11,6 +11,7 @@
 
 #include "gpucache/npy.hpp"
 #include "gpucache/shard/shard_layout.hpp"
+#include "pack_test_support.hpp"
 #include "test_support.hpp"
 
 using gpucache::DType;
@@ -251,4 +252,143 @@ TEST_CASE("--input-map: an input that lacks a column is named with the column an
   CHECK(bad.exit_code == 2);
   CHECK(bad.err.find("input 0 has \"field\"; an entry takes path, kind, fields, roles and fill") !=
         std::string::npos);
+}
+
+TEST_CASE("an f64 embedding keeps f64 through pack, inspect, verify, export and append") {
+  test_support::ScratchDir scratch;
+  // Values f32 cannot hold, all rows inside the default norm bounds.
+  constexpr std::uint64_t kRows = 6, kDim = 5;
+  std::vector<double> values(kRows * kDim);
+  for (std::size_t i = 0; i < values.size(); ++i) values[i] = 1.0 / 3 + static_cast<double>(i) / 7;
+  auto save = [&](const std::string& path, DType dtype) {
+    gpucache::write_npy(path, dtype, {kRows, kDim},
+                        [&](std::span<std::byte> out, std::uint64_t first, std::uint64_t count) {
+                          for (std::uint64_t i = 0; i < count * kDim; ++i) {
+                            const double value = values[first * kDim + i];
+                            const float single = static_cast<float>(value);
+                            if (dtype == DType::f64)
+                              std::memcpy(out.data() + 8 * i, &value, 8);
+                            else
+                              std::memcpy(out.data() + 4 * i, &single, 4);
+                          }
+                        });
+  };
+  save(scratch / "f64.npy", DType::f64);
+  save(scratch / "f32.npy", DType::f32);
+  const std::string dataset = scratch / "ds";
+  const auto packed = run_cli({"pack", scratch / "f64.npy", "-o", dataset, "--json"});
+  REQUIRE_MESSAGE(packed.exit_code == 0, packed.err);
+  CHECK(json_of(packed)["rows"] == kRows);
+  CHECK(json_of(packed)["stored_as"].empty());
+  CHECK(packed.err.find("stored as") == std::string::npos);
+  const auto inspected = json_of(run_cli({"inspect", dataset, "--json"}));
+  CHECK(inspected["columns"][0]["name"] == "embedding");
+  CHECK(inspected["columns"][0]["dtype"] == "f64");
+  const auto verified = run_cli({"verify", dataset, "--deep", "--json"});
+  CHECK_MESSAGE(verified.exit_code == 0, verified.out);
+  REQUIRE(run_cli({"export", dataset, "--to", "npy", scratch / "npy"}).exit_code == 0);
+  CHECK(npy_values<double>(scratch / "npy/embedding.npy", DType::f64) == values);
+  REQUIRE(
+      run_cli({"export", dataset, "--to", "safetensors", scratch / "ds.safetensors"}).exit_code ==
+      0);
+
+  // Asked for f32: converted, and reported as not exact.
+  const auto converted = run_cli(
+      {"pack", scratch / "f64.npy", "-o", scratch / "f32ds", "--dtype", "embedding=f32", "--json"});
+  REQUIRE_MESSAGE(converted.exit_code == 0, converted.err);
+  const auto stored_as = json_of(converted)["stored_as"];
+  REQUIRE(stored_as.size() == 1);
+  CHECK(stored_as[0] == nlohmann::json{{"column", "embedding"},
+                                       {"from", "f64"},
+                                       {"to", "f32"},
+                                       {"asked", true},
+                                       {"exact", false}});
+  CHECK(json_of(run_cli({"inspect", scratch / "f32ds", "--json"}))["columns"][0]["dtype"] == "f32");
+
+  // --append: f64 rows join; f32 rows are refused, naming the column and both dtypes.
+  const auto appended = run_cli({"pack", scratch / "f64.npy", "--append", dataset, "--json"});
+  REQUIRE_MESSAGE(appended.exit_code == 0, appended.err);
+  CHECK(json_of(run_cli({"inspect", dataset, "--json"}))["rows"] == 2 * kRows);
+  const auto refused = run_cli({"pack", scratch / "f32.npy", "--append", dataset});
+  CHECK(refused.exit_code == 2);
+  CHECK_MESSAGE(refused.err.find("column 'embedding'") != std::string::npos, refused.err);
+  CHECK(refused.err.find("is stored as f32 but in " + dataset + " as f64") != std::string::npos);
+  CHECK(refused.err.find("give the rows as f64 values") != std::string::npos);
+  CHECK(std::count(refused.err.begin(), refused.err.end(), '\n') == 1);
+  CHECK(run_cli({"verify", dataset, "--deep"}).exit_code == 0);
+  // Packed together, the f32 rows beside f64 ones are refused unless --dtype says.
+  const auto mixed =
+      run_cli({"pack", scratch / "f64.npy", scratch / "f32.npy", "-o", scratch / "mixed"});
+  CHECK(mixed.exit_code == 2);
+  CHECK(mixed.err.find("f32.npy") != std::string::npos);
+  CHECK(mixed.err.find("column 'embedding'") != std::string::npos);
+  CHECK(run_cli({"pack", scratch / "f64.npy", scratch / "f32.npy", "-o", scratch / "mixed",
+                 "--dtype", "f32", "-q"})
+            .exit_code == 0);
+  // An f32 input first and an f64 one after: rounding the f64 rows is refused unless asked.
+  const auto rounded =
+      run_cli({"pack", scratch / "f32.npy", scratch / "f64.npy", "-o", scratch / "rounded"});
+  CHECK(rounded.exit_code == 2);
+  CHECK_MESSAGE(rounded.err.find("f64.npy: column 'embedding': holds f64 values, which storing "
+                                 "as the first input's f32 would round; pass --dtype "
+                                 "embedding=f32") != std::string::npos,
+                rounded.err);
+}
+
+namespace {
+
+// A mixed project of two entries mapped to embedding + text: the dialogue file's questions, and
+// the second entry's side (answers, or questions again); `roles` in both entries when given.
+std::string dialogue_map(const std::string& path, const std::string& second_side,
+                         const nlohmann::json& roles = nullptr) {
+  auto entry = [&](const std::string& side) {
+    nlohmann::json mapped = {
+        {"path", data_path("pt/dialogue_list.pt")},
+        {"fields", {{"embedding", "[*]." + side + "_embedding"}, {"text", "[*]." + side}}}};
+    if (!roles.is_null()) mapped["roles"] = roles;
+    return mapped;
+  };
+  std::ofstream(path) << nlohmann::json{{"inputs", {entry("question"), entry(second_side)}}}.dump();
+  return path;
+}
+
+}  // namespace
+
+TEST_CASE("--input-map: --resume refuses another map naming it; --append compares what is stored") {
+  test_support::ScratchDir scratch;
+  const std::string dataset = scratch / "ds";
+  const auto answers = dialogue_map(scratch / "answers.json", "answer");
+  REQUIRE(run_cli({"pack", "--input-map", answers, "-o", dataset, "-q"}).exit_code == 0);
+  const auto options = test_support::manifest_json(dataset)["options"];
+  REQUIRE(options.contains("input_map"));
+  CHECK(options["input_map"][1]["fields"]["embedding"] == "[*].answer_embedding");
+
+  // An interrupted pack of the answers map (its recorded options, no manifest yet), resumed with
+  // the questions twice: refused, naming the map and both values.
+  fs::remove(dataset + "/manifest.json");
+  std::ofstream(dataset + "/pack-state.json") << nlohmann::json{{"options", options}}.dump(2);
+  const auto questions = dialogue_map(scratch / "questions.json", "question");
+  const auto refused = run_cli({"pack", "--input-map", questions, "-o", dataset, "--resume"});
+  CHECK(refused.exit_code == 2);
+  CHECK_MESSAGE(refused.err.find("option input_map is ") != std::string::npos, refused.err);
+  CHECK(refused.err.find("[*].answer_embedding") != std::string::npos);
+  CHECK(refused.err.find("in the interrupted pack but ") != std::string::npos);
+  CHECK(refused.err.find("[*].question_embedding") != std::string::npos);
+  // The same map is refused for what does differ (the fake state has no inputs), not the map.
+  const auto same = run_cli({"pack", "--input-map", answers, "-o", dataset, "--resume"});
+  CHECK(same.exit_code == 2);
+  CHECK(same.err.find("input_map") == std::string::npos);
+
+  // --append compares the stored columns, roles and checks, not the map's text: the questions
+  // map stores the same columns and joins; a map that makes the embedding a tensor does not.
+  REQUIRE(run_cli({"pack", "--input-map", answers, "-o", dataset, "--force", "-q"}).exit_code == 0);
+  const auto joined_rows = run_cli({"pack", "--input-map", questions, "--append", dataset, "-q"});
+  CHECK_MESSAGE(joined_rows.exit_code == 0, joined_rows.err);
+  CHECK(test_support::manifest_json(dataset)["rows"] == 12);
+  const auto tensor = dialogue_map(scratch / "tensor.json", "answer", {{"embedding", "tensor"}});
+  const auto other = run_cli({"pack", "--input-map", tensor, "--append", dataset});
+  CHECK(other.exit_code == 2);
+  CHECK_MESSAGE(other.err.find("embedding") != std::string::npos, other.err);
+  CHECK(test_support::manifest_json(dataset)["rows"] == 12);
+  CHECK(run_cli({"verify", dataset}).exit_code == 0);
 }

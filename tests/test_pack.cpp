@@ -16,6 +16,7 @@
 #include "gpucache/shard/manifest.hpp"
 #include "gpucache/shard_io/shard_reader.hpp"
 #include "gpucache/verify.hpp"
+#include "pack_test_support.hpp"
 #include "test_support.hpp"
 
 using namespace gpucache;
@@ -383,12 +384,35 @@ TEST_CASE("a pack that fails while writing leaves no dataset files behind") {
   CHECK_FALSE(fs::exists(scratch / "ds/manifest.json"));
 }
 
-TEST_CASE("f64 big-endian Fortran input is converted through f32, as documented") {
+TEST_CASE("f64 big-endian Fortran input is kept as f64; --dtype f32 converts it through f32") {
   PackOptions options;
   test_support::ScratchDir scratch;
   options.inputs = {test_support::data_path("npy/f64_big_fortran.npy")};
   options.output_dir = scratch / "ds";
-  pack(options);
+  CHECK(pack(options).conversions.empty());
+  {
+    shard::ShardReader reader(scratch / "ds/shard-00000.gcs");
+    const auto& column = reader.layout().columns[0];
+    CHECK(column.dtype == DType::f64);
+    CHECK(column.row_pitch_bytes() == 16 * 8);  // 5 values padded to 16
+    // The f64 values as the input holds them (byte-swapped, C order), read by the npy reader.
+    const auto input = read_npy(test_support::data_path("npy/f64_big_fortran.npy"));
+    std::vector<double> want(7 * 5);
+    input.as_tensor()->copy_row_major(0, std::as_writable_bytes(std::span(want)));
+    for (std::uint64_t r = 0; r < 7; ++r) {
+      CHECK(std::memcmp(reader.tensor_data(0).data() + r * 128, want.data() + r * 5, 40) == 0);
+      for (std::uint64_t b = 40; b < 128; ++b)
+        CHECK(reader.tensor_data(0)[r * 128 + b] == std::byte{0});
+    }
+  }
+  options.force = true;
+  options.dtype = DType::f32;
+  const PackResult converted = pack(options);
+  REQUIRE(converted.conversions.size() == 1);
+  CHECK(converted.conversions[0].from == DType::f64);
+  CHECK(converted.conversions[0].to == DType::f32);
+  CHECK(converted.conversions[0].asked);
+  CHECK_FALSE(converted.conversions[0].exact);
   shard::ShardReader reader(scratch / "ds/shard-00000.gcs");
   CHECK(reader.layout().columns[0].dtype == DType::f32);
   const auto want = read_npy(test_support::data_path("npy/f32_c.npy"));
@@ -396,4 +420,95 @@ TEST_CASE("f64 big-endian Fortran input is converted through f32, as documented"
       reinterpret_cast<const float*>(want.as_tensor()->contiguous_bytes().data());
   for (std::uint64_t r = 0; r < 7; ++r)
     CHECK(std::memcmp(reader.tensor_data(0).data() + r * 64, expected + r * 5, 20) == 0);
+}
+
+TEST_CASE("an f64 embedding is stored as f64, padded, and norm-checked on its f64 values") {
+  test_support::ScratchDir scratch;
+  // Row 1's norm is just below 0.1 and row 2's just above 100 in f64; rounded to f32 both
+  // would pass (0.1f > 0.1, f32(100 + 1e-11) == 100). Rows 0 and 3 pass either way; row 3's
+  // values are not f32 values.
+  const std::vector<std::vector<double>> rows{{3, 4, 0, 0, 0},
+                                              {std::nextafter(0.1, 0.0), 0, 0, 0, 0},
+                                              {100 + 1e-11, 0, 0, 0, 0},
+                                              {0.5, 0.25, 1.0 / 3, 0.2, 1.0 / 7}};
+  std::vector<double> values;
+  for (const auto& row : rows) values.insert(values.end(), row.begin(), row.end());
+  test_support::save_npy(scratch / "emb.npy", DType::f64, {4, 5}, values);
+  PackOptions options;
+  options.inputs = {scratch / "emb.npy"};
+  options.output_dir = scratch / "ds";
+  const PackResult result = pack(options);
+  CHECK(result.conversions.empty());
+  CHECK(result.rows == 2);
+  CHECK(result.dropped[static_cast<std::size_t>(DropReason::norm_low)] == 1);
+  CHECK(result.dropped[static_cast<std::size_t>(DropReason::norm_high)] == 1);
+  const auto manifest = test_support::manifest_json(options.output_dir);
+  CHECK(manifest["columns"][0]["name"] == "embedding");
+  CHECK(manifest["columns"][0]["dtype"] == "f64");
+  CHECK(manifest["columns"][0]["padded_dim"] == 16);
+  auto stored_row = [&](const std::string& dir, std::uint64_t r) {
+    shard::ShardReader reader(dir + "/shard-00000.gcs");
+    std::vector<double> row(16);
+    std::memcpy(row.data(), reader.tensor_data(0).data() + r * 128, 128);
+    return row;
+  };
+  const std::vector<std::pair<std::uint64_t, std::size_t>> kept{{0, 0}, {1, 3}};
+  for (const auto& [stored, input] : kept) {
+    const auto row = stored_row(options.output_dir, stored);
+    CHECK(std::memcmp(row.data(), rows[input].data(), 40) == 0);  // bit-identical
+    for (std::size_t i = 5; i < 16; ++i) CHECK(std::bit_cast<std::uint64_t>(row[i]) == 0);
+  }
+  VerifyOptions deep;
+  deep.deep = true;  // re-checks the norms on the stored f64 values: the same verdicts
+  CHECK(verify(options.output_dir, deep).ok());
+
+  // Normalised, the rows stay f64: each value divided by the row's f64 norm.
+  options.output_dir = scratch / "normalized";
+  options.validation.normalize = true;
+  CHECK(pack(options).rows == 2);
+  CHECK(test_support::manifest_json(options.output_dir)["columns"][0]["dtype"] == "f64");
+  for (const auto& [stored, input] : kept) {
+    const auto row = stored_row(options.output_dir, stored);
+    double squares = 0;
+    for (const double x : rows[input]) squares += x * x;
+    for (std::size_t i = 0; i < 5; ++i)
+      CHECK(row[i] == doctest::Approx(rows[input][i] / std::sqrt(squares)).epsilon(1e-15));
+    for (std::size_t i = 5; i < 16; ++i) CHECK(row[i] == 0.0);
+  }
+  CHECK(stored_row(options.output_dir, 0)[0] == 0.6);  // 3 / 5, one rounding
+  CHECK(verify(options.output_dir, deep).ok());
+
+  // Asked for f32 (--dtype f32 or --dtype embedding=f32): converted, checked as f32, reported.
+  options.validation.normalize = false;
+  for (const bool by_column : {false, true}) {
+    CAPTURE(by_column);
+    options.output_dir = scratch / (by_column ? "by_column" : "f32");
+    options.dtype.reset();
+    options.column_dtypes.clear();
+    if (by_column)
+      options.column_dtypes = {{"embedding", DType::f32}};
+    else
+      options.dtype = DType::f32;
+    const PackResult f32 = pack(options);
+    CHECK(f32.rows == 4);  // rounded to f32, rows 1 and 2 are inside the bounds
+    REQUIRE(f32.conversions.size() == 1);
+    CHECK(f32.conversions[0].column == "embedding");
+    CHECK(f32.conversions[0].asked);
+    CHECK_FALSE(f32.conversions[0].exact);
+    CHECK(test_support::manifest_json(options.output_dir)["columns"][0]["dtype"] == "f32");
+  }
+
+  // An f64 embedding beside an f32 input of the same column: refused unless --dtype says.
+  const std::vector<float> singles{1, 2, 3, 4, 5};
+  test_support::save_npy(scratch / "f32.npy", DType::f32, {1, 5}, singles);
+  options.dtype.reset();
+  options.column_dtypes.clear();
+  options.inputs = {scratch / "emb.npy", scratch / "f32.npy"};
+  options.output_dir = scratch / "mixed";
+  CHECK_THROWS_WITH_AS(pack(options),
+                       doctest::Contains("column 'embedding': holds f32 values, while an input "
+                                         "before it holds f64"),
+                       Error);
+  options.dtype = DType::f32;
+  CHECK(pack(options).rows == 5);
 }

@@ -161,6 +161,34 @@ Json options_json(const PackOptions& options, const ValidationOptions& rules) {
     for (const auto& role : options.roles) roles[role.column] = column_role_name(role.role);
     json["roles"] = roles;
   }
+  // --input-map (gpucache.Input): each input's own kind, fields, roles and fill texts, in input
+  // order (the inputs' paths are the manifest's "inputs"). --resume refuses another map; --append
+  // compares the stored columns, roles and checks instead (merge_parts.hpp).
+  if (!options.input_mappings.empty()) {
+    Json map = Json::array();
+    for (const auto& mapping : options.input_mappings) {
+      Json entry = Json::object();
+      if (mapping.kind) entry["kind"] = source_kind_name(*mapping.kind);
+      if (!mapping.fields.empty()) {
+        Json fields = Json::object();
+        for (const auto& field : mapping.fields)
+          fields[field.column] = field.file.empty() ? field.path : field.file + ":" + field.path;
+        entry["fields"] = fields;
+      }
+      if (!mapping.roles.empty()) {
+        Json roles = Json::object();
+        for (const auto& role : mapping.roles) roles[role.column] = column_role_name(role.role);
+        entry["roles"] = roles;
+      }
+      if (!mapping.fill_texts.empty()) {
+        Json fill = Json::object();
+        for (const auto& [column, text] : mapping.fill_texts) fill[column] = text;
+        entry["fill"] = fill;
+      }
+      map.push_back(entry);
+    }
+    json["input_map"] = map;
+  }
   return json;
 }
 
@@ -253,7 +281,10 @@ std::vector<std::unique_ptr<RowConverter>> make_converters(
     const std::vector<Column>& specs, const PackInputs& inputs,
     const std::vector<std::size_t>& embedding, const ValidationOptions& rules, unsigned threads) {
   std::vector<std::unique_ptr<RowConverter>> converters(specs.size());
+  // An f64 embedding is stored as f64 only when every input holds f64 (pack() refuses others
+  // first): its kept rows are copied as they are (fill_raw pads them) unless normalised.
   for (std::size_t c : embedding) {
+    if (specs[c].dtype == DType::f64 && !rules.normalize) continue;
     ConversionOptions conversion = conversion_options(rules, specs[c].padded_dim);
     conversion.output_dtype = specs[c].dtype;
     conversion.threads = threads;
@@ -465,6 +496,30 @@ PackResult pack(const PackOptions& requested) {
   const auto [left_out, not_selected, renamed] =
       detail::fields_not_packed(inputs.sources(), options.strict);
   const auto specs = detail::output_columns(inputs.first(), options);
+  // f64 stays f64 unless asked (issue #27): an input whose f64 column would be rounded to the
+  // first input's type (f64 beside f32) is refused without --dtype, and so is one whose values
+  // would have to be widened to f64 (f32 beside f64: nothing is stored as f64 but f64 values).
+  // (Narrower mixes, f32 beside a bf16 first input, are stored in the first input's type and
+  // reported; make_converters refuses the conversions the table lacks.)
+  for (const auto& conversion : stored_conversions(specs, inputs, options)) {
+    if (conversion.asked || conversion.exact) continue;
+    const bool rounds = dtype_conversion(conversion.from, conversion.to).has_value();
+    if (rounds ? conversion.from != DType::f64 : conversion.to != DType::f64) continue;
+    for (const auto& source : inputs.sources()) {
+      const auto& column =
+          *std::find_if(source.columns.begin(), source.columns.end(),
+                        [&](const InputColumn& own) { return own.name == conversion.column; });
+      if (column.dtype != conversion.from) continue;
+      const std::string from(dtype_name(conversion.from)), to(dtype_name(conversion.to));
+      throw Error(source.path, "column '" + conversion.column + "'",
+                  "holds " + from + " values, " +
+                      (rounds ? "which storing as the first input's " + to + " would round"
+                              : "while an input before it holds " + to + ", stored as " + to) +
+                      "; pass --dtype " + conversion.column + "=" +
+                      (rounds ? to : std::string("f32 (or f16, bf16)")) +
+                      " to store them all in one type, or pack the inputs apart");
+    }
+  }
   // An output that cannot fit even before validation drops a row is refused before it runs.
   detail::check_output_bound(specs, inputs, options);
   // The --split-by column's values are read (and their errors raised) before validation.

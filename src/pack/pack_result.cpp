@@ -111,9 +111,9 @@ std::string PackResult::notes_text() const {
     if (!conversion.asked)
       text += "stored as " + std::string(dtype_name(conversion.to)) + ": column '" +
               conversion.column + "' holds " + std::string(dtype_name(conversion.from)) +
-              " values (embeddings are converted to " + std::string(kFloatConversionDTypes) +
-              "; pass --dtype " + conversion.column + "=" + std::string(dtype_name(conversion.to)) +
-              " to ask for it)\n";
+              " values in an input, stored " + (conversion.exact ? "exactly " : "rounded ") +
+              "in the first input's type (pass --dtype " + conversion.column + "=" +
+              std::string(dtype_name(conversion.to)) + " to ask for it)\n";
   // --split-by: a value whose directory name differs from it (characters replaced, cut).
   for (const auto& split : splits)
     if (!split_by.empty() && split.name != split.value)

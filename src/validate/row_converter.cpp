@@ -4,6 +4,7 @@
 #include "compute_backend.hpp"
 #include "gpucache/error.hpp"
 #include "gpucache/validate.hpp"
+#include "kernels/validate_cpu.hpp"
 
 namespace gpucache {
 namespace {
@@ -29,12 +30,16 @@ detail::OverflowMode overflow_mode(OverflowPolicy policy) {
 
 struct RowConverter::State {
   ConversionOptions options;
-  detail::OutputType output;
+  detail::OutputType output;  // of convert(); unused for an f64 output (convert_f64)
   detail::ComputeBackend backend;
 };
 
 RowConverter::RowConverter(ConversionOptions options) {
-  const detail::OutputType output = output_type(options.output_dtype);
+  // f64 rows are only ever stored from f64 inputs (convert_f64); every other type is a
+  // conversion output (the dtype table's rule, compute_backend.cpp).
+  const detail::OutputType output = options.output_dtype == DType::f64
+                                        ? detail::OutputType::f32
+                                        : output_type(options.output_dtype);
   detail::ComputeBackend backend(options.device, options.threads);
   state_ = std::make_unique<State>(State{options, output, std::move(backend)});
 }
@@ -62,6 +67,9 @@ ConversionCounts RowConverter::convert(const float* in, std::uint64_t rows, std:
                                        std::byte* out, std::uint64_t first_row) {
   const ConversionOptions& options = state_->options;
   const std::uint64_t padded = options.padded_dim ? options.padded_dim : dim;
+  if (options.output_dtype == DType::f64)
+    throw Error("", "conversion option output_dtype",
+                "f64 rows are stored from f64 rows (convert_f64), not converted from f32");
   if (dim == 0) throw Error("", "conversion", "dim must be at least 1");
   if (padded < dim)
     throw Error("", "conversion option padded_dim",
@@ -83,6 +91,22 @@ ConversionCounts RowConverter::convert(const float* in, std::uint64_t rows, std:
                         : "on_overflow=drop, but the row reached conversion: drop happens "
                           "in validation"));
   return {counts.overflowed, counts.flushed};
+}
+
+void RowConverter::convert_f64(const double* in, std::uint64_t rows, std::uint64_t dim,
+                               std::byte* out) {
+  const ConversionOptions& options = state_->options;
+  const std::uint64_t padded = options.padded_dim ? options.padded_dim : dim;
+  if (options.output_dtype != DType::f64)
+    throw Error("", "conversion option output_dtype",
+                fmt::format("f64 rows are stored as f64 here, not as {}; convert() takes f32 rows",
+                            dtype_name(options.output_dtype)));
+  if (dim == 0) throw Error("", "conversion", "dim must be at least 1");
+  if (padded < dim)
+    throw Error("", "conversion option padded_dim",
+                fmt::format("padded_dim {} is smaller than dim {}", padded, dim));
+  detail::cpu_convert_rows_f64(in, rows, dim, padded, options.normalize,
+                               reinterpret_cast<double*>(out), state_->backend.threads());
 }
 
 ConversionCounts convert_rows(const float* in, std::uint64_t rows, std::uint64_t dim,

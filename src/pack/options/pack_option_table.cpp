@@ -66,7 +66,7 @@ constexpr PackOptionInfo kPackOptions[] = {
      "MAP: a JSON file listing the inputs of a mixed project, each with its own kind, fields "
      "and roles, mapped to the same columns (docs/cli.md, \"Mixed projects\"); instead of input "
      "files on the command line",
-     "", false,
+     "input_map", true,
      [](PackOptions& o, std::string_view text, std::string_view) { apply_input_map(o, text); },
      R"({"inputs": [{"path": "a.pt", "fields": {"embedding": "vectors"}}]})"},
     {"--role", "roles", PackOptionType::texts, "COLUMN=ROLE", "",

@@ -5,6 +5,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "gpucache/common/dtype_formats.hpp"
 #include "gpucache/common/mapped_file.hpp"
 #include "gpucache/error.hpp"
 #include "gpucache/shard/dataset_check.hpp"
@@ -170,13 +171,21 @@ void check_same_layout(const DatasetPart& first, const DatasetPart& other) {
     if (c < a.size() && c < b.size() && a[c] == b[c]) continue;
     // The same column stored in another dtype: say which option stores it as the other does.
     if (c < a.size() && c < b.size() && a[c].name == b[c].name && a[c].kind == b[c].kind &&
-        a[c].dtype != b[c].dtype)
+        a[c].dtype != b[c].dtype) {
+      const std::string stored(dtype_name(a[c].dtype)), got(dtype_name(b[c].dtype));
+      // The --dtype that would store it so exists only where the dtype table allows the
+      // conversion (f16 -> f32); f32 rows never become f64 (gpucache never widens unasked, and
+      // f64 is no conversion target), so then the rows must come as the dataset holds them.
+      const std::string fix = dtype_conversion(b[c].dtype, a[c].dtype)
+                                  ? "pack with --dtype " + b[c].name + "=" + stored +
+                                        " to store it as " + first.dir + " does"
+                                  : got + " values cannot be stored as " + stored +
+                                        ": give the rows as " + stored + " values, or repack " +
+                                        first.dir + " with --dtype " + b[c].name + "=" + got;
       throw Error(other.dir, "column '" + b[c].name + "'",
-                  "is stored as " + std::string(dtype_name(b[c].dtype)) + " but in " + first.dir +
-                      " as " + std::string(dtype_name(a[c].dtype)) + " (" + describe(b[c]) +
-                      " against " + describe(a[c]) + "); pack with --dtype " + b[c].name + "=" +
-                      std::string(dtype_name(a[c].dtype)) + " to store it as " + first.dir +
-                      " does");
+                  "is stored as " + got + " but in " + first.dir + " as " + stored + " (" +
+                      describe(b[c]) + " against " + describe(a[c]) + "); " + fix);
+    }
     throw Error(other.dir, "columns",
                 c >= b.size() ? "has no column " + describe(a[c]) + ", which " + first.dir + " has"
                 : c >= a.size()
@@ -184,8 +193,20 @@ void check_same_layout(const DatasetPart& first, const DatasetPart& other) {
                     : "column " + std::to_string(c) + " is " + describe(b[c]) + " but in " +
                           first.dir + " it is " + describe(a[c]));
   }
-  if (first.manifest.roles != other.manifest.roles)
+  if (first.manifest.roles != other.manifest.roles) {
+    // Name the first column whose role differs (an --input-map entry's "roles", say).
+    const auto& ra = first.manifest.roles;
+    const auto& rb = other.manifest.roles;
+    for (std::size_t c = 0; c < std::min({ra.size(), rb.size(), a.size()}); ++c)
+      if (ra[c] != rb[c])
+        throw Error(other.dir, "column '" + a[c].name + "'",
+                    "is a " + std::string(column_role_name(rb[c])) + " column but in " + first.dir +
+                        " a " + std::string(column_role_name(ra[c])) +
+                        " column; map it with the role " + std::string(column_role_name(ra[c])) +
+                        " (--role " + a[c].name + "=" + std::string(column_role_name(ra[c])) +
+                        ", or \"roles\" in its --input-map entry)");
     throw Error(other.dir, "columns", "the columns' roles differ from " + first.dir + "'s");
+  }
   // Dates and times: the same i64 means another instant under another unit or time zone.
   for (std::size_t c = 0; c < a.size(); ++c) {
     auto time_of = [c](const shard::Manifest& manifest) -> std::string {

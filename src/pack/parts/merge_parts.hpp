@@ -26,10 +26,12 @@ DatasetPart read_part(const std::string& dir);
 // The options that must agree between parts: the recorded ones without "part".
 nlohmann::ordered_json comparable_options(const nlohmann::ordered_json& options);
 // The options that say how the stored columns were asked for (--dtype, --dtype COLUMN=TYPE,
-// --role), not what is stored: parts and --append compare the stored columns (names, dtypes,
-// shapes), roles and checks instead, so an f16 input appended with --dtype f32 to a dataset
-// whose f32 columns needed no option joins it.
-inline constexpr const char* kAskedStorageOptions[] = {"dtype", "column_dtypes", "roles"};
+// --role, --input-map), not what is stored: parts and --append compare the stored columns (names,
+// dtypes, shapes), roles and checks instead, so an f16 input appended with --dtype f32 to a
+// dataset whose f32 columns needed no option joins it, and so do new inputs of another layout
+// mapped by their own --input-map to the columns the dataset has. (--resume compares them all.)
+inline constexpr const char* kAskedStorageOptions[] = {"dtype", "column_dtypes", "roles",
+                                                       "input_map"};
 // comparable_options without kAskedStorageOptions: what check_same_options compares.
 nlohmann::ordered_json compared_options(const nlohmann::ordered_json& options);
 // Throws gpucache::Error naming the first difference in columns (a column in another dtype: its

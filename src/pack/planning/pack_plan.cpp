@@ -16,8 +16,8 @@ namespace {
 // the conversion (gpucache/common/dtype_formats.hpp: u8 images as bf16, f64 as f32) and is an
 // error naming the allowed targets otherwise, never ignored. --dtype TYPE converts every float
 // column (integer and bool columns keep their type: labels stay integers). Without either, every
-// column keeps its type, but f64 embeddings, which are converted (padded, checked) and so stored
-// as a conversion type (gpucache/validate.hpp): f32, which the result reports.
+// column keeps its type: an f64 embedding is padded (and normalised) in f64 and checked on its
+// f64 values, never rounded to f32 unless asked (issue #27).
 DType output_dtype(const InputColumn& column, const std::string& input,
                    const PackOptions& options) {
   for (const auto& [name, dtype] : options.column_dtypes)
@@ -53,7 +53,6 @@ DType output_dtype(const InputColumn& column, const std::string& input,
                       "); name the other float columns' type one by one with --dtype COLUMN=TYPE");
     return *options.dtype;
   }
-  if (is_embedding_column(column) && !float_conversion_dtype(column.dtype)) return DType::f32;
   return column.dtype;
 }
 

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "gpucache/common/atomic_file.hpp"
@@ -19,6 +20,32 @@ namespace gpucache::detail {
 namespace fs = std::filesystem;
 
 namespace {
+
+// What differs between the interrupted pack's plan and this run's (plan_text: tool_version,
+// inputs, options, shards): the first recorded option that differs, by name and both values (an
+// --input-map entry's mapping, say), else the inputs, else the rest.
+std::string plan_difference(const std::string& stored, const std::string& planned) {
+  const auto a = nlohmann::json::parse(stored, nullptr, false);
+  const auto b = nlohmann::json::parse(planned, nullptr, false);
+  if (a.is_discarded() || !a.is_object() || !b.is_object()) return "the inputs or options differ";
+  const auto value = [](const nlohmann::json& json, const std::string& key) {
+    return json.is_object() && json.contains(key) ? json[key].dump() : std::string("unset");
+  };
+  const nlohmann::json empty = nlohmann::json::object();
+  const auto& old_options = a.contains("options") ? a["options"] : empty;
+  const auto& new_options = b.contains("options") ? b["options"] : empty;
+  for (const auto* keys : {&old_options, &new_options})
+    if (keys->is_object())
+      for (const auto& [key, ignored] : keys->items())
+        if (value(old_options, key) != value(new_options, key))
+          return "option " + key + " is " + value(old_options, key) +
+                 " in the interrupted pack but " + value(new_options, key) + " in this run";
+  if (value(a, "inputs") != value(b, "inputs"))
+    return "the inputs differ (paths, sizes or contents)";
+  if (value(a, "tool_version") != value(b, "tool_version"))
+    return "the interrupted pack was run by gpucache " + value(a, "tool_version");
+  return "the rows kept or their shards differ";
+}
 
 void remove_matching(const std::string& dir, bool (*predicate)(std::string_view) noexcept) {
   std::error_code error;
@@ -139,8 +166,9 @@ void OutputDir::record_plan(const std::string& plan_text) {
   stored << stream.rdbuf();
   if (stored.str() != plan_text)
     throw Error(path, "",
-                "the inputs or options differ from the interrupted pack; rerun it with the same "
-                "inputs and options, or use --force to start over");
+                plan_difference(stored.str(), plan_text) +
+                    ": rerun the interrupted pack with the same inputs and options, or use --force "
+                    "to start over");
 }
 
 void OutputDir::finish(const std::string& manifest_text) {

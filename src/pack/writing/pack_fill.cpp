@@ -113,6 +113,28 @@ void fill_converted(shard::ShardBuilder& builder, std::size_t column, std::uint6
   background.finish();
 }
 
+// f64 rows stored as f64 but changed on the way (normalised: RowConverter::convert_f64), a block
+// at a time through an f64 staging buffer. Every input holds f64 (make_converters).
+void fill_converted_f64(shard::ShardBuilder& builder, std::size_t column, std::uint64_t dim,
+                        const PackInputs& inputs, std::span<const std::uint64_t> rows,
+                        RowConverter& converter, unsigned threads) {
+  const std::uint64_t pitch = builder.columns()[column].row_pitch_bytes();
+  const std::uint64_t block = page_block_rows(pitch, 8ull << 20);
+  const std::uint64_t block_rows_max = std::min<std::uint64_t>(block, rows.size());
+  const auto staging = std::make_unique_for_overwrite<double[]>(block_rows_max * dim);
+  const auto converted = std::make_unique_for_overwrite<std::byte[]>(block_rows_max * pitch);
+  for (std::uint64_t begin = 0; begin < rows.size(); begin += block) {
+    const std::uint64_t count = std::min(block, rows.size() - begin);
+    const auto runs = runs_of(inputs, rows.subspan(begin, count));
+    parallel_for_each(runs.size(), threads, [&](std::uint64_t r) {
+      inputs.read_raw(column, runs[r].global_first, runs[r].count,
+                      reinterpret_cast<std::byte*>(staging.get() + runs[r].offset * dim));
+    });
+    converter.convert_f64(staging.get(), count, dim, converted.get());
+    builder.store(column, begin * pitch, {converted.get(), count * pitch});
+  }
+}
+
 // Rows stored as they are (any dtype, no padding): copied file to file when every run lies in a
 // mapped input, else read into the shard.
 void fill_raw(shard::ShardBuilder& builder, std::size_t column, const PackInputs& inputs,
@@ -179,6 +201,9 @@ ConversionCounts fill_shard(shard::ShardBuilder& builder, const std::vector<Colu
   for (std::size_t c = 0; c < input_columns; ++c) {
     if (specs[c].variable_length())
       fill_variable(builder, c, inputs, rows);
+    else if (converters[c] && specs[c].dtype == DType::f64)
+      fill_converted_f64(builder, c, specs[c].row_elements(), inputs, rows, *converters[c],
+                         threads);
     else if (converters[c])
       fill_converted(builder, c, specs[c].row_elements(), inputs, rows, *converters[c], threads,
                      counts);

@@ -1,5 +1,6 @@
 // Pass 2 of pack: fills one shard's columns from the kept rows, in output order. Embedding
-// columns are gathered as f32 and converted (CPU or CUDA) straight into the padded shard rows.
+// columns are gathered as f32 and converted (CPU or CUDA) straight into the padded shard rows;
+// an f64 embedding kept as f64 is copied and padded as it is, or normalised in f64 on the host.
 #pragma once
 
 #include <cstdint>

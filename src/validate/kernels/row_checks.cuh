@@ -346,6 +346,26 @@ GPUCACHE_HD double norm_of(double sum_squares) {
   return sum_squares != sum_squares ? quiet_nan_double() : sqrt(sum_squares);
 }
 
+// Pass 2 of a column stored as f64 (an f64 input kept as f64, checked as f64_kept): the values stay
+// as they are, or, normalised, are each divided in f64 by the norm of the same canonical sum the
+// checks took (lane l sums the products of values l, l+32, ..., then tree_sum), rounded once; pad
+// elements are zero. Nothing is narrowed, so both backends give the same bits with no rounding
+// rule of their own (RowConverter runs it on the host for either).
+GPUCACHE_HD double sum_squares_f64(const double* row, std::uint64_t dim) {
+  double lanes[kLanes];
+  for (unsigned l = 0; l < kLanes; ++l) lanes[l] = 0.0;
+  for (std::uint64_t i = 0; i < dim; ++i)
+    lanes[i % kLanes] = lanes[i % kLanes] + product(row[i], row[i]);
+  return tree_sum(lanes);
+}
+GPUCACHE_HD void convert_row_f64(const double* in, std::uint64_t dim, std::uint64_t padded_dim,
+                                 bool normalize, double* out) {
+  const double norm = normalize ? norm_of(sum_squares_f64(in, dim)) : 0.0;
+  const bool scale = normalize && normalizable(norm);
+  for (std::uint64_t i = 0; i < dim; ++i) out[i] = scale ? in[i] / norm : in[i];
+  for (std::uint64_t i = dim; i < padded_dim; ++i) out[i] = 0.0;
+}
+
 // One column's checks as the verdict needs them.
 struct ColumnRule {
   std::uint8_t finite = 0, nonzero = 0, norm = 0;

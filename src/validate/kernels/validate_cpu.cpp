@@ -294,4 +294,13 @@ ConvertCounts cpu_convert_rows(const ConvertParams& params, const float* in, std
   return total;
 }
 
+void cpu_convert_rows_f64(const double* in, std::uint64_t rows, std::uint64_t dim,
+                          std::uint64_t padded_dim, bool normalize, double* out, unsigned threads) {
+  const std::uint64_t grain = std::max<std::uint64_t>(1, kFloatsPerThread / padded_dim);
+  parallel_for(rows, threads, grain, [&](std::uint64_t begin, std::uint64_t end) {
+    for (std::uint64_t r = begin; r < end; ++r)
+      convert_row_f64(in + r * dim, dim, padded_dim, normalize, out + r * padded_dim);
+  });
+}
+
 }  // namespace gpucache::detail

@@ -34,6 +34,11 @@ void cpu_dot_row_pointers(const DotParams& params, const std::byte* const* a,
 ConvertCounts cpu_convert_rows(const ConvertParams& params, const float* in, std::uint64_t rows,
                                std::byte* out, unsigned threads);
 
+// Pass 2 of a column stored as f64: `rows` rows of `dim` f64 values into rows of `padded_dim`
+// (convert_row_f64), normalised when asked.
+void cpu_convert_rows_f64(const double* in, std::uint64_t rows, std::uint64_t dim,
+                          std::uint64_t padded_dim, bool normalize, double* out, unsigned threads);
+
 // Sorts the pairs (keys[i], values[i]) by key, then value.
 void cpu_sort_by_key(std::uint64_t* keys, std::uint64_t* values, std::uint64_t count,
                      unsigned threads);

@@ -460,3 +460,70 @@ def test_a_mixed_project_whose_columns_do_not_line_up_names_the_input_and_the_co
                       fields={"embedding": "."})
 
 
+
+
+@pytest.mark.parametrize("given", ["memory", "npy"])
+def test_an_f64_embedding_loads_as_float64_unless_dtype_asks(tmp_path, given):
+    """Item 4 of issue 27: an f64 embedding (padded, norm-checked) is stored as f64, values
+    bit-identical; dtype="f32" converts it and reports the conversion as not exact."""
+    import json
+    values = numpy.arange(40, dtype=numpy.float64).reshape(8, 5) / 7 + 1 / 3  # not f32 values
+    numpy.save(tmp_path / "emb.npy", values)
+    source = {"embedding": values} if given == "memory" else tmp_path / "emb.npy"
+    result = gpucache.pack(source, tmp_path / "ds")
+    assert result["rows"] == 8 and result["stored_as"] == []
+    column = json.loads((tmp_path / "ds" / "manifest.json").read_text())["columns"][0]
+    assert (column["name"], column["dtype"], column["padded_dim"]) == ("embedding", "f64", 16)
+    expected = torch.from_numpy(values)
+    ds = gpucache.load(tmp_path / "ds", device="cpu")
+    assert ds.tensors["embedding"].dtype == torch.float64
+    assert torch.equal(ds.tensors["embedding"], expected)
+    assert torch.equal(ds[3]["embedding"], expected[3])
+    batches = list(gpucache.GPUBatches(ds, batch_size=3, seed=1))
+    assert all(b["embedding"].dtype == torch.float64 for b in batches)
+    shuffled = torch.cat([b["embedding"] for b in batches])  # every row once, in some order
+    assert torch.equal(shuffled[shuffled[:, 0].argsort()], expected)
+    streamed = list(gpucache.stream(tmp_path / "ds", device="cpu", batch_size=4, shuffle=False))
+    assert torch.equal(torch.cat([b["embedding"] for b in streamed]), expected)
+    assert gpucache.verify(tmp_path / "ds", deep=True)["ok"]
+    gpucache.export(tmp_path / "ds", "npy", tmp_path / "out")
+    exported = numpy.load(tmp_path / "out" / "embedding.npy")
+    assert exported.dtype == numpy.float64 and numpy.array_equal(exported, values)
+
+    converted = gpucache.pack(source, tmp_path / "f32", dtype="f32")
+    assert converted["stored_as"] == [{"column": "embedding", "from": "f64", "to": "f32",
+                                       "asked": True, "exact": False}]
+    f32 = gpucache.load(tmp_path / "f32", device="cpu").tensors["embedding"]
+    assert f32.dtype == torch.float32 and torch.equal(f32, expected.float())
+
+
+def test_a_mixed_project_resumed_or_appended_with_another_mapping(tmp_path):
+    """Each gpucache.Input's mapping is recorded: resume refuses another one, naming it; append
+    compares what is stored, so another mapping to the same columns joins."""
+    import json
+    torch.save(dialogue_rows(), tmp_path / "dialogue.pt")
+
+    def project(side, roles=None):
+        return [gpucache.Input(tmp_path / "dialogue.pt", roles=roles,
+                               fields={"embedding": f"[*].{s}_embedding", "text": f"[*].{s}"})
+                for s in ("question", side)]
+
+    ds = tmp_path / "ds"
+    assert gpucache.pack(project("answer"), ds)["rows"] == 8
+    options = json.loads((ds / "manifest.json").read_text())["options"]
+    assert options["input_map"][1]["fields"] == {"embedding": "[*].answer_embedding",
+                                                 "text": "[*].answer"}
+    # Interrupted (the recorded plan's options, no manifest yet), then resumed with questions.
+    (ds / "manifest.json").unlink()
+    (ds / "pack-state.json").write_text(json.dumps({"options": options}))
+    with pytest.raises(gpucache.Error,
+                       match=r"option input_map is .*answer_embedding.* in the interrupted pack "
+                             r"but .*question_embedding.* in this run"):
+        gpucache.pack(project("question"), ds, resume=True)
+
+    gpucache.pack(project("answer"), ds, force=True)
+    assert gpucache.pack(project("question"), append=ds)["rows"] == 8
+    assert len(gpucache.load(ds, device="cpu")) == 16
+    with pytest.raises(gpucache.Error, match="embedding"):
+        gpucache.pack(project("answer", roles={"embedding": "tensor"}), append=ds)
+    assert gpucache.verify(ds)["ok"]

@@ -61,7 +61,7 @@ def check_round_trip(result, out, fields, tmp_path, rename=None):
             continue
         expected = torch.from_numpy(numpy.ascontiguousarray(values))
         if ds.tensors[name].dtype != expected.dtype:
-            # Only a conversion the result reports (an f64 embedding stored as f32), of values
+            # Only a conversion the result reports (one --dtype asked for), of values
             # that convert exactly.
             reported = [entry for entry in result.get("stored_as", [])
                         if entry["column"] == name]

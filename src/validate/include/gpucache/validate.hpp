@@ -39,8 +39,9 @@ std::optional<OverflowPolicy> parse_overflow_policy(std::string_view name) noexc
 
 // The one rule for which dtypes a float column may be stored as. f32, f16 and bf16 are what rows
 // are converted to (rounded, padded, normalised: pack's --dtype, ConversionOptions); f64 is
-// stored only as the input holds it, unchanged (the checks see its values as f32). Every place
-// that accepts a float storage type asks these.
+// stored only from f64 inputs, never converted to (padded and normalised in f64 at most:
+// RowConverter::convert_f64), and checked on its f64 values. Every place that accepts a float
+// storage type asks these.
 bool float_storage_dtype(DType dtype) noexcept;     // f32, f16, bf16, f64
 bool float_conversion_dtype(DType dtype) noexcept;  // f32, f16, bf16
 // "f32, f16 or bf16", for messages.
@@ -254,7 +255,7 @@ class Validator {
 };
 
 struct ConversionOptions {
-  DType output_dtype = DType::f32;  // f32, f16 or bf16
+  DType output_dtype = DType::f32;  // f32, f16 or bf16 (convert); f64 (convert_f64)
   std::uint64_t padded_dim = 0;     // output row pitch in elements; 0 = dim
   bool normalize = false;
   OverflowPolicy on_overflow = OverflowPolicy::error;
@@ -285,6 +286,11 @@ class RowConverter {
   // such rows should have been dropped by the Validator before reaching conversion.
   ConversionCounts convert(const float* in, std::uint64_t rows, std::uint64_t dim, std::byte* out,
                            std::uint64_t first_row = 0);
+  // Rows of an f64 column stored as f64 (output_dtype f64): `rows` rows of `dim` f64 values
+  // into `out` (rows * row_bytes(dim) bytes), as they are, or L2-normalised in f64 when asked (by
+  // the norm the f64 checks computed: InputType::f64_kept), zero-padded. Nothing is rounded to a
+  // narrower type, so it runs on the host whatever the device: the bits are the same either way.
+  void convert_f64(const double* in, std::uint64_t rows, std::uint64_t dim, std::byte* out);
   std::size_t row_bytes(std::uint64_t dim) const;
   // True when converting rows of `dim` values only copies them: f32 out, no normalisation, no
   // padding. Callers may then store the input bytes as they are.
