@@ -760,8 +760,8 @@ class ChunkDecoder {
           decimal_to_f64({text_.data() + begin, end - begin}, column_.decimal_scale);
       std::memcpy(out_.values.get() + i * 8, &converted, 8);
     }
-    text_ = {};
-    out_.text_offsets = {};
+    free_vector(text_);
+    free_vector(out_.text_offsets);
   }
 
   void decode_rle_booleans(std::span<const std::byte> bytes, std::uint64_t count, std::byte* out) {

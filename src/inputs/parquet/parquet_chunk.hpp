@@ -97,6 +97,12 @@ struct DecodedChunk {
   static constexpr std::int64_t kNoList = -1, kVaried = -2;
 };
 
+// Frees a vector's storage: `v = {}` assigns an empty initializer list, which keeps it.
+template <typename T>
+void free_vector(std::vector<T>& v) {
+  std::vector<T>().swap(v);
+}
+
 // Decodes the chunk at `chunk` of a row group of `group_rows` rows whose first row is the file's
 // row `first_row`. `file` is the whole file; `data_end` where the footer starts. Throws
 // gpucache::Error naming the file, the column, the row group and (for a null or bad text) the
