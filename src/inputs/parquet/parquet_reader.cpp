@@ -671,25 +671,31 @@ InputColumn describe_column(const LeafColumn& leaf, std::uint64_t rows, const st
 }
 
 // How many bytes of decoded values (fixed-width values, text bytes and offsets) a file keeps from
-// its open on: at least 32 MiB, and at least eight of its largest row groups (a file of few large
-// row groups, as writers of embeddings make, keeps them all and is read where its values lie).
-// The rest is decoded again, a row group at a time, when read.
-constexpr std::uint64_t kResidentFloor = std::uint64_t{32} << 20;
-constexpr std::uint64_t kResidentGroups = 8;
+// its open on: two of its largest row groups, and at least kResidentFloor, so that a small file
+// is kept whole and read where its values lie. The rest is decoded again, a row group at a time,
+// when read: pack reads rows in order, so that costs one decode per row group and pass (counted:
+// none twice in a pass, with 2 or 8 threads, so no floor is needed against thrash), and each
+// column holds one decoded row group (its slot) on top of the budget. Each row group kept costs
+// its size and saves its decode in each pass (FORMAT.md has the measurements).
+constexpr std::uint64_t kResidentFloor = std::uint64_t{8} << 20;
+constexpr std::uint64_t kResidentGroups = 2;
 std::uint64_t resident_budget(std::uint64_t largest_group) {
   const auto groups = checked_mul(largest_group, kResidentGroups);
   return std::max(kResidentFloor, groups.value_or(UINT64_MAX));
 }
 
-// Decodes a column's chunk of row group g again, from the file that stays mapped.
+// Decodes a column's chunk of row group g again, from the file that stays mapped; a text chunk
+// into a buffer of the size its strings took at the open (`text_sizes`).
 Redecode redecoder(std::shared_ptr<const detail::MappedFile> file,
                    std::shared_ptr<const FileMetadata> metadata, std::uint64_t data_end,
-                   const LeafColumn& column, const std::vector<std::uint64_t>& first_rows) {
-  return [file = std::move(file), metadata = std::move(metadata), data_end, column,
-          first_rows](std::size_t g) {
+                   const LeafColumn& column, const std::vector<std::uint64_t>& first_rows,
+                   std::vector<std::uint64_t> text_sizes) {
+  return [file = std::move(file), metadata = std::move(metadata), data_end, column, first_rows,
+          text_sizes = std::move(text_sizes)](std::size_t g) {
     const RowGroup& group = metadata->row_groups[g];
     return decode_chunk(file->bytes(), data_end, file->path(), column,
-                        group.columns[column.leaf_index], g, group.num_rows, first_rows[g]);
+                        group.columns[column.leaf_index], g, group.num_rows, first_rows[g],
+                        text_sizes.empty() ? 0 : text_sizes[g]);
   };
 }
 
@@ -806,6 +812,10 @@ InputData read_parquet(const std::string& path, const ReadOptions& options) {
   std::mutex budget_mutex;
   std::uint64_t resident_bytes = 0;
   std::vector<std::vector<char>> resident(columns.size(), std::vector<char>(groups, 1));
+  // Per text column and row group, the bytes its strings decoded to (for decoding it again).
+  std::vector<std::vector<std::uint64_t>> text_sizes(columns.size());
+  for (std::size_t c = 0; c < columns.size(); ++c)
+    if (columns[c].strings()) text_sizes[c].assign(groups, 0);
   std::vector<std::uint64_t> first_rows(groups, 0);
   for (std::size_t g = 1; g < groups; ++g)
     first_rows[g] =
@@ -827,17 +837,25 @@ InputData read_parquet(const std::string& path, const ReadOptions& options) {
       chunk = decode_chunk(file->bytes(), data_end, path, columns[c],
                            group.columns[columns[c].leaf_index], g, group.num_rows, first_rows[g]);
       if (!chunk.left_out.empty()) return;
-      // What the chunk holds (a text chunk's vectors by their capacity: what they take).
+      // What the chunk holds: its values, or a text chunk's strings and offsets (a kept one's
+      // vectors are cut to their size below, for they grew by doubling).
       const std::uint64_t bytes = columns[c].strings()
-                                      ? chunk.text.capacity() + chunk.text_offsets.capacity() * 8
+                                      ? chunk.text.size() + chunk.text_offsets.size() * 8
                                       : chunk.value_count * dtype_size(columns[c].dtype);
-      std::lock_guard lock(budget_mutex);
-      if (columns[c].strings()) {
-        group_bytes[g] = detail::checked_add(group_bytes[g], bytes).value_or(UINT64_MAX);
-        largest_group = std::max(largest_group, group_bytes[g]);
+      if (columns[c].strings()) text_sizes[c][g] = chunk.text.size();
+      bool keep = false;
+      {
+        std::lock_guard lock(budget_mutex);
+        if (columns[c].strings()) {
+          group_bytes[g] = detail::checked_add(group_bytes[g], bytes).value_or(UINT64_MAX);
+          largest_group = std::max(largest_group, group_bytes[g]);
+        }
+        keep = resident_bytes + bytes <= resident_budget(largest_group);
+        if (keep) resident_bytes += bytes;
       }
-      if (resident_bytes + bytes <= resident_budget(largest_group)) {
-        resident_bytes += bytes;
+      if (keep) {
+        chunk.text.shrink_to_fit();
+        chunk.text_offsets.shrink_to_fit();
       } else {
         chunk.values = {};
         free_vector(chunk.text);
@@ -855,11 +873,11 @@ InputData read_parquet(const std::string& path, const ReadOptions& options) {
   for (std::size_t c = 0; c < columns.size(); ++c) {
     std::string refusal;
     InputColumn column =
-        described(c)
-            ? describe_column(columns[c], static_cast<std::uint64_t>(total_rows), path)
-            : make_column(columns[c], std::move(decoded[c]), std::move(resident[c]),
-                          redecoder(file, metadata_shared, data_end, columns[c], first_rows), path,
-                          refusal);
+        described(c) ? describe_column(columns[c], static_cast<std::uint64_t>(total_rows), path)
+                     : make_column(columns[c], std::move(decoded[c]), std::move(resident[c]),
+                                   redecoder(file, metadata_shared, data_end, columns[c],
+                                             first_rows, std::move(text_sizes[c])),
+                                   path, refusal);
     if (!refusal.empty())
       left_out.push_back({columns[c].name, refusal});
     else
