@@ -333,7 +333,9 @@ std::string probe_json(const std::string& file, const std::optional<std::string>
   for (const auto& text : fields) options.fields.push_back(gpucache::parse_field_spec(text));
   for (const auto& text : roles) options.roles.push_back(gpucache::parse_role_spec(text));
   nb::gil_scoped_release release;
-  return gpucache::probe_json(gpucache::read_input(file), file, options);
+  // As `gpucache probe` does: what describes the data, never the data (a Parquet file's footer).
+  return gpucache::probe_json(
+      gpucache::read_input(file, gpucache::ReadOptions{.tensor_data = false}), file, options);
 }
 
 std::string export_json(const std::string& path, const std::string& to, const std::string& output,

@@ -221,7 +221,7 @@ class ChunkDecoder {
         where_("column " + column.shown_name + " row group " + std::to_string(group)),
         rows_(column.max_repetition, column.max_repetition == 1) {}
 
-  DecodedChunk decode() {
+  DecodedChunk decode(std::uint64_t text_reserve) {
     if (metadata_.num_values == 0 && group_rows_ == 0) {
       // An empty row group: writers give its chunks offsets that need not point at pages.
       if (column_.text) out_.text_offsets.push_back(0);
@@ -229,6 +229,7 @@ class ChunkDecoder {
                                   DecodedChunk::kNoList);
       return std::move(out_);
     }
+    text_reserve_ = text_reserve;
     check_chunk();
     map_pages_in();
     allocate();
@@ -345,6 +346,14 @@ class ChunkDecoder {
     check_claim(entries, 8, claim);
     if (column_.text) {
       out_.text_offsets.reserve(std::min<std::uint64_t>(entries, 1u << 20) + 1);
+      // The strings' buffer taken once instead of grown by doubling (up to twice the chunk, and
+      // a copy of it, on each thread decoding): decoded again (the reader's slot), by the size
+      // they took the first time; else by the pages' decompressed size, which PLAIN strings
+      // (with their 4-byte lengths) fill, and dictionary-encoded ones may outgrow (then the
+      // buffer grows as before). Within the cap either way: a claim cannot take more.
+      const std::uint64_t pages =
+          static_cast<std::uint64_t>(std::max<std::int64_t>(0, metadata_.total_uncompressed_size));
+      text_.reserve(std::min(text_reserve_ > 0 ? text_reserve_ : pages, cap_));
       out_.text_offsets.push_back(0);
       return;
     }
@@ -760,8 +769,8 @@ class ChunkDecoder {
           decimal_to_f64({text_.data() + begin, end - begin}, column_.decimal_scale);
       std::memcpy(out_.values.get() + i * 8, &converted, 8);
     }
-    text_ = {};
-    out_.text_offsets = {};
+    free_vector(text_);
+    free_vector(out_.text_offsets);
   }
 
   void decode_rle_booleans(std::span<const std::byte> bytes, std::uint64_t count, std::byte* out) {
@@ -915,7 +924,8 @@ class ChunkDecoder {
   std::vector<std::byte> scratch_;
   std::vector<std::uint32_t> indices_;
   std::vector<std::byte> text_;
-  std::uint64_t cap_ = 0;  // allocate(): the most bytes a buffer sized by a claim may take
+  std::uint64_t text_reserve_ = 0;  // decode_chunk's text_reserve
+  std::uint64_t cap_ = 0;           // allocate(): the most bytes a buffer sized by a claim may take
   DecodedChunk out_;
 };
 
@@ -990,8 +1000,9 @@ ValueBuffer::~ValueBuffer() {
 DecodedChunk decode_chunk(std::span<const std::byte> file, std::uint64_t data_end,
                           const std::string& origin, const LeafColumn& column,
                           const ColumnChunk& chunk, std::size_t group, std::int64_t group_rows,
-                          std::uint64_t first_row) {
-  return ChunkDecoder(file, data_end, origin, column, chunk, group, group_rows, first_row).decode();
+                          std::uint64_t first_row, std::uint64_t text_reserve) {
+  return ChunkDecoder(file, data_end, origin, column, chunk, group, group_rows, first_row)
+      .decode(text_reserve);
 }
 
 }  // namespace gpucache::detail::parquet

@@ -97,13 +97,20 @@ struct DecodedChunk {
   static constexpr std::int64_t kNoList = -1, kVaried = -2;
 };
 
+// Frees a vector's storage: `v = {}` assigns an empty initializer list, which keeps it.
+template <typename T>
+void free_vector(std::vector<T>& v) {
+  std::vector<T>().swap(v);
+}
+
 // Decodes the chunk at `chunk` of a row group of `group_rows` rows whose first row is the file's
 // row `first_row`. `file` is the whole file; `data_end` where the footer starts. Throws
 // gpucache::Error naming the file, the column, the row group and (for a null or bad text) the
-// file's row.
+// file's row. `text_reserve`: the bytes a text chunk's strings took when it was decoded before
+// (0: unknown), reserved at once.
 DecodedChunk decode_chunk(std::span<const std::byte> file, std::uint64_t data_end,
                           const std::string& origin, const LeafColumn& column,
                           const ColumnChunk& chunk, std::size_t group, std::int64_t group_rows,
-                          std::uint64_t first_row);
+                          std::uint64_t first_row, std::uint64_t text_reserve = 0);
 
 }  // namespace gpucache::detail::parquet

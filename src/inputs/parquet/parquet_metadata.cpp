@@ -130,6 +130,9 @@ void read_column_metadata(ThriftReader& reader, ColumnMetadata& metadata) {
       case 5:
         metadata.num_values = reader.read_integer(type);
         return true;
+      case 6:
+        metadata.total_uncompressed_size = reader.read_integer(type);
+        return true;
       case 7:
         metadata.total_compressed_size = reader.read_integer(type);
         return true;

@@ -117,6 +117,8 @@ struct ColumnMetadata {
   std::vector<std::string> path;
   Codec codec = Codec::uncompressed;
   std::int64_t num_values = 0;
+  // The chunk's pages decompressed (a claim, used only to size a text buffer within the cap).
+  std::int64_t total_uncompressed_size = 0;
   std::int64_t total_compressed_size = 0;
   std::int64_t data_page_offset = 0;
   std::optional<std::int64_t> dictionary_page_offset;

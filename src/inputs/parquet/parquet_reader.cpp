@@ -1,8 +1,8 @@
 // A Parquet file as input columns (FORMAT.md beside this file): the footer is parsed, each
 // top-level field mapped to one leaf column, and every (field, row group) chunk decoded in
-// parallel. Tensor columns keep one buffer per row group and hand rows over where they lie
-// (direct_rows within a row group, row_pointers across them); text and sequence columns are
-// joined into one buffer each.
+// parallel. Every column keeps one decoded chunk per row group within the resident budget and
+// decodes the others again when read; tensor columns hand rows of kept row groups over where they
+// lie (direct_rows within a row group, row_pointers across them).
 #include <algorithm>
 #include <cstring>
 #include <functional>
@@ -390,14 +390,18 @@ void spread_list_nulls(const LeafColumn& leaf, DecodedChunk& group, std::uint64_
   group.values = std::move(spread);
 }
 
-// The decoded chunks of one tensor column, one per row group, and where each starts. A row group
-// whose values were dropped after the open (not `resident`) is decoded again when read, into a
-// slot that holds the last one so read: rows read in order cost one decode per row group.
+// The decoded chunks of one column, one per row group, and where each starts. A row group whose
+// values were dropped after the open (not `resident`) is decoded again when read, into a slot
+// that holds the last one so read: rows read in order cost one decode per row group. Tensor,
+// text and sequence columns alike (a dropped text chunk keeps neither its bytes nor its offsets;
+// a dropped sequence chunk keeps where each row's values start, which row_length answers from).
 struct ColumnChunks {
   std::vector<DecodedChunk> groups;
   std::vector<char> resident;             // per group: its values are in groups[g]
   std::vector<std::uint64_t> first_rows;  // groups.size() + 1
-  std::uint64_t row_bytes = 0;
+  std::uint64_t row_bytes = 0;            // tensor columns: one row's bytes
+  // Sequence columns: per group, where each of its rows + 1 starts, counting values.
+  std::vector<std::vector<std::uint64_t>> starts;
   Redecode redecode;
   mutable std::mutex slot_mutex;
   mutable std::size_t slot_group = SIZE_MAX;
@@ -407,10 +411,12 @@ struct ColumnChunks {
     return static_cast<std::size_t>(std::upper_bound(first_rows.begin(), first_rows.end(), row) -
                                     first_rows.begin() - 1);
   }
-  // Copies n rows of group g from its row `in_group` on.
-  void copy(std::size_t g, std::uint64_t in_group, std::uint64_t n, std::byte* to) const {
+  // Calls use(chunk) with group g's decoded values: the kept chunk, or the slot (under its lock,
+  // decoded again first when it holds another group).
+  template <typename Use>
+  void with_group(std::size_t g, Use&& use) const {
     if (resident[g]) {
-      std::memcpy(to, groups[g].values.get() + in_group * row_bytes, n * row_bytes);
+      use(groups[g]);
       return;
     }
     std::lock_guard lock(slot_mutex);
@@ -420,7 +426,13 @@ struct ColumnChunks {
       slot = redecode(g);
       slot_group = g;
     }
-    std::memcpy(to, slot.values.get() + in_group * row_bytes, n * row_bytes);
+    use(slot);
+  }
+  // Copies n rows of a tensor column's group g from its row `in_group` on.
+  void copy(std::size_t g, std::uint64_t in_group, std::uint64_t n, std::byte* to) const {
+    with_group(g, [&](const DecodedChunk& chunk) {
+      std::memcpy(to, chunk.values.get() + in_group * row_bytes, n * row_bytes);
+    });
   }
 };
 
@@ -464,43 +476,63 @@ void wire_tensor(InputColumn& column, std::shared_ptr<const ColumnChunks> chunks
   };
 }
 
-// Text and sequences: every row group's values joined, with rows + 1 offsets (in elements).
-struct Joined {
-  std::vector<std::byte> values;
-  std::vector<std::uint64_t> offsets{0};
-};
-
-std::shared_ptr<const Joined> join_text(std::vector<DecodedChunk>& groups) {
-  auto joined = std::make_shared<Joined>();
-  if (groups.size() == 1) {  // one row group: its bytes and offsets as they are
-    joined->values = std::move(groups[0].text);
-    joined->offsets = std::move(groups[0].text_offsets);
-    return joined;
-  }
-  for (auto& group : groups) {
-    const std::uint64_t base = joined->values.size();
-    joined->values.insert(joined->values.end(), group.text.begin(), group.text.end());
-    for (std::size_t r = 1; r < group.text_offsets.size(); ++r)
-      joined->offsets.push_back(base + group.text_offsets[r]);
-    group = {};
-  }
-  return joined;
+// Calls use(bytes) with a row of a text (or binary) column: its bytes where its row group's
+// chunk holds them (in a dropped row group, the slot, under its lock).
+template <typename Use>
+void with_string_row(const ColumnChunks& chunks, std::uint64_t row, Use&& use) {
+  const std::size_t g = chunks.group_of(row);
+  const std::uint64_t in_group = row - chunks.first_rows[g];
+  chunks.with_group(g, [&](const DecodedChunk& chunk) {
+    const std::uint64_t begin = chunk.text_offsets[in_group];
+    use(std::span(chunk.text).subspan(begin, chunk.text_offsets[in_group + 1] - begin));
+  });
 }
 
-std::shared_ptr<const Joined> join_sequences(std::vector<DecodedChunk>& groups,
-                                             const std::vector<char>& resident,
-                                             const Redecode& redecode, std::size_t size) {
-  auto joined = std::make_shared<Joined>();
-  for (std::size_t g = 0; g < groups.size(); ++g) {
-    if (!resident[g]) groups[g] = redecode(g);  // one at a time, freed once joined
-    auto& group = groups[g];
-    joined->values.insert(joined->values.end(), group.values.get(),
-                          group.values.get() + group.value_count * size);
-    for (std::uint64_t length : group.row_lengths)
-      joined->offsets.push_back(joined->offsets.back() + length);
-    group = {};
-  }
-  return joined;
+void wire_text(InputColumn& column, std::shared_ptr<const ColumnChunks> chunks) {
+  // The view outlives the lock: in a dropped row group it stays valid until this column reads
+  // a row of another dropped row group (InputColumn::text_row).
+  column.text_row = [chunks](std::uint64_t row) {
+    std::string_view text;
+    with_string_row(*chunks, row, [&](std::span<const std::byte> bytes) {
+      text = std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+    });
+    return text;
+  };
+}
+
+// Arrow's binary: each row its bytes, a u8 sequence.
+void wire_binary(InputColumn& column, std::shared_ptr<const ColumnChunks> chunks) {
+  column.row_length = [chunks](std::uint64_t row) {
+    std::uint64_t length = 0;
+    with_string_row(*chunks, row, [&](std::span<const std::byte> bytes) { length = bytes.size(); });
+    return length;
+  };
+  column.read_sequence = [chunks](std::uint64_t row, std::span<std::byte> out) {
+    if (out.empty()) return;  // an empty row: `out` may have no storage at all
+    with_string_row(*chunks, row, [&](std::span<const std::byte> bytes) {
+      std::memcpy(out.data(), bytes.data(), out.size());
+    });
+  };
+}
+
+// A list column whose lengths vary: each row's length from the starts kept for every row group,
+// its values from the chunk (decoded again when dropped).
+void wire_sequence(InputColumn& column, std::shared_ptr<const ColumnChunks> chunks,
+                   std::size_t size) {
+  column.row_length = [chunks](std::uint64_t row) -> std::uint64_t {
+    const std::size_t g = chunks->group_of(row);
+    const auto& starts = chunks->starts[g];
+    const std::uint64_t in_group = row - chunks->first_rows[g];
+    return starts[in_group + 1] - starts[in_group];
+  };
+  column.read_sequence = [chunks, size](std::uint64_t row, std::span<std::byte> out) {
+    if (out.empty()) return;  // an empty row: `out` may have no storage at all
+    const std::size_t g = chunks->group_of(row);
+    const std::uint64_t start = chunks->starts[g][row - chunks->first_rows[g]];
+    chunks->with_group(g, [&](const DecodedChunk& chunk) {
+      std::memcpy(out.data(), chunk.values.get() + start * size, out.size());
+    });
+  };
 }
 
 InputColumn make_column(const LeafColumn& leaf, std::vector<DecodedChunk> groups,
@@ -524,29 +556,24 @@ InputColumn make_column(const LeafColumn& leaf, std::vector<DecodedChunk> groups
     column.rows += group.rows;
   }
   const std::size_t size = dtype_size(leaf.dtype);
-  if (leaf.strings() && leaf.binary) {  // Arrow's binary: each row its bytes, a u8 sequence
-    column.kind = ColumnKind::sequence;
-    column.role = ColumnRole::sequence;
-    column.padded_dim = 0;
-    auto joined = join_text(groups);
-    column.row_length = [joined](std::uint64_t row) {
-      return joined->offsets[row + 1] - joined->offsets[row];
-    };
-    column.read_sequence = [joined](std::uint64_t row, std::span<std::byte> out) {
-      if (out.empty()) return;  // an empty row: `out` may have no storage at all
-      std::memcpy(out.data(), joined->values.data() + joined->offsets[row], out.size());
-    };
-    return column;
-  }
+  auto chunks = std::make_shared<ColumnChunks>();
+  chunks->first_rows.push_back(0);
+  for (const auto& group : groups)
+    chunks->first_rows.push_back(chunks->first_rows.back() + group.rows);
+  chunks->resident = std::move(resident);
   if (leaf.strings()) {
-    column.kind = ColumnKind::text;
-    column.role = ColumnRole::text;
-    auto joined = join_text(groups);
-    column.text_row = [joined](std::uint64_t row) {
-      const auto begin = joined->offsets[row];
-      return std::string_view(reinterpret_cast<const char*>(joined->values.data()) + begin,
-                              joined->offsets[row + 1] - begin);
-    };
+    chunks->groups = std::move(groups);
+    chunks->redecode = std::move(redecode);
+    if (leaf.binary) {  // Arrow's binary: each row its bytes, a u8 sequence
+      column.kind = ColumnKind::sequence;
+      column.role = ColumnRole::sequence;
+      column.padded_dim = 0;
+      wire_binary(column, std::move(chunks));
+    } else {
+      column.kind = ColumnKind::text;
+      column.role = ColumnRole::text;
+      wire_text(column, std::move(chunks));
+    }
     return column;
   }
   // Lists: a tensor when every list at every depth has one length, in every row group.
@@ -576,14 +603,16 @@ InputColumn make_column(const LeafColumn& leaf, std::vector<DecodedChunk> groups
     column.kind = ColumnKind::sequence;
     column.role = ColumnRole::sequence;
     column.padded_dim = 0;
-    auto joined = join_sequences(groups, resident, redecode, size);
-    column.row_length = [joined](std::uint64_t row) {
-      return joined->offsets[row + 1] - joined->offsets[row];
-    };
-    column.read_sequence = [joined, size](std::uint64_t row, std::span<std::byte> out) {
-      if (out.empty()) return;  // an empty row: `out` may have no storage at all
-      std::memcpy(out.data(), joined->values.data() + joined->offsets[row] * size, out.size());
-    };
+    for (auto& group : groups) {
+      std::vector<std::uint64_t> starts{0};
+      starts.reserve(group.row_lengths.size() + 1);
+      for (const std::uint64_t length : group.row_lengths) starts.push_back(starts.back() + length);
+      chunks->starts.push_back(std::move(starts));
+      free_vector(group.row_lengths);
+    }
+    chunks->groups = std::move(groups);
+    chunks->redecode = std::move(redecode);
+    wire_sequence(column, std::move(chunks), size);
     return column;
   }
   std::uint64_t elements = 1;
@@ -592,16 +621,10 @@ InputColumn make_column(const LeafColumn& leaf, std::vector<DecodedChunk> groups
     elements *= static_cast<std::uint64_t>(length);
   }
   column.padded_dim = column.row_shape.empty() ? 1 : column.row_shape.back();
-  auto chunks = std::make_shared<ColumnChunks>();
   chunks->row_bytes = elements * size;
-  chunks->first_rows.push_back(0);
-  chunks->resident = std::move(resident);
-  for (std::size_t g = 0; g < groups.size(); ++g) {
-    auto& group = groups[g];
-    if (chunks->resident[g]) spread_list_nulls(leaf, group, chunks->row_bytes);
-    chunks->first_rows.push_back(chunks->first_rows.back() + group.rows);
-    chunks->groups.push_back(std::move(group));
-  }
+  for (std::size_t g = 0; g < groups.size(); ++g)
+    if (chunks->resident[g]) spread_list_nulls(leaf, groups[g], chunks->row_bytes);
+  chunks->groups = std::move(groups);
   const std::uint64_t row_bytes = chunks->row_bytes;
   chunks->redecode = [redecode = std::move(redecode), leaf, row_bytes](std::size_t g) {
     DecodedChunk group = redecode(g);
@@ -647,26 +670,32 @@ InputColumn describe_column(const LeafColumn& leaf, std::uint64_t rows, const st
   return column;
 }
 
-// How many bytes of decoded fixed-width values a file keeps from its open on: at least 32 MiB,
-// and at least eight of its largest row groups (a file of few large row groups, as writers of
-// embeddings make, keeps them all and is read where its values lie). The rest is decoded again,
-// a row group at a time, when read.
-constexpr std::uint64_t kResidentFloor = std::uint64_t{32} << 20;
-constexpr std::uint64_t kResidentGroups = 8;
+// How many bytes of decoded values (fixed-width values, text bytes and offsets) a file keeps from
+// its open on: two of its largest row groups, and at least kResidentFloor, so that a small file
+// is kept whole and read where its values lie. The rest is decoded again, a row group at a time,
+// when read: pack reads rows in order, so that costs one decode per row group and pass (counted:
+// none twice in a pass, with 2 or 8 threads, so no floor is needed against thrash), and each
+// column holds one decoded row group (its slot) on top of the budget. Each row group kept costs
+// its size and saves its decode in each pass (FORMAT.md has the measurements).
+constexpr std::uint64_t kResidentFloor = std::uint64_t{8} << 20;
+constexpr std::uint64_t kResidentGroups = 2;
 std::uint64_t resident_budget(std::uint64_t largest_group) {
   const auto groups = checked_mul(largest_group, kResidentGroups);
   return std::max(kResidentFloor, groups.value_or(UINT64_MAX));
 }
 
-// Decodes a column's chunk of row group g again, from the file that stays mapped.
+// Decodes a column's chunk of row group g again, from the file that stays mapped; a text chunk
+// into a buffer of the size its strings took at the open (`text_sizes`).
 Redecode redecoder(std::shared_ptr<const detail::MappedFile> file,
                    std::shared_ptr<const FileMetadata> metadata, std::uint64_t data_end,
-                   const LeafColumn& column, const std::vector<std::uint64_t>& first_rows) {
-  return [file = std::move(file), metadata = std::move(metadata), data_end, column,
-          first_rows](std::size_t g) {
+                   const LeafColumn& column, const std::vector<std::uint64_t>& first_rows,
+                   std::vector<std::uint64_t> text_sizes) {
+  return [file = std::move(file), metadata = std::move(metadata), data_end, column, first_rows,
+          text_sizes = std::move(text_sizes)](std::size_t g) {
     const RowGroup& group = metadata->row_groups[g];
     return decode_chunk(file->bytes(), data_end, file->path(), column,
-                        group.columns[column.leaf_index], g, group.num_rows, first_rows[g]);
+                        group.columns[column.leaf_index], g, group.num_rows, first_rows[g],
+                        text_sizes.empty() ? 0 : text_sizes[g]);
   };
 }
 
@@ -758,24 +787,35 @@ InputData read_parquet(const std::string& path, const ReadOptions& options) {
 
   // Every (column, row group) chunk, decoded in parallel, row group by row group. A bad file
   // fails with the error of its first bad chunk in file order, whatever the threads: each task
-  // keeps its own. The fixed-width values of chunks decoded beyond the resident budget are
-  // dropped once decoded (their rows, nulls and list lengths kept) and decoded again when read
-  // (ColumnChunks), so that memory follows a few row groups, not the file.
+  // keeps its own. The values of chunks decoded beyond the resident budget (fixed-width values,
+  // and a text chunk's bytes and offsets) are dropped once decoded (their rows, nulls and list
+  // lengths kept) and decoded again when read (ColumnChunks), so that memory follows a few row
+  // groups, not the file.
   const std::size_t groups = metadata.row_groups.size();
+  // The largest row group's decoded size: its fixed-width values as the footer counts them, and
+  // its text as decoded (the footer does not tell how far a dictionary of strings expands), which
+  // raises it as the chunks come; so the budget can only be under what the whole file would
+  // give, never over it.
+  std::vector<std::uint64_t> group_bytes(groups, 0);  // per group; text added once decoded
   std::uint64_t largest_group = 0;
-  for (const RowGroup& group : metadata.row_groups) {
-    std::uint64_t bytes = 0;
-    for (const auto& column : columns)
-      if (!column.strings())
-        bytes += static_cast<std::uint64_t>(std::max<std::int64_t>(
-                     0, group.columns[column.leaf_index].metadata->num_values)) *
-                 dtype_size(column.dtype);
-    largest_group = std::max(largest_group, bytes);
+  for (std::size_t g = 0; g < groups; ++g) {
+    for (const auto& column : columns) {
+      if (column.strings()) continue;
+      const auto values = static_cast<std::uint64_t>(std::max<std::int64_t>(
+          0, metadata.row_groups[g].columns[column.leaf_index].metadata->num_values));
+      const auto bytes = detail::checked_mul(values, dtype_size(column.dtype));
+      group_bytes[g] =
+          detail::checked_add(group_bytes[g], bytes.value_or(UINT64_MAX)).value_or(UINT64_MAX);
+    }
+    largest_group = std::max(largest_group, group_bytes[g]);
   }
-  const std::uint64_t budget = resident_budget(largest_group);
   std::mutex budget_mutex;
   std::uint64_t resident_bytes = 0;
   std::vector<std::vector<char>> resident(columns.size(), std::vector<char>(groups, 1));
+  // Per text column and row group, the bytes its strings decoded to (for decoding it again).
+  std::vector<std::vector<std::uint64_t>> text_sizes(columns.size());
+  for (std::size_t c = 0; c < columns.size(); ++c)
+    if (columns[c].strings()) text_sizes[c].assign(groups, 0);
   std::vector<std::uint64_t> first_rows(groups, 0);
   for (std::size_t g = 1; g < groups; ++g)
     first_rows[g] =
@@ -796,13 +836,30 @@ InputData read_parquet(const std::string& path, const ReadOptions& options) {
       DecodedChunk& chunk = decoded[c][g];
       chunk = decode_chunk(file->bytes(), data_end, path, columns[c],
                            group.columns[columns[c].leaf_index], g, group.num_rows, first_rows[g]);
-      if (columns[c].strings() || !chunk.left_out.empty()) return;
-      const std::uint64_t bytes = chunk.value_count * dtype_size(columns[c].dtype);
-      std::lock_guard lock(budget_mutex);
-      if (resident_bytes + bytes <= budget) {
-        resident_bytes += bytes;
+      if (!chunk.left_out.empty()) return;
+      // What the chunk holds: its values, or a text chunk's strings and offsets (a kept one's
+      // vectors are cut to their size below, for they grew by doubling).
+      const std::uint64_t bytes = columns[c].strings()
+                                      ? chunk.text.size() + chunk.text_offsets.size() * 8
+                                      : chunk.value_count * dtype_size(columns[c].dtype);
+      if (columns[c].strings()) text_sizes[c][g] = chunk.text.size();
+      bool keep = false;
+      {
+        std::lock_guard lock(budget_mutex);
+        if (columns[c].strings()) {
+          group_bytes[g] = detail::checked_add(group_bytes[g], bytes).value_or(UINT64_MAX);
+          largest_group = std::max(largest_group, group_bytes[g]);
+        }
+        keep = resident_bytes + bytes <= resident_budget(largest_group);
+        if (keep) resident_bytes += bytes;
+      }
+      if (keep) {
+        chunk.text.shrink_to_fit();
+        chunk.text_offsets.shrink_to_fit();
       } else {
         chunk.values = {};
+        free_vector(chunk.text);
+        free_vector(chunk.text_offsets);
         resident[c][g] = 0;
       }
     } catch (...) {
@@ -816,11 +873,11 @@ InputData read_parquet(const std::string& path, const ReadOptions& options) {
   for (std::size_t c = 0; c < columns.size(); ++c) {
     std::string refusal;
     InputColumn column =
-        described(c)
-            ? describe_column(columns[c], static_cast<std::uint64_t>(total_rows), path)
-            : make_column(columns[c], std::move(decoded[c]), std::move(resident[c]),
-                          redecoder(file, metadata_shared, data_end, columns[c], first_rows), path,
-                          refusal);
+        described(c) ? describe_column(columns[c], static_cast<std::uint64_t>(total_rows), path)
+                     : make_column(columns[c], std::move(decoded[c]), std::move(resident[c]),
+                                   redecoder(file, metadata_shared, data_end, columns[c],
+                                             first_rows, std::move(text_sizes[c])),
+                                   path, refusal);
     if (!refusal.empty())
       left_out.push_back({columns[c].name, refusal});
     else

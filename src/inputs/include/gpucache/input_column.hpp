@@ -48,7 +48,10 @@ struct InputColumn : Column {
   int device_ordinal = -1;
   // Tensor columns, optional: lets the rows' input pages leave the resident set once read.
   std::function<void(std::uint64_t first, std::uint64_t count)> release_rows;
-  // Text columns: the UTF-8 text of one row, valid while the column lives.
+  // Text columns: the UTF-8 text of one row, valid while the column lives; except that a reader
+  // that decodes part of its input again when read (Parquet, beyond its resident budget) keeps
+  // only the last such part, so its text stays valid until the column reads a row of another
+  // part. Use a row before reading the next one (pack does), or copy it.
   std::function<std::string_view(std::uint64_t row)> text_row;
   // Sequence columns: how many values row `row` holds, and its values (little-endian dtype) copied
   // into out (row_length(row) × dtype size bytes).
