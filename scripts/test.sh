@@ -33,8 +33,20 @@ ctest --test-dir "$build_dir" --output-on-failure --parallel "$(nproc)"
 "$venv/bin/python" -c "import safetensors" 2>/dev/null || "${pip[@]}" install "safetensors>=0.4"
 # pyarrow (one 42 MB wheel, no required dependencies) for the Arrow and Parquet inputs
 # (src/python/tests/inputs/test_arrow.py). Below 20 while Debian's numpy is 1.24: later releases need
-# NumPy 2. Hugging Face `datasets` is not installed; its test runs where it is importable.
+# NumPy 2.
 "$venv/bin/python" -c "import pyarrow" 2>/dev/null || "${pip[@]}" install "pyarrow>=14,<20"
+# pandas and Hugging Face `datasets`, the data-frame and dataset inputs of the round-trip suite
+# (src/python/tests/inputs/: test_round_trip.py, test_arrow.py, test_ingest.py,
+# test_time_columns.py). About 24 MB of wheels (pandas 12 MB; datasets with aiohttp, hf-xet and
+# huggingface_hub the rest), 140 MB installed, under a minute. numpy is pinned to the version the
+# venv already sees (Debian's 1.24, which Debian's torch is built against) and pyarrow stays below
+# 20: unpinned, pip would pull numpy 2, pandas 3 and pyarrow 26 into the venv over them.
+"$venv/bin/python" -c "import pandas, datasets" 2>/dev/null || {
+  numpy_pin=()
+  numpy_version=$("$venv/bin/python" -c "import numpy; print(numpy.__version__)" 2>/dev/null) &&
+    numpy_pin=("numpy==$numpy_version")
+  "${pip[@]}" install "pandas>=2,<3" "datasets>=2.14" "pyarrow>=14,<20" "${numpy_pin[@]}"
+}
 # psycopg with its binary libpq (about 5 MB of wheels) reads the PostgreSQL server that
 # src/python/tests/inputs/test_postgres.py starts; the test skips without it.
 "$venv/bin/python" -c "import psycopg" 2>/dev/null || "${pip[@]}" install "psycopg[binary]>=3.1,<4"

@@ -59,14 +59,17 @@ DType output_dtype(const InputColumn& column, const std::string& input,
 }  // namespace
 
 std::vector<Column> output_columns(const Source& source, const PackOptions& options) {
-  for (const auto& [name, dtype] : options.column_dtypes)
+  // The lambda reads named_dtype.first: clang before 16 cannot capture a structured binding.
+  for (const auto& named_dtype : options.column_dtypes) {
+    const auto& [name, dtype] = named_dtype;
     if (std::none_of(source.columns.begin(), source.columns.end(),
-                     [&](const InputColumn& column) { return column.name == name; })) {
+                     [&](const InputColumn& column) { return column.name == named_dtype.first; })) {
       std::string names;
       for (const auto& column : source.columns) names += (names.empty() ? "" : ", ") + column.name;
       throw UsageError("--dtype " + name + "=" + std::string(dtype_name(dtype)) +
                        " names no column of " + source.path + " (its columns: " + names + ")");
     }
+  }
   std::vector<Column> specs;
   for (const auto& column : source.columns) {
     Column spec;

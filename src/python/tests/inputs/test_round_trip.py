@@ -2,9 +2,9 @@
 int64 label, an f32 score, an f64 weight, an f32 vector per row, a text) given as each input kind
 gpucache takes, packed, then read back with load and export: every field comes back equal to the
 input (values, dtype, name) or is listed in the result's left_out with a reason, and nothing else
-appears. Kinds whose writer is not importable (pandas, Hugging Face datasets) skip; .pt files
-written by torch 2.x come from ../shared/data/torch2 and examples/data/unified (their writers are
-not in CI)."""
+appears. Kinds whose writer is not importable (pandas, Hugging Face datasets) skip; scripts/test.sh
+installs both, so CI runs them. .pt files written by torch 2.x come from ../shared/data/torch2 and
+examples/data/unified (their writers are not in CI)."""
 import json
 import pathlib
 
