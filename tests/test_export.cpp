@@ -391,12 +391,23 @@ TEST_CASE("the dataset is checked against its manifest before anything is writte
     CHECK(contains(error_of(scratch / "a", options_for(ExportFormat::npy, scratch / "out")),
                    "manifest_hash: does not match"));
   }
-  // A shard swapped for the same shard of another dataset (same rows, same dataset id).
+  // A shard swapped for the same shard of another dataset (same rows, same dataset id). This one
+  // is compressed, so the opener's size check (strict mode) finds it before any header is read.
   ds::write(scratch / "c", 23, 10);
   fs::copy_file(scratch / "b/shard-00002.gcs", scratch / "c/shard-00002.gcs",
                 fs::copy_options::overwrite_existing);
   CHECK(contains(error_of(scratch / "c", options_for(ExportFormat::npy, scratch / "out")),
-                 "shard-00002.gcs: header: header hash"));
+                 "shard-00002.gcs: is "));
+  CHECK(contains(error_of(scratch / "c", options_for(ExportFormat::npy, scratch / "out")),
+                 "bytes but the manifest says"));
+  // One of the same size (shard 0 over shard 1): its header hash differs from the recorded one.
+  ds::write(scratch / "d", 23, 10);
+  REQUIRE(fs::file_size(scratch / "d/shard-00000.gcs") ==
+          fs::file_size(scratch / "d/shard-00001.gcs"));
+  fs::copy_file(scratch / "d/shard-00000.gcs", scratch / "d/shard-00001.gcs",
+                fs::copy_options::overwrite_existing);
+  CHECK(contains(error_of(scratch / "d", options_for(ExportFormat::npy, scratch / "out")),
+                 "shard-00001.gcs: header: header hash"));
   // A shard missing.
   fs::remove(scratch / "b/shard-00001.gcs");
   CHECK(contains(error_of(scratch / "b", options_for(ExportFormat::npy, scratch / "out")),

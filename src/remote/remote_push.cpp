@@ -6,7 +6,7 @@
 
 #include "gpucache/error.hpp"
 #include "gpucache/remote/remote.hpp"
-#include "gpucache/shard/manifest.hpp"
+#include "gpucache/shard/dataset_open.hpp"
 #include "http_session.hpp"
 #include "object_store.hpp"
 
@@ -22,32 +22,19 @@ constexpr std::uint64_t kMaxSinglePut = 5ull << 30;
 }  // namespace
 
 PushResult push(const std::string& dataset, const std::string& url) {
-  const std::string manifest_path = (fs::path(dataset) / shard::kManifestName).string();
   std::error_code error;
   if (!fs::is_directory(dataset, error))
     throw Error(dataset, "", "not a dataset folder (push takes the folder gpucache pack wrote)");
-  if (!fs::exists(manifest_path, error))
-    throw Error(dataset, shard::kManifestName, "missing: the dataset is unfinished");
-  bool hash_ok = false;
-  const shard::Manifest manifest = shard::read_manifest(manifest_path, hash_ok);
-  if (!hash_ok)
-    throw Error(manifest_path, "manifest_hash",
-                "does not match the manifest's content: manifest.json was edited or corrupted; "
-                "run gpucache verify");
-  // Every listed shard must be there with the size the manifest records before anything is sent.
-  for (const auto& entry : manifest.shards) {
-    const fs::path path = fs::path(dataset) / entry.file;
-    const auto size = fs::file_size(path, error);
-    if (error) throw Error(path.string(), "", "missing: listed in manifest.json but not on disk");
-    if (size != entry.bytes)
-      throw Error(path.string(), "",
-                  std::to_string(size) + " bytes, manifest.json lists " +
-                      std::to_string(entry.bytes) + ": run gpucache verify");
-    if (size > kMaxSinglePut)
-      throw Error(path.string(), "",
+  // Listed: every listed shard there with the size the manifest records before anything is sent;
+  // an unlisted file is not sent, as no reader would look at it.
+  const auto opened = shard::open_dataset(dataset, shard::OpenMode::listed);
+  const shard::Manifest& manifest = *opened.manifest;
+  const std::string& manifest_path = opened.manifest_path;
+  for (const auto& entry : manifest.shards)
+    if (entry.bytes > kMaxSinglePut)
+      throw Error((fs::path(dataset) / entry.file).string(), "",
                   "larger than 5 GiB, the most one PUT may carry (push does not do multipart "
                   "uploads): pack with a smaller --shard-size");
-  }
   const EnvLookup env = process_environment();
   RemoteLocation location = parse_location(url);
   const AwsConfig aws =

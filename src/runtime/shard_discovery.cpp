@@ -10,7 +10,7 @@
 #include "dataset_state.hpp"
 #include "gpucache/remote/remote.hpp"
 #include "gpucache/shard/dataset_check.hpp"
-#include "gpucache/shard/dataset_files.hpp"
+#include "gpucache/shard/dataset_open.hpp"
 
 namespace gpucache::runtime::detail {
 namespace {
@@ -46,17 +46,6 @@ std::shared_ptr<ShardTable> open_single_shard(const std::string& path) {
   return table;
 }
 
-// Why a directory without manifest.json cannot be opened.
-Error no_manifest(const std::string& path) {
-  std::error_code error;
-  for (fs::directory_iterator it(path, error), end; !error && it != end; it.increment(error))
-    if (shard::shard_file_index(it->path().filename().string()))
-      return Error(path, shard::kManifestName,
-                   "missing: the dataset is unfinished (gpucache pack writes the manifest last)");
-  if (error) return Error(path, "", "cannot list the directory: " + error.message());
-  return Error(path, "", "no shard-*.gcs files: not a gpucache dataset");
-}
-
 }  // namespace
 
 std::shared_ptr<const ShardTable> open_shard_table(const std::string& path,
@@ -76,12 +65,10 @@ std::shared_ptr<const ShardTable> open_shard_table(const std::string& path,
   if (error || !fs::exists(status))
     throw Error(path, "", "no such dataset directory or shard file");
   if (!fs::is_directory(status)) return open_single_shard(path);
-  const std::string manifest_path = (fs::path(path) / shard::kManifestName).string();
-  if (!fs::exists(manifest_path, error)) throw no_manifest(path);
-  const shard::Manifest manifest = shard::open_manifest(path, shard::ManifestHashCheck::required,
-                                                        "manifest.json was edited or corrupted")
-                                       .manifest;
-  if (manifest.shards.empty()) throw Error(manifest_path, "shards", "the dataset has no shards");
+  // The manifest alone (its hash, its rows adding up, at least one shard): each shard is checked
+  // against it when a load maps it (map_shard), or fetches it (a remote dataset).
+  const shard::Manifest manifest =
+      *shard::open_dataset(path, shard::OpenMode::manifest_only).manifest;
 
   auto table = std::make_shared<ShardTable>();
   table->path = path;
@@ -93,9 +80,6 @@ std::shared_ptr<const ShardTable> open_shard_table(const std::string& path,
   std::uint32_t segment = 0;
   for (std::size_t k = 0; k < manifest.shards.size(); ++k) {
     const auto& entry = manifest.shards[k];
-    if (entry.first_row != next_row)
-      throw Error(manifest_path, "shards[" + std::to_string(k) + "]",
-                  "first_row does not follow the previous shard");
     table->shards.push_back({(fs::path(path) / entry.file).string(), static_cast<std::uint32_t>(k),
                              entry.first_row, entry.rows, entry.bytes, entry.header_hash});
     table->places.push_back(shard::manifest_place(manifest, k));
@@ -106,8 +90,6 @@ std::shared_ptr<const ShardTable> open_shard_table(const std::string& path,
     table->starts.push_back(next_row);
     next_row += entry.rows;
   }
-  if (next_row != manifest.rows)
-    throw Error(manifest_path, "rows", "total rows do not match the shards listed");
   table->total_rows = next_row;
   return table;
 }

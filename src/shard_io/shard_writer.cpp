@@ -84,13 +84,19 @@ std::uint64_t file_size_for(std::uint64_t stored_end, std::uint64_t chunk_count)
 
 }  // namespace
 
+ShardSizeModel::ShardSizeModel(const std::vector<Column>& columns)
+    : columns_(entries_for(columns)), data_offset_(data_offset_for(columns_)) {}
+
+std::uint64_t ShardSizeModel::bytes(std::uint64_t rows,
+                                    const std::vector<std::uint64_t>& value_bytes) {
+  const std::uint64_t data_size = place_columns(columns_, rows, data_offset_, value_bytes);
+  const std::uint64_t chunks = (data_size + kDefaultChunkSize - 1) / kDefaultChunkSize;
+  return file_size_for(data_offset_ + data_size, chunks);
+}
+
 std::uint64_t estimate_shard_bytes(const std::vector<Column>& specs, std::uint64_t rows,
                                    const std::vector<std::uint64_t>& value_bytes) {
-  auto columns = entries_for(specs);
-  const std::uint64_t data_offset = data_offset_for(columns);
-  const std::uint64_t data_size = place_columns(columns, rows, data_offset, value_bytes);
-  const std::uint64_t chunks = (data_size + kDefaultChunkSize - 1) / kDefaultChunkSize;
-  return file_size_for(data_offset + data_size, chunks);
+  return ShardSizeModel(specs).bytes(rows, value_bytes);
 }
 
 ShardBuilder::ShardBuilder(const std::vector<Column>& specs, std::uint64_t rows,

@@ -13,7 +13,7 @@
 #include "gpucache/error.hpp"
 #include "gpucache/shard/chunks.hpp"
 #include "gpucache/shard/dataset_check.hpp"
-#include "gpucache/shard/manifest.hpp"
+#include "gpucache/shard/dataset_open.hpp"
 
 namespace gpucache::detail {
 namespace {
@@ -43,24 +43,14 @@ ExportSource::ExportSource(std::string dataset, const std::vector<std::string>& 
     : path_(std::move(dataset)), threads_(threads) {
   std::error_code error;
   if (fs::is_directory(path_, error)) {
-    const std::string manifest_path = (fs::path(path_) / shard::kManifestName).string();
-    if (!fs::exists(manifest_path, error))
-      throw Error(manifest_path, "", "cannot open: not a finished dataset (no manifest)");
-    auto opened =
-        shard::open_manifest(path_, shard::ManifestHashCheck::required, "run gpucache verify");
-    const auto& manifest = opened.manifest;
+    // Strict: every listed shard at its size, no unlisted shard file, no leftover temporary.
+    auto opened = shard::open_dataset(path_, shard::OpenMode::strict);
+    const auto& manifest = *opened.manifest;
     manifest_hash_ = std::move(opened.recorded_hash);
     tool_version_ = manifest.tool_version;
     times_ = manifest.times;
 
     std::vector<shard::DatasetProblem> problems;
-    std::vector<std::string> present;
-    for (const auto& entry : fs::directory_iterator(path_, error))
-      if (shard::shard_file_index(entry.path().filename().string()))
-        present.push_back(entry.path().filename().string());
-    if (error) throw Error(path_, "", "cannot list: " + error.message());
-    shard::check_manifest_listing(manifest, present, problems);
-    shard::throw_first(problems, path_);
     for (const auto& listed : manifest.shards) {
       shard_paths_.push_back((fs::path(path_) / listed.file).string());
       layouts_.push_back(read_layout(shard_paths_.back()));
@@ -73,7 +63,6 @@ ExportSource::ExportSource(std::string dataset, const std::vector<std::string>& 
     // Segments (merged or appended datasets) are placed by the manifest alone (SPEC.md).
     if (manifest.segments.empty()) shard::check_shard_set(found, path_, problems);
     shard::throw_first(problems, path_);
-    if (layouts_.empty()) throw Error(manifest_path, "shards", "the dataset has no shards");
   } else {
     shard_paths_.push_back(path_);
     layouts_.push_back(read_layout(path_));

@@ -12,7 +12,7 @@
 #include "gpucache/error.hpp"
 #include "gpucache/progress.hpp"
 #include "gpucache/remote/remote.hpp"
-#include "gpucache/shard/manifest.hpp"
+#include "gpucache/shard/dataset_open.hpp"
 #include "gpucache/validation_json.hpp"
 
 namespace gpucache {
@@ -142,7 +142,9 @@ std::string render_text(const Json& json) {
   std::string text = json.value("path", "") + ": " +
                      std::to_string(json["rows"].get<std::uint64_t>()) + " rows in " +
                      std::to_string(json["shards"].size()) + " shard" +
-                     (json["shards"].size() == 1 ? "" : "s") + "\n\ncolumns:\n";
+                     (json["shards"].size() == 1 ? "" : "s") + "\n";
+  if (json.contains("warning")) text += "warning: " + json["warning"].get<std::string>() + "\n";
+  text += "\ncolumns:\n";
   for (const auto& column : json["columns"]) {
     std::string shape;
     for (const auto& extent : column["shape"])
@@ -273,21 +275,21 @@ InspectReport inspect_local(const std::string& path, const std::string& shown) {
   json["path"] = shown;
   std::uint64_t logical = 0, padded = 0, on_disk = 0;
   if (fs::is_directory(path, error)) {
-    // Lenient: a manifest whose hash does not match is shown, with a warning.
-    const auto opened =
-        shard::open_manifest(path, shard::ManifestHashCheck::reported, "run gpucache verify");
-    const auto& manifest = opened.manifest;
-    const bool hash_ok = opened.hash_ok;
+    // Lenient: what verify would call corrupt (a manifest whose hash does not match, a listed
+    // shard missing or of another size, an unlisted shard file) is shown, with a warning.
+    const auto opened = shard::open_dataset(path, shard::OpenMode::lenient);
+    const auto& manifest = *opened.manifest;
     json["rows"] = manifest.rows;
     json["shards"] = Json::array();
     std::vector<std::uint64_t> text_bytes(manifest.columns.size(), 0);
-    for (const auto& listed : manifest.shards) {
+    for (std::size_t s = 0; s < manifest.shards.size(); ++s) {
+      const auto& listed = manifest.shards[s];
       json["shards"].push_back(
           {{"file", listed.file}, {"rows", listed.rows}, {"bytes", listed.bytes}});
       on_disk += listed.bytes;
       bool has_text = false;
       for (const auto& column : manifest.columns) has_text |= column.variable_length();
-      if (!has_text) continue;
+      if (!has_text || !opened.listed_intact[s]) continue;  // a damaged one is in the warning
       const auto layout = read_tables((fs::path(path) / listed.file).string());
       for (std::size_t c = 0; c < layout.columns.size() && c < text_bytes.size(); ++c)
         text_bytes[c] += layout.columns[c].aux_size;
@@ -322,7 +324,14 @@ InspectReport inspect_local(const std::string& path, const std::string& shown) {
         {"tool_version", manifest.tool_version}, {"inputs", inputs}, {"options", manifest.options}};
     json["cpu_zero_copy"] = shards_join_on_pages(manifest);
     for (const auto& [key, value] : manifest.sections.items()) json[key] = value;
-    if (!hash_ok) json["warning"] = "manifest_hash does not match: run gpucache verify";
+    if (!opened.problems.empty()) {
+      std::string warning;
+      for (const auto& problem : opened.problems)
+        warning += (warning.empty() ? "" : "; ") + problem.file +
+                   (problem.location.empty() ? "" : " (" + problem.location + ")") + ": " +
+                   problem.cause;
+      json["warning"] = warning + " (gpucache verify checks every byte)";
+    }
   } else {
     const auto layout = read_tables(path);
     const auto rows = layout.header.row_count;

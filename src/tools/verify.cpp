@@ -12,7 +12,7 @@
 #include "gpucache/remote/remote.hpp"
 #include "gpucache/shard/chunks.hpp"
 #include "gpucache/shard/dataset_check.hpp"
-#include "gpucache/shard/manifest.hpp"
+#include "gpucache/shard/dataset_open.hpp"
 #include "gpucache/shard_io/shard_reader.hpp"
 #include "verify_deep.hpp"
 
@@ -160,63 +160,29 @@ VerifyReport verify(const std::string& path, const VerifyOptions& options) {
     if (auto shard = open_shard(path, fs::path(path).filename().string(), problems))
       shards.push_back(std::move(*shard));
   } else {
+    // Audit: the strict checks of the manifest and the shard set, every problem listed.
     const fs::path dir(path);
-    std::optional<shard::Manifest> manifest;
-    const fs::path manifest_path = dir / shard::kManifestName;
-    if (!fs::exists(manifest_path, error)) {
-      problems.push_back(problem(
-          shard::kManifestName, "",
-          "missing: the dataset is incomplete (interrupted pack?) or not a gpucache dataset"));
-    } else {
-      try {
-        const auto opened = shard::open_manifest(path, shard::ManifestHashCheck::reported,
-                                                 "manifest.json was edited or corrupted");
-        manifest = opened.manifest;
-        if (!opened.hash_ok)
-          problems.push_back(problem(
-              shard::kManifestName, "manifest_hash",
-              "does not match the manifest's content: manifest.json was edited or corrupted"));
-      } catch (const Error& failure) {
-        problems.push_back(problem(shard::kManifestName, failure.location(), failure.cause()));
-      } catch (const std::exception& failure) {
-        problems.push_back(
-            problem(shard::kManifestName, "", std::string("malformed: ") + failure.what()));
-      }
-    }
-    std::vector<std::string> on_disk;
-    for (const auto& entry : fs::directory_iterator(dir, error)) {
-      const std::string name = entry.path().filename().string();
-      if (shard::is_temporary_name(name) && shard::is_dataset_file(name))
-        problems.push_back(problem(name, "", "leftover temporary file from an interrupted pack"));
-      else if (shard::shard_file_index(name))
-        on_disk.push_back(name);
-    }
-    std::sort(on_disk.begin(), on_disk.end());
-    if (manifest) {
-      deep_manifest = manifest;
+    auto opened = shard::open_dataset(path, shard::OpenMode::audit);
+    add_problems(opened.problems, problems);
+    if (opened.manifest) {
+      deep_manifest = opened.manifest;
+      const shard::Manifest& manifest = *opened.manifest;
       std::vector<shard::DatasetProblem> found;
-      shard::check_manifest_listing(*manifest, on_disk, found);
-      add_problems(found, problems);
-      for (std::size_t i = 0; i < manifest->shards.size(); ++i) {
-        const auto& listed = manifest->shards[i];
-        const fs::path shard_path = dir / listed.file;
-        if (!fs::exists(shard_path, error)) continue;  // reported by the listing check
-        const auto size = fs::file_size(shard_path, error);
-        if (size != listed.bytes)
-          problems.push_back(problem(listed.file, "",
-                                     "is " + std::to_string(size) +
-                                         " bytes but the manifest says " +
-                                         std::to_string(listed.bytes) +
-                                         (size < listed.bytes ? " (truncated)" : " (extended)")));
-        if (auto shard = open_shard(shard_path, listed.file, problems)) {
+      for (std::size_t i = 0; i < manifest.shards.size(); ++i) {
+        const auto& listed = manifest.shards[i];
+        // A missing one is reported by the opener; one of another size is opened all the same,
+        // so that its header and chunks say what happened to it.
+        if (!std::binary_search(opened.shard_files.begin(), opened.shard_files.end(), listed.file))
+          continue;
+        if (auto shard = open_shard(dir / listed.file, listed.file, problems)) {
           found.clear();
-          shard::check_shard_against_manifest({shard->name, &shard->layout}, *manifest, i, found);
+          shard::check_shard_against_manifest({shard->name, &shard->layout}, manifest, i, found);
           add_problems(found, problems);
           shards.push_back(std::move(*shard));
         }
       }
     } else {
-      for (const auto& name : on_disk)
+      for (const auto& name : opened.shard_files)
         if (auto shard = open_shard(dir / name, name, problems))
           shards.push_back(std::move(*shard));
     }

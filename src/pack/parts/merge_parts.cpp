@@ -9,6 +9,7 @@
 #include "gpucache/common/mapped_file.hpp"
 #include "gpucache/error.hpp"
 #include "gpucache/shard/dataset_check.hpp"
+#include "gpucache/shard/dataset_open.hpp"
 
 namespace gpucache::detail {
 namespace {
@@ -82,18 +83,12 @@ std::uint64_t first_input(const DatasetPart& part, std::uint64_t merged_inputs) 
 DatasetPart read_part(const std::string& dir) {
   DatasetPart part;
   part.dir = dir;
-  const std::string manifest_path = (fs::path(dir) / shard::kManifestName).string();
-  std::error_code error;
-  if (!fs::is_directory(dir, error)) throw Error(dir, "", "is not a dataset directory");
-  if (!fs::exists(manifest_path, error))
-    throw Error(dir, shard::kManifestName,
-                "missing: the part is unfinished (pack --resume finishes it)");
-  auto opened = shard::open_manifest(dir, shard::ManifestHashCheck::required,
-                                     "run gpucache verify on the part");
-  part.manifest = std::move(opened.manifest);
+  // Listed: the shards the manifest lists, each at its size; unlisted shard files (a killed
+  // append's) are no part of the dataset and are left alone.
+  auto opened = shard::open_dataset(dir, shard::OpenMode::listed);
+  part.manifest = std::move(*opened.manifest);
   part.manifest_hash = std::move(opened.recorded_hash);
-  if (part.manifest.shards.empty())
-    throw Error(manifest_path, "shards", "the dataset has no shards");
+  part.unlisted = std::move(opened.unlisted);
   // Every shard's header (the hash of which covers its tables and data) must be the one the
   // manifest records, at its place: merge then vouches for the parts as their manifests did.
   std::vector<shard::DatasetProblem> problems;

@@ -17,10 +17,13 @@ struct DatasetPart {
   shard::Manifest manifest;
   std::string manifest_hash;                     // as recorded, for provenance
   std::vector<shard::ManifestSegment> segments;  // the manifest's, or the one implied
+  std::vector<std::string> unlisted;             // shard files in `dir` the manifest does not list
 };
 
-// Reads a finished dataset. Throws gpucache::Error naming the part for a missing or edited
-// manifest, a shard whose header disagrees with it, or shards without dataset fields (1.0).
+// Reads a finished dataset, opened in the listed mode (gpucache/shard/dataset_open.hpp). Throws
+// gpucache::Error naming the part for what that mode refuses (a missing or edited manifest, a
+// listed shard missing or of another size), a shard whose header disagrees with the manifest, or
+// shards without dataset fields (1.0).
 DatasetPart read_part(const std::string& dir);
 
 // The options that must agree between parts: the recorded ones without "part".

@@ -29,14 +29,14 @@ nlohmann::json without_column_checks(nlohmann::json options) {
 constexpr const char* kStagingName = ".append";
 
 // Shard files a killed append linked in before it could replace the manifest: not listed, so no
-// reader uses them; removed before the next append places its own.
-void remove_unlisted_shards(const std::string& dir, const shard::Manifest& manifest) {
+// reader uses them (the opener's listed mode names them); removed before the next append places
+// its own.
+// Only those numbered after the listed ones: another unlisted name is no append's, and is kept.
+void remove_unlisted_shards(const DatasetPart& part) {
   std::error_code error;
-  for (const auto& entry : fs::directory_iterator(dir, error)) {
-    const std::string name = entry.path().filename().string();
-    const auto index = shard::shard_file_index(name);
-    if (index && *index >= manifest.shards.size()) fs::remove(entry.path(), error);
-  }
+  for (const auto& name : part.unlisted)
+    if (*shard::shard_file_index(name) >= part.manifest.shards.size())
+      fs::remove(fs::path(part.dir) / name, error);
 }
 
 }  // namespace
@@ -76,7 +76,7 @@ PackResult pack_append(const PackOptions& options) {
   check_same_options(without_column_checks(existing.manifest.options), pack_options_json(options),
                      dir, "the dataset",
                      "this run (pass the options the dataset was packed with; inspect shows them)");
-  remove_unlisted_shards(dir, existing.manifest);
+  remove_unlisted_shards(existing);
 
   const std::string staging = (fs::path(dir) / kStagingName).string();
   PackOptions staged_options = options;

@@ -7,6 +7,7 @@
 #include "gpucache/common/dtype_formats.hpp"
 #include "gpucache/common/hash.hpp"
 #include "gpucache/error.hpp"
+#include "gpucache/shard_io/shard_writer.hpp"
 
 namespace gpucache::detail {
 
@@ -114,19 +115,12 @@ std::vector<ShardPlan> plan_shards(
     const std::vector<Column>& specs, const PackInputs& inputs, std::span<const std::uint64_t> rows,
     const PackOptions& options,
     const std::function<void(std::uint64_t first, std::uint64_t count)>& done_with) {
-  std::uint64_t fixed_row_bytes = 0;
   std::vector<std::size_t> variable_columns;  // text and sequences: offsets, then values
-  for (std::size_t i = 0; i < specs.size(); ++i) {
-    if (specs[i].variable_length()) {
-      fixed_row_bytes += 8;
-      variable_columns.push_back(i);
-    } else {
-      fixed_row_bytes += specs[i].row_pitch_bytes();
-    }
-  }
-  // Alignment padding per column region and the tables cost a few pages per shard.
-  const std::uint64_t overhead = (specs.size() * 2 + 2) * shard::kAlignment;
-  const std::uint64_t budget = options.shard_size > overhead ? options.shard_size - overhead : 0;
+  for (std::size_t i = 0; i < specs.size(); ++i)
+    if (specs[i].variable_length()) variable_columns.push_back(i);
+  // A shard holds as many rows as fit in --shard-size by the shard writer's own size model (the
+  // bytes write() gives the file: tables, aligned column regions, chunk table, footer).
+  shard::ShardSizeModel size_of(specs);
   const std::uint64_t max_rows = options.shard_rows.value_or(UINT64_MAX);
   // Unless --shard-rows fixes the count, shards are cut at multiples of the aligned-rows quantum
   // when the size budget allows one, so that every tensor column's region in a full shard is a
@@ -135,40 +129,50 @@ std::vector<ShardPlan> plan_shards(
   auto round_to_quantum = [quantum](std::uint64_t rows) {
     return rows >= quantum ? rows / quantum * quantum : rows;
   };
+  const std::vector<std::uint64_t> none(specs.size(), 0);
   std::vector<ShardPlan> plans;
   if (variable_columns.empty()) {
-    // Fixed-size rows: every shard but the last holds the same number of rows.
-    const std::uint64_t per_shard = round_to_quantum(std::clamp<std::uint64_t>(
-        budget / std::max<std::uint64_t>(fixed_row_bytes, 1), 1, max_rows));
+    // Fixed-size rows: every shard but the last holds the same number of rows, the most that fit
+    // (the size grows with the rows, so a binary search finds it), at least one.
+    // A shard of more than shard_size / row bytes rows is larger than shard_size.
+    std::uint64_t row_bytes = 0;
+    for (const auto& spec : specs) row_bytes += spec.row_pitch_bytes();
+    std::uint64_t fits = 1, beyond = std::min(max_rows, options.shard_size /
+                                                            std::max<std::uint64_t>(row_bytes, 1)) +
+                                     1;
+    while (beyond - fits > 1) {
+      const std::uint64_t middle = fits + (beyond - fits) / 2;
+      (size_of.bytes(middle, none) <= options.shard_size ? fits : beyond) = middle;
+    }
+    const std::uint64_t per_shard = round_to_quantum(fits);
     for (std::uint64_t first = 0; first < rows.size(); first += per_shard)
-      plans.push_back({first, std::min<std::uint64_t>(per_shard, rows.size() - first),
-                       std::vector<std::uint64_t>(specs.size(), 0)});
+      plans.push_back({first, std::min<std::uint64_t>(per_shard, rows.size() - first), none});
     return plans;
   }
   // One row's value bytes per column, looked up once, then added to (or taken from) a plan.
   std::vector<std::uint64_t> row_values(specs.size(), 0);
   auto read_row = [&](std::uint64_t row) {
-    std::uint64_t bytes = fixed_row_bytes;
-    for (std::size_t i : variable_columns)
-      bytes += row_values[i] = inputs.value_bytes(i, rows[row]);
-    return bytes;
+    for (std::size_t i : variable_columns) row_values[i] = inputs.value_bytes(i, rows[row]);
   };
   auto add_row = [&](ShardPlan& plan) {
     for (std::size_t i : variable_columns) plan.value_bytes[i] += row_values[i];
   };
-  const std::vector<std::uint64_t> none(specs.size(), 0);
+  std::vector<std::uint64_t> trial = none;  // the current shard's values with the next row's
   ShardPlan current{0, 0, none};
-  std::uint64_t current_bytes = 0;
   for (std::uint64_t row = 0; row < rows.size(); ++row) {
-    std::uint64_t bytes = read_row(row);
-    if (current.rows > 0 && (current.rows == max_rows || current_bytes + bytes > budget)) {
+    read_row(row);
+    bool full = current.rows == max_rows;
+    if (current.rows > 0 && !full) {
+      for (std::size_t i : variable_columns) trial[i] = current.value_bytes[i] + row_values[i];
+      full = size_of.bytes(current.rows + 1, trial) > options.shard_size;
+    }
+    if (current.rows > 0 && full) {
       // Cut at the last multiple of the quantum; the rows after it open the next shard.
       const std::uint64_t kept = round_to_quantum(current.rows);
       ShardPlan next{current.first + kept, 0, none};
-      std::uint64_t next_bytes = 0;
       for (std::uint64_t carried = next.first; carried < row; ++carried) {
         ++next.rows;
-        next_bytes += read_row(carried);
+        read_row(carried);
         add_row(next);
         for (std::size_t i : variable_columns) current.value_bytes[i] -= row_values[i];
       }
@@ -176,11 +180,9 @@ std::vector<ShardPlan> plan_shards(
       if (done_with) done_with(current.first, kept);
       plans.push_back(std::move(current));
       current = std::move(next);
-      current_bytes = next_bytes;
-      bytes = read_row(row);
+      read_row(row);
     }
     ++current.rows;
-    current_bytes += bytes;
     add_row(current);
   }
   if (current.rows > 0) plans.push_back(std::move(current));

@@ -48,10 +48,9 @@ std::optional<std::string> place_mismatch(const Header& header, const ShardPlace
 void check_shard_set(std::span<const FoundShard> shards, const std::string& dataset,
                      std::vector<DatasetProblem>& problems);
 
-// The manifest's shard list: first rows contiguous and adding up to its rows; every listed file
-// among `files_present`, none of those unlisted.
-void check_manifest_listing(const Manifest& manifest, std::span<const std::string> files_present,
-                            std::vector<DatasetProblem>& problems);
+// The manifest's shard list on its own: first rows contiguous and adding up to its rows. Which
+// listed files are on disk is the opener's (dataset_open.hpp).
+void check_manifest_rows(const Manifest& manifest, std::vector<DatasetProblem>& problems);
 
 // Where the manifest says the header of its shard `index` places it: the dataset position, or,
 // in a manifest with segments, the position within the shard's segment with the segment's dataset

@@ -70,22 +70,15 @@ Manifest parse_manifest(const std::string& text, const std::string& path, bool& 
                         std::string* recorded_hash = nullptr);
 Manifest read_manifest(const std::string& path, bool& hash_ok);
 
-// The one dataset opener: DIR/manifest.json read, parsed and its hash checked, for the runtime,
-// merge and --append, export, verify and inspect alike. Whether the file exists is the caller's
-// to say first (each names what a missing manifest means to it).
-enum class ManifestHashCheck {
-  required,  // a hash that does not match the content throws Error(path, "manifest_hash", ...)
-  reported,  // returned with hash_ok false, for the caller to report (verify, inspect)
-};
+// DIR/manifest.json read and parsed, with whether its hash matches. Throws Error for an unreadable
+// or malformed manifest. Whether a hash that does not match is refused, and what else of the
+// dataset is checked, is the dataset opener's (dataset_open.hpp), which every reader calls.
 struct OpenedManifest {
   std::string path;  // DIR/manifest.json
   Manifest manifest;
   std::string recorded_hash;  // the manifest_hash the file carries
   bool hash_ok = false;
 };
-// `advice`: what to do about a hash that does not match, ending its message ("run gpucache
-// verify"). Throws Error for an unreadable or malformed manifest.
-OpenedManifest open_manifest(const std::string& dir, ManifestHashCheck check,
-                             std::string_view advice);
+OpenedManifest open_manifest(const std::string& dir);
 
 }  // namespace gpucache::shard

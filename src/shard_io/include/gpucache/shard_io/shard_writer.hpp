@@ -117,9 +117,24 @@ class ShardBuilder {
   void put(std::uint64_t absolute_offset, std::span<const std::byte> bytes);
 };
 
-// Bytes a shard of `rows` rows with these columns and value sizes takes on disk: exactly the
-// file_size write() gives it uncompressed (the same layout code), and at least a compressed one's
-// (a chunk zstd does not shrink is stored raw). pack checks its output with it before writing.
+// The size of a shard file with these columns: the one size model, the writer's own layout code
+// (place_columns, file_size_for), for pack's planner (where to cut shards by --shard-size), its
+// output budget (estimate_shard_bytes) and write() alike. Holds the column table once, so asking
+// row after row costs O(columns) and allocates nothing.
+class ShardSizeModel {
+ public:
+  explicit ShardSizeModel(const std::vector<Column>& columns);
+  // Bytes of a shard of `rows` rows whose variable-length columns hold `value_bytes` (by column
+  // index; missing entries are 0): exactly the file_size write() gives it uncompressed, and at
+  // least a compressed one's (a chunk zstd does not shrink is stored raw).
+  std::uint64_t bytes(std::uint64_t rows, const std::vector<std::uint64_t>& value_bytes);
+
+ private:
+  std::vector<ColumnEntry> columns_;  // laid out again by each call
+  std::uint64_t data_offset_ = 0;
+};
+
+// ShardSizeModel(columns).bytes(rows, value_bytes). pack checks its output with it before writing.
 std::uint64_t estimate_shard_bytes(const std::vector<Column>& columns, std::uint64_t rows,
                                    const std::vector<std::uint64_t>& value_bytes);
 
