@@ -155,6 +155,23 @@ TEST_CASE("host_pinned placement fills one mapped pinned allocation") {
   check_nothing_left();
 }
 
+TEST_CASE("placement auto: the device when the selection and the margin fit, else pinned host") {
+  constexpr std::uint64_t gib = std::uint64_t{1} << 30;
+  CHECK(placement_margin(80 * gib) == 8 * gib);
+  CHECK(placement_margin(4 * gib) == gib);  // at least 1 GiB
+  const PlacementChoice fits = choose_placement(12 * gib, 20 * gib, 80 * gib, "cuda:0");
+  CHECK(fits.placement == Placement::device);
+  CHECK(fits.reason ==
+        "needs 12.00 GiB, 20.00 GiB free on cuda:0, margin 8.00 GiB: resident in VRAM");
+  const PlacementChoice over = choose_placement(12 * gib + 1, 20 * gib, 80 * gib, "cuda:1");
+  CHECK(over.placement == Placement::host_pinned);
+  CHECK(over.reason.find("20.00 GiB free on cuda:1, margin 8.00 GiB: does not fit") !=
+        std::string::npos);
+  // needed + margin would wrap around: still does not fit.
+  CHECK(choose_placement(UINT64_MAX, 20 * gib, 80 * gib, "cuda:0").placement ==
+        Placement::host_pinned);
+}
+
 TEST_CASE("not enough device memory is refused before allocating") {
   fake_cuda_reset();
   TempDir dir;

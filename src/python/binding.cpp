@@ -5,6 +5,7 @@
 // into torch tensors or numpy arrays.
 #include <Python.h>
 #include <nanobind/nanobind.h>
+#include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
@@ -65,6 +66,18 @@ void bind_runtime_info(nb::module_& m) {
         return names;
       },
       "The placement names to_device takes (the runtime's: device, host_pinned)");
+  m.def("placement_margin", &gpucache::runtime::placement_margin, nb::arg("total_bytes"),
+        "VRAM placement='auto' leaves free: 10% of the card, at least 1 GiB");
+  m.def(
+      "choose_placement",
+      [](std::uint64_t needed, std::uint64_t free, std::uint64_t total, const std::string& where) {
+        const auto choice = gpucache::runtime::choose_placement(needed, free, total, where);
+        return std::make_pair(std::string(gpucache::runtime::placement_name(choice.placement)),
+                              choice.reason);
+      },
+      nb::arg("needed_bytes"), nb::arg("free_bytes"), nb::arg("total_bytes"), nb::arg("where"),
+      "placement='auto': (placement name, why) for a selection of needed_bytes on a GPU with "
+      "free_bytes of total_bytes free (the runtime's rule, runtime.hpp choose_placement)");
   m.def("cuda_library", &gpucache::runtime::cuda_library, "The libcudart file the runtime loaded");
   m.def(
       "is_provenance_column",

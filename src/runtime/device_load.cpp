@@ -3,7 +3,9 @@
 // sources the read mode names (sources.hpp), composed; and the DeviceData that keeps the result.
 // Sequence columns add one step: their offsets, rebased to the selection, are computed on the host
 // and written to the front of the allocation before the sources deliver the values.
+#include <algorithm>
 #include <chrono>
+#include <cstdio>
 
 #include "cuda_stream.hpp"
 #include "destination_device.hpp"
@@ -162,6 +164,29 @@ std::optional<Placement> placement_from_code(int code) noexcept {
   for (const auto& [value, name] : kPlacements)
     if (static_cast<int>(value) == code) return value;
   return std::nullopt;
+}
+
+std::uint64_t placement_margin(std::uint64_t total_bytes) noexcept {
+  return std::max<std::uint64_t>(std::uint64_t{1} << 30, total_bytes / 10);
+}
+
+PlacementChoice choose_placement(std::uint64_t needed_bytes, std::uint64_t free_bytes,
+                                 std::uint64_t total_bytes, std::string_view where) {
+  const std::uint64_t margin = placement_margin(total_bytes);
+  const auto gib = [](std::uint64_t bytes) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%.2f", static_cast<double>(bytes) / (1ull << 30));
+    return std::string(text);
+  };
+  std::string numbers = "needs " + gib(needed_bytes) + " GiB, " + gib(free_bytes) +
+                        " GiB free on " + std::string(where) + ", margin " + gib(margin) + " GiB";
+  // Compared without the sum overflowing: needed + margin <= free.
+  if (needed_bytes <= free_bytes && margin <= free_bytes - needed_bytes)
+    return {Placement::device, numbers + ": resident in VRAM"};
+  return {Placement::host_pinned,
+          numbers +
+              ": does not fit, kept in pinned host memory that kernels read over PCIe "
+              "(gpucache.stream copies batches to VRAM instead)"};
 }
 
 std::string placement_names() {

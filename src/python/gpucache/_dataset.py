@@ -8,6 +8,8 @@ from typing import Dict, List, Optional, Sequence
 
 from . import _arrays, _ranks
 from ._gpucache import Error, NativeDataset, is_provenance_column, placements
+from ._gpucache import choose_placement as _native_choose_placement
+from ._gpucache import placement_margin as _native_placement_margin
 from ._sequences import Sequences
 
 
@@ -45,26 +47,19 @@ def _resolve_device(device):
     raise Error(f"device '{device}' is not cpu, cuda or cuda:N")
 
 
-_GIB = 1 << 30
 _log = logging.getLogger("gpucache")
 
 
 def placement_margin(total: int) -> int:
-    """VRAM left free by placement="auto": 10% of the card, at least 1 GiB (for the model,
-    activations and the allocator's fragmentation)."""
-    return max(_GIB, total // 10)
+    """VRAM left free by placement="auto": 10% of the card, at least 1 GiB (the runtime's rule,
+    runtime.hpp placement_margin)."""
+    return _native_placement_margin(total)
 
 
 def choose_placement(needed: int, free: int, total: int, where: str):
     """placement="auto": ("device", why) when needed + placement_margin(total) <= free, else
-    ("host_pinned", why)."""
-    margin = placement_margin(total)
-    numbers = (f"needs {needed / _GIB:.2f} GiB, {free / _GIB:.2f} GiB free on {where}, "
-               f"margin {margin / _GIB:.2f} GiB")
-    if needed + margin <= free:
-        return "device", f"{numbers}: resident in VRAM"
-    return "host_pinned", (f"{numbers}: does not fit, kept in pinned host memory that kernels "
-                           "read over PCIe (gpucache.stream copies batches to VRAM instead)")
+    ("host_pinned", why); the runtime's rule (runtime.hpp choose_placement)."""
+    return _native_choose_placement(needed, free, total, where)
 
 
 def device_bytes_needed(native) -> int:

@@ -135,6 +135,18 @@ GPUCACHE_API std::span<const Placement> placements() noexcept;
 // "device, host_pinned": the names, for messages.
 GPUCACHE_API std::string placement_names();
 
+// placement="auto" (Python's gpucache.load; the one rule): a selection whose device allocation is
+// `needed` bytes goes to the device when needed + placement_margin(total) <= free, else into
+// pinned host memory. The margin is 10% of the card, at least 1 GiB: room for the model, its
+// activations and the allocator's fragmentation. `reason` gives the numbers and the outcome.
+struct PlacementChoice {
+  Placement placement = Placement::device;
+  std::string reason;
+};
+GPUCACHE_API std::uint64_t placement_margin(std::uint64_t total_bytes) noexcept;
+GPUCACHE_API PlacementChoice choose_placement(std::uint64_t needed_bytes, std::uint64_t free_bytes,
+                                              std::uint64_t total_bytes, std::string_view where);
+
 enum class ReadMode : std::uint8_t {
   automatic = 0,      // register the mapping as pinned memory; fall back to pread when that fails
   register_mmap = 1,  // only the registered-mapping path; failure to register is an error
