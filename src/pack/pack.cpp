@@ -471,6 +471,157 @@ shard::Manifest base_manifest(const PackOptions& options, const std::vector<Colu
   return base;
 }
 
+// The result's account of what was packed and how, before any shard is written.
+PackResult describe_result(const PackInputs& inputs, const std::vector<Column>& specs,
+                           const PackOptions& options, const detail::ValidationOutcome& outcome,
+                           const std::optional<detail::SplitByColumn>& split_by,
+                           const detail::FieldsNotPacked& fields,
+                           const std::vector<InputConversion>& input_conversions) {
+  PackResult result;
+  for (const auto& column : inputs.first().columns)
+    if (column.time) result.times.emplace_back(column.name, *column.time);
+  result.output_dir = options.output_dir;
+  if (split_by) {
+    result.split_by = split_by->column();
+    result.split_by_integer = split_by->integer();
+  }
+  result.left_out = fields.left_out;
+  result.conversions = stored_conversions(specs, inputs, options);
+  result.input_conversions = input_conversions;
+  result.not_selected = fields.not_selected;
+  result.renamed = fields.renamed;
+  result.input_rows = inputs.total_rows();
+  std::tie(result.device, result.device_reason) =
+      device_and_reason(outcome.device_description, options.validation.device);
+  result.validation_uploaded_bytes = outcome.result.uploaded_bytes;
+  return result;
+}
+
+// The drop counts, the rejects file, and each dataset's manifest last (what makes it a dataset).
+void finish_pack(PackResult& result, std::vector<OutputDataset>& datasets,
+                 const std::vector<shard::Manifest>& manifests,
+                 const detail::ValidationOutcome& outcome, const PackInputs& inputs,
+                 const PackOptions& options, detail::Durability durability) {
+  for (std::size_t r = 1; r < kDropReasonCount; ++r) result.dropped[r] = outcome.result.reasons[r];
+  result.sampled_out = outcome.result.sampled_out;
+  if (!options.rejects_path.empty())
+    detail::write_rejects(options.rejects_path, outcome, inputs, durability);
+  for (std::size_t d = 0; d < datasets.size(); ++d)
+    datasets[d].output->finish(shard::manifest_to_text(manifests[d]));
+}
+
+// What pack()'s writing steps share once the inputs are validated and the datasets planned.
+struct PackRun {
+  const PackOptions& options;
+  const std::vector<Column>& specs;
+  PackInputs& inputs;
+  std::vector<std::unique_ptr<RowConverter>>& converters;
+  detail::Durability durability;
+  Progress& progress;
+  detail::InputHashes& input_hashes;
+  shard::Manifest& base;  // base.inputs is filled by the first dataset's plan
+  bool splitting = false;
+  bool split_by = false;
+  std::uint64_t filled_columns = 0;
+  bool inputs_hashed = false;
+  std::future<void> freeing_inputs;  // the parsed inputs, freed beside the last shard's write
+};
+
+// Fills, converts and writes one dataset's shards (a --resume run keeps those already complete
+// and as planned), recording its plan before the first shard is complete; returns its manifest,
+// written by finish_pack once every dataset is done.
+shard::Manifest write_dataset(OutputDataset& dataset, bool last_dataset, PackRun& run,
+                              PackResult& result) {
+  const PackOptions& options = run.options;
+  const std::vector<Column>& specs = run.specs;
+  PackInputs& inputs = run.inputs;
+  detail::OutputDir& output = *dataset.output;
+  shard::Manifest manifest = run.base;
+  if (run.splitting) manifest.sections["split"]["name"] = dataset.name;
+  if (run.split_by)
+    manifest.sections["split"]["value"] = manifest.sections["split"]["values"][dataset.name];
+  const std::span<const std::uint64_t> rows = dataset.rows;
+  manifest.rows = rows.size();
+  const auto& plans = dataset.plans;
+  if (plans.size() > UINT32_MAX)
+    throw UsageError("the options make " + std::to_string(plans.size()) +
+                     " shards; a dataset holds at most 4294967295: raise --shard-size or " +
+                     "--shard-rows");
+  // The plan names the inputs by content hash. It is recorded before any shard is complete
+  // (a shard's header carries the plan's hash, and a shard becomes a dataset file only by its
+  // final rename), so a resumed run finds it; a fresh run fills its first shard meanwhile.
+  DatasetIdentity identity;
+  bool planned = false;
+  auto record_plan = [&] {
+    if (planned) return;
+    planned = true;
+    if (!run.inputs_hashed) run.base.inputs = run.input_hashes.get();
+    run.inputs_hashed = true;
+    manifest.inputs = run.base.inputs;
+    const std::string plan_text = detail::plan_text(manifest, plans);
+    output.record_plan(plan_text);
+    // Every shard carries the plan's hash, so readers without the manifest can tell whether
+    // shards belong together (SPEC.md, header dataset fields).
+    identity.shard_count = static_cast<std::uint32_t>(plans.size());
+    identity.rows = rows.size();
+    identity.id = detail::xxh3_64(std::as_bytes(std::span(plan_text)));
+  };
+  if (options.resume) record_plan();
+  PackedSplit packed{
+      dataset.name, output.path(), dataset.fraction, dataset.value, rows.size(), 0, {}};
+  for (std::size_t s = 0; s < plans.size(); ++s) {
+    const ShardPlan& plan = plans[s];
+    const std::string file = shard::shard_file_name(static_cast<std::uint32_t>(s));
+    std::optional<shard::WrittenShard> written;
+    if (options.resume) {
+      written = reuse_shard(output.file(file), plan, s, identity, options.threads);
+      if (written) {
+        ++result.resumed_shards;
+        run.progress.advance(plan.rows * run.filled_columns);
+      }
+    }
+    if (!written) {
+      const auto shard_rows = rows.subspan(plan.first, plan.rows);
+      // Uncompressed shards are filled straight into their (temporary) file's page cache.
+      shard::ShardBuilder builder =
+          options.zstd_level == 0
+              ? shard::ShardBuilder(specs, plan.rows, plan.value_bytes, output.file(file),
+                                    run.durability)
+              : shard::ShardBuilder(specs, plan.rows, plan.value_bytes, run.durability);
+      const auto counts = detail::fill_shard(builder, specs, inputs, shard_rows, run.converters,
+                                             options.threads, run.progress);
+      result.overflowed_values += counts.overflowed;
+      result.flushed_to_zero_values += counts.flushed_to_zero;
+      if (last_dataset && s + 1 == plans.size() && options.threads != 1)
+        // No row is read after the last fill: the parsed inputs are freed while it is
+        // written (the manifest and the rejects need only what release_rows keeps).
+        run.freeing_inputs = std::async(
+            std::launch::async, [released = inputs.release_rows()]() mutable { released.clear(); });
+      record_plan();
+      shard::WriteOptions write_options;
+      write_options.first_row = plan.first;
+      write_options.shard_index = static_cast<std::uint32_t>(s);
+      write_options.shard_count = identity.shard_count;
+      write_options.dataset_rows = identity.rows;
+      write_options.dataset_id = identity.id;
+      write_options.zstd_level = options.zstd_level;
+      write_options.threads = options.threads;
+      written = builder.write(output.file(file), write_options);
+    }
+    dataset.rows.release(plan.first, plan.rows);
+    manifest.shards.push_back({file, plan.rows, plan.first, written->bytes, written->header_hash});
+    packed.shards.push_back({file, plan.rows, written->bytes});
+    packed.bytes += written->bytes;
+  }
+  result.rows += packed.rows;
+  result.bytes += packed.bytes;
+  if (run.splitting)
+    result.splits.push_back(std::move(packed));
+  else
+    result.shards = std::move(packed.shards);
+  return manifest;
+}
+
 }  // namespace
 
 namespace detail {
@@ -493,8 +644,8 @@ PackResult pack(const PackOptions& requested) {
                                    options.memory_columns, options.memory_tree);
   std::optional<nlohmann::ordered_json> part_section;
   PackInputs inputs = open_inputs(requested, options, part_section);
-  const auto [left_out, not_selected, renamed] =
-      detail::fields_not_packed(inputs.sources(), options.strict);
+  const auto fields = detail::fields_not_packed(inputs.sources(), options.strict);
+  const auto& [left_out, not_selected, renamed] = fields;
   const auto specs = detail::output_columns(inputs.first(), options);
   // f64 stays f64 unless asked (issue #27): an input whose f64 column would be rounded to the
   // first input's type (f64 beside f32) is refused without --dtype, and so is one whose values
@@ -555,134 +706,35 @@ PackResult pack(const PackOptions& requested) {
     base.sections["input_conversions"] = detail::input_conversions_json(input_conversions);
   // base.inputs (the inputs' content hashes) is filled by the first dataset's plan below: hashing
   // the inputs runs on its own thread beside the first shard's fill.
-  bool inputs_hashed = false;
 
-  // Pass 2: per dataset, plan the shards, then fill, convert and write each.
+  // Pass 2: per dataset, fill, convert and write each planned shard.
   // Each converter takes its column's storage type: embedding columns may differ (--dtype A=f16).
   auto converters =
       make_converters(specs, inputs, outcome.columns, outcome.plan.rules, options.threads);
-  PackResult result;
-  for (const auto& column : inputs.first().columns)
-    if (column.time) result.times.emplace_back(column.name, *column.time);
-  result.output_dir = options.output_dir;
-  if (split_by) {
-    result.split_by = split_by->column();
-    result.split_by_integer = split_by->integer();
-  }
-  result.left_out = left_out;
-  result.conversions = stored_conversions(specs, inputs, options);
-  result.input_conversions = input_conversions;
-  result.not_selected = not_selected;
-  result.renamed = renamed;
-  result.input_rows = inputs.total_rows();
-  std::tie(result.device, result.device_reason) =
-      device_and_reason(outcome.device_description, options.validation.device);
-  result.validation_uploaded_bytes = outcome.result.uploaded_bytes;
+  PackResult result =
+      describe_result(inputs, specs, options, outcome, split_by, fields, input_conversions);
+  PackRun run{options,
+              specs,
+              inputs,
+              converters,
+              durability,
+              progress,
+              input_hashes,
+              base,
+              splitting,
+              split_by.has_value(),
+              inputs.first().columns.size(),
+              false,
+              {}};
   std::uint64_t filled_rows = 0;
   for (const auto& dataset : datasets) filled_rows += dataset.rows.size();
-  const std::uint64_t filled_columns = inputs.first().columns.size();
-  progress.begin_stage(filled_rows * filled_columns, input_bytes - validation_share);
-  std::future<void> freeing_inputs;
+  progress.begin_stage(filled_rows * run.filled_columns, input_bytes - validation_share);
   std::vector<shard::Manifest> manifests;
-  for (std::size_t d = 0; d < datasets.size(); ++d) {
-    OutputDataset& dataset = datasets[d];
-    detail::OutputDir& output = *dataset.output;
-    shard::Manifest manifest = base;
-    if (splitting) manifest.sections["split"]["name"] = dataset.name;
-    if (split_by)
-      manifest.sections["split"]["value"] = manifest.sections["split"]["values"][dataset.name];
-    const std::span<const std::uint64_t> rows = dataset.rows;
-    manifest.rows = rows.size();
-    const auto& plans = dataset.plans;
-    if (plans.size() > UINT32_MAX)
-      throw UsageError("the options make " + std::to_string(plans.size()) +
-                       " shards; a dataset holds at most 4294967295: raise --shard-size or " +
-                       "--shard-rows");
-    // The plan names the inputs by content hash. It is recorded before any shard is complete
-    // (a shard's header carries the plan's hash, and a shard becomes a dataset file only by its
-    // final rename), so a resumed run finds it; a fresh run fills its first shard meanwhile.
-    DatasetIdentity identity;
-    bool planned = false;
-    auto record_plan = [&] {
-      if (planned) return;
-      planned = true;
-      if (!inputs_hashed) base.inputs = input_hashes.get();
-      inputs_hashed = true;
-      manifest.inputs = base.inputs;
-      const std::string plan_text = detail::plan_text(manifest, plans);
-      output.record_plan(plan_text);
-      // Every shard carries the plan's hash, so readers without the manifest can tell whether
-      // shards belong together (SPEC.md, header dataset fields).
-      identity.shard_count = static_cast<std::uint32_t>(plans.size());
-      identity.rows = rows.size();
-      identity.id = detail::xxh3_64(std::as_bytes(std::span(plan_text)));
-    };
-    if (options.resume) record_plan();
-    PackedSplit packed{
-        dataset.name, output.path(), dataset.fraction, dataset.value, rows.size(), 0, {}};
-    for (std::size_t s = 0; s < plans.size(); ++s) {
-      const ShardPlan& plan = plans[s];
-      const std::string file = shard::shard_file_name(static_cast<std::uint32_t>(s));
-      std::optional<shard::WrittenShard> written;
-      if (options.resume) {
-        written = reuse_shard(output.file(file), plan, s, identity, options.threads);
-        if (written) {
-          ++result.resumed_shards;
-          progress.advance(plan.rows * filled_columns);
-        }
-      }
-      if (!written) {
-        const auto shard_rows = rows.subspan(plan.first, plan.rows);
-        // Uncompressed shards are filled straight into their (temporary) file's page cache.
-        shard::ShardBuilder builder =
-            options.zstd_level == 0
-                ? shard::ShardBuilder(specs, plan.rows, plan.value_bytes, output.file(file),
-                                      durability)
-                : shard::ShardBuilder(specs, plan.rows, plan.value_bytes, durability);
-        const auto counts = detail::fill_shard(builder, specs, inputs, shard_rows, converters,
-                                               options.threads, progress);
-        result.overflowed_values += counts.overflowed;
-        result.flushed_to_zero_values += counts.flushed_to_zero;
-        if (d + 1 == datasets.size() && s + 1 == plans.size() && options.threads != 1)
-          // No row is read after the last fill: the parsed inputs are freed while it is
-          // written (the manifest and the rejects need only what release_rows keeps).
-          freeing_inputs =
-              std::async(std::launch::async,
-                         [released = inputs.release_rows()]() mutable { released.clear(); });
-        record_plan();
-        shard::WriteOptions write_options;
-        write_options.first_row = plan.first;
-        write_options.shard_index = static_cast<std::uint32_t>(s);
-        write_options.shard_count = identity.shard_count;
-        write_options.dataset_rows = identity.rows;
-        write_options.dataset_id = identity.id;
-        write_options.zstd_level = options.zstd_level;
-        write_options.threads = options.threads;
-        written = builder.write(output.file(file), write_options);
-      }
-      dataset.rows.release(plan.first, plan.rows);
-      manifest.shards.push_back(
-          {file, plan.rows, plan.first, written->bytes, written->header_hash});
-      packed.shards.push_back({file, plan.rows, written->bytes});
-      packed.bytes += written->bytes;
-    }
-    result.rows += packed.rows;
-    result.bytes += packed.bytes;
-    if (splitting)
-      result.splits.push_back(std::move(packed));
-    else
-      result.shards = std::move(packed.shards);
-    manifests.push_back(std::move(manifest));
-  }
-  progress.finish();
-
-  for (std::size_t r = 1; r < kDropReasonCount; ++r) result.dropped[r] = outcome.result.reasons[r];
-  result.sampled_out = outcome.result.sampled_out;
-  if (!options.rejects_path.empty())
-    detail::write_rejects(options.rejects_path, outcome, inputs, durability);
   for (std::size_t d = 0; d < datasets.size(); ++d)
-    datasets[d].output->finish(shard::manifest_to_text(manifests[d]));
-  if (freeing_inputs.valid()) freeing_inputs.get();
+    manifests.push_back(write_dataset(datasets[d], d + 1 == datasets.size(), run, result));
+  progress.finish();
+  finish_pack(result, datasets, manifests, outcome, inputs, options, durability);
+  if (run.freeing_inputs.valid()) run.freeing_inputs.get();
   return result;
 }
 
