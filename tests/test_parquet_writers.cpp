@@ -272,9 +272,10 @@ TEST_CASE("a file of 1000 row groups reads its values, and probes and packs in u
 
 TEST_CASE("a file decoding to 99 MiB in 24 row groups reads right and packs in under 64 MiB") {
   if (!parquet_built()) return;
-  // x: 64 values of (row // 16384) * 10 + 3 per row, row: the row. The reader keeps two row
-  // groups of decoded values from the open (8.6 MB) and decodes the others again when read, one
-  // at a time: read in any order, every row is the file's.
+  // x: 64 values of (row // 16384) * 10 + 3 per row, row: the row. With no floor, the reader
+  // keeps two row groups of decoded values from the open (8.6 MB) and decodes the others again
+  // when read, one at a time: read in any order, every row is the file's.
+  const test_support::ScopedEnv no_floor("GPUCACHE_PARQUET_RESIDENT_MIB", "0");
   const Json expected = expected_of("row_groups_96m");
   const std::uint64_t rows = expected["rows"], group_rows = expected["group_rows"];
   const InputData data = read_input(fixture("row_groups_96m.parquet"));
@@ -318,7 +319,8 @@ TEST_CASE("104 MB of text in 20 row groups reads right and packs holding a few r
   // text: the letter row % 16 repeated 1000 + 37 * (row % 16) times (5.2 MB a row group), ids:
   // row % 5 values from row on (a sequence), row: the row. The reader keeps two row groups'
   // values from the open and decodes the others again when read, a text or sequence column's as
-  // a tensor column's.
+  // a tensor column's (with no floor: GPUCACHE_PARQUET_RESIDENT_MIB=0).
+  const test_support::ScopedEnv no_floor("GPUCACHE_PARQUET_RESIDENT_MIB", "0");
   const Json expected = expected_of("text_groups_104m");
   const std::uint64_t rows = expected["rows"], group_rows = expected["group_rows"];
   const InputData data = read_input(fixture("text_groups_104m.parquet"));
@@ -389,4 +391,29 @@ TEST_CASE("a struct nested 40 levels deep is left out with its reason; the file 
   REQUIRE(data.columns.size() == 1);
   CHECK(data.columns[0].path == "ok");
   CHECK(data.left_out == std::vector<LeftOutField>{{"deep", "nested more than 32 levels deep"}});
+}
+
+TEST_CASE(
+    "the resident floor keeps a file of small row groups decoded once; a bad floor is refused") {
+  if (!parquet_built()) return;
+  const std::uint64_t rows = expected_of("row_groups_96m")["rows"];
+  {
+    // The default floor (256 MiB) holds all of its 99 MiB: every row lies where it was decoded.
+    const InputData data = read_input(fixture("row_groups_96m.parquet"));
+    CHECK(data.columns[0].direct_rows(rows - 1, 1) != nullptr);
+  }
+  {
+    const test_support::ScopedEnv small_floor("GPUCACHE_PARQUET_RESIDENT_MIB", "0");
+    const InputData data = read_input(fixture("row_groups_96m.parquet"));
+    CHECK(data.columns[0].direct_rows(0, 1) != nullptr);
+    CHECK(data.columns[0].direct_rows(rows - 1, 1) == nullptr);
+  }
+  const test_support::ScopedEnv bad_floor("GPUCACHE_PARQUET_RESIDENT_MIB", "lots");
+  CHECK_THROWS_WITH_AS(read_input(fixture("row_groups_96m.parquet")),
+                       doctest::Contains("GPUCACHE_PARQUET_RESIDENT_MIB"), gpucache::Error);
+  test_support::ScratchDir scratch;
+  const auto refused = run_cli({"pack", fixture("row_groups_96m.parquet"), "-o", scratch / "ds"});
+  CHECK(refused.exit_code == 2);
+  CHECK(refused.err.find("must be a whole number of MiB, not 'lots'") != std::string::npos);
+  CHECK_FALSE(std::filesystem::exists(scratch / "ds"));
 }

@@ -131,4 +131,25 @@ inline std::string data_path(const std::string& relative) {
   return std::string(GPUCACHE_TEST_DATA) + "/" + relative;
 }
 
+// Sets an environment variable for one scope (this process and the CLI runs it starts), then
+// puts back what was there.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    ::setenv(name, value, 1);
+  }
+  ~ScopedEnv() {
+    if (old_.empty())
+      ::unsetenv(name_.c_str());
+    else
+      ::setenv(name_.c_str(), old_.c_str(), 1);
+  }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  std::string name_, old_;
+};
+
 }  // namespace test_support

@@ -4,6 +4,8 @@
 // decodes the others again when read; tensor columns hand rows of kept row groups over where they
 // lie (direct_rows within a row group, row_pointers across them).
 #include <algorithm>
+#include <charconv>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <memory>
@@ -671,17 +673,32 @@ InputColumn describe_column(const LeafColumn& leaf, std::uint64_t rows, const st
 }
 
 // How many bytes of decoded values (fixed-width values, text bytes and offsets) a file keeps from
-// its open on: two of its largest row groups, and at least kResidentFloor, so that a small file
-// is kept whole and read where its values lie. The rest is decoded again, a row group at a time,
-// when read: pack reads rows in order, so that costs one decode per row group and pass (counted:
-// none twice in a pass, with 2 or 8 threads, so no floor is needed against thrash), and each
-// column holds one decoded row group (its slot) on top of the budget. Each row group kept costs
-// its size and saves its decode in each pass (FORMAT.md has the measurements).
-constexpr std::uint64_t kResidentFloor = std::uint64_t{8} << 20;
+// its open on: two of its largest row groups, and at least the floor (256 MiB), so that a file of
+// small row groups is decoded once and read where its values lie. The rest is decoded again, a
+// row group at a time, when read: pack reads rows in order, so that costs one decode per row
+// group and pass (counted: none twice in a pass, with 2 or 8 threads, so no floor is needed
+// against thrash), and each column holds one decoded row group (its slot) on top of the budget.
+// The floor is speed bought with memory that pack may use anyway (one shard plus at most 512
+// MiB: docs/cli.md): every decode again costs a pass over the row group (the writers benchmark's
+// 300 MiB file packed in 0.50 s with two of its six row groups kept, 0.35 s with all).
+// GPUCACHE_PARQUET_RESIDENT_MIB sets the floor (0: two row groups only), for machines with little
+// memory and for the tests that hold a pack to a few row groups (FORMAT.md has the measurements).
+constexpr std::uint64_t kResidentFloorMiB = 256;
 constexpr std::uint64_t kResidentGroups = 2;
-std::uint64_t resident_budget(std::uint64_t largest_group) {
+std::uint64_t resident_floor() {
+  static constexpr const char* kVariable = "GPUCACHE_PARQUET_RESIDENT_MIB";
+  const char* text = std::getenv(kVariable);
+  if (text == nullptr || *text == '\0') return kResidentFloorMiB << 20;
+  std::uint64_t mib = 0;
+  const char* end = text + std::strlen(text);
+  const auto [stop, failure] = std::from_chars(text, end, mib);
+  if (failure != std::errc() || stop != end || mib > (std::uint64_t{1} << 40))
+    throw Error(kVariable, "", std::string("must be a whole number of MiB, not '") + text + "'");
+  return mib << 20;
+}
+std::uint64_t resident_budget(std::uint64_t floor, std::uint64_t largest_group) {
   const auto groups = checked_mul(largest_group, kResidentGroups);
-  return std::max(kResidentFloor, groups.value_or(UINT64_MAX));
+  return std::max(floor, groups.value_or(UINT64_MAX));
 }
 
 // Decodes a column's chunk of row group g again, from the file that stays mapped; a text chunk
@@ -809,6 +826,7 @@ InputData read_parquet(const std::string& path, const ReadOptions& options) {
     }
     largest_group = std::max(largest_group, group_bytes[g]);
   }
+  const std::uint64_t floor_bytes = resident_floor();
   std::mutex budget_mutex;
   std::uint64_t resident_bytes = 0;
   std::vector<std::vector<char>> resident(columns.size(), std::vector<char>(groups, 1));
@@ -850,7 +868,7 @@ InputData read_parquet(const std::string& path, const ReadOptions& options) {
           group_bytes[g] = detail::checked_add(group_bytes[g], bytes).value_or(UINT64_MAX);
           largest_group = std::max(largest_group, group_bytes[g]);
         }
-        keep = resident_bytes + bytes <= resident_budget(largest_group);
+        keep = resident_bytes + bytes <= resident_budget(floor_bytes, largest_group);
         if (keep) resident_bytes += bytes;
       }
       if (keep) {
