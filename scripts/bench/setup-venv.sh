@@ -62,9 +62,12 @@ fi
 if [ -f "$root/pyproject.toml" ]; then
   stamp="$venv/.gpucache-source"
   # Only what the package is built from: committed trees plus uncommitted changes to them.
-  sources=(pyproject.toml CMakeLists.txt cmake include src formats kernels)
-  state=$(cd "$root" && { git rev-parse "${sources[@]/#/HEAD:}"; git diff HEAD -- "${sources[@]}"; } \
-    2>/dev/null | sha256sum | cut -d' ' -f1)
+  # (A path HEAD lacks made `git rev-parse` print nothing, so the stamp once missed every change
+  # under src/ and the bench measured a stale package; with pipefail a missing path now stops the
+  # script instead.)
+  sources=(pyproject.toml CMakeLists.txt cmake src)
+  state=$(cd "$root" && { git rev-parse "${sources[@]/#/HEAD:}" && git diff HEAD -- "${sources[@]}"; } |
+    sha256sum | cut -d' ' -f1)
   if [ "$(cat "$stamp" 2>/dev/null)" != "$state" ]; then
     log "installing the gpucache Python package into $venv (pip install .)"
     mkdir -p "$root/bench-out"
