@@ -90,6 +90,19 @@ trap 'rm -rf "$scratch"' EXIT
 "${GPUCACHE_PYTHON:-/usr/bin/python3}" -m venv --system-site-packages "$scratch/venv"
 "$scratch/venv/bin/python" -m pip --quiet --disable-pip-version-check install --no-deps \
   "$scratch"/dist/gpucache-*.whl
+# The same wheel in a plain venv as users make one, with PyPI's numpy 2, pyarrow and pandas and
+# no Debian package (no torch: gpucache then hands numpy arrays back), running every Python test
+# file that does not need torch (about 100 tests, 30 s with the downloads).
+"${GPUCACHE_PYTHON:-/usr/bin/python3}" -m venv "$scratch/numpy2"
+"$scratch/numpy2/bin/python" -m pip --quiet --disable-pip-version-check install \
+  "numpy>=2" pyarrow pandas pytest "$scratch"/dist/gpucache-*.whl
+mapfile -t torch_free_tests < <(grep -L -E '^(import|from) torch' \
+  "$root"/src/python/tests/test_*.py "$root"/src/python/tests/inputs/test_*.py)
+echo "numpy 2 venv: $("$scratch/numpy2/bin/python" -c 'import numpy; print(numpy.__version__)'), \
+${#torch_free_tests[@]} test files"
+(cd "$scratch" && GPUCACHE_SKIP_WHEEL_TEST=1 GPUCACHE_BUILD_DIR="$build_dir" \
+  "$scratch/numpy2/bin/python" -m pytest -q -p no:cacheprovider "${torch_free_tests[@]}")
+
 for example in "$root"/examples/*.py; do
   echo "example from the wheel: ${example#"$root"/}"
   (cd "$scratch" && env -u GPUCACHE_CLI PATH=/usr/bin:/bin CUDA_VISIBLE_DEVICES="" \

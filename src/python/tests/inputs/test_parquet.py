@@ -23,7 +23,7 @@ def input_paths(path):
 
 def packed_column(path, name):
     dataset = gpucache.load(str(path), device="cpu")
-    return dataset.tensors[name].numpy()
+    return numpy.asarray(dataset.tensors[name])  # a torch tensor, or numpy's without torch
 
 
 @needs_native
