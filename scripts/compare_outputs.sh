@@ -203,6 +203,15 @@ run_pack() {
   echo "$status" >"$dir/exit"
 }
 
+# The differences found, one line, "; " between them (empty when there are none).
+joined_differences() {
+  local joined="" difference
+  for difference in "$@"; do
+    joined+="${joined:+; }$difference"
+  done
+  echo "$joined"
+}
+
 # Compares the two runs of a case; prints what differs (nothing when they are the same).
 compare_runs() {
   local a=$1 b=$2
@@ -226,11 +235,7 @@ compare_runs() {
       differences+=("${file#./} differs (${detail%, *})")
     fi
   done <<<"$files_a"
-  local joined="" difference
-  for difference in "${differences[@]}"; do
-    joined+="${joined:+; }$difference"
-  done
-  echo "$joined"
+  joined_differences "${differences[@]}"
 }
 
 # OLD's and NEW's manifest.json with the known changes since BASE undone (--known), written as
@@ -380,11 +385,7 @@ compare_known() {
       *) cmp -s "$a/out/$file" "$b/out/$file" || differences+=("${file#./} differs") ;;
     esac
   done <<<"$files_a"
-  local joined="" difference
-  for difference in "${differences[@]}"; do
-    joined+="${joined:+; }$difference"
-  done
-  echo "$joined"
+  joined_differences "${differences[@]}"
 }
 
 count_output_files() {
