@@ -15,9 +15,11 @@
 #include "gpucache/schema.hpp"
 #include "gpucache/shard/manifest.hpp"
 #include "gpucache/shard/shard_layout.hpp"
+#include "parquet_test_support.hpp"
 #include "test_support.hpp"
 
 using namespace gpucache;
+using parquet_test::parquet_built;
 namespace fs = std::filesystem;
 
 namespace {
@@ -37,10 +39,6 @@ std::vector<std::byte> regression_bytes(const std::string& relative) {
   std::vector<std::byte> bytes(raw.size());
   std::memcpy(bytes.data(), raw.data(), raw.size());
   return bytes;
-}
-
-bool parquet_built() {
-  return find_input_format("parquet")->built();
 }
 
 // The Error a Parquet regression file is refused with (read through the registry, as pack reads).

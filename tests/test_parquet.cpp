@@ -15,9 +15,11 @@
 #include "gpucache/input.hpp"
 #include "gpucache/parquet.hpp"
 #include "gpucache/schema.hpp"
+#include "parquet_test_support.hpp"
 #include "test_support.hpp"
 
 using namespace gpucache;
+using parquet_test::parquet_built;
 using test_support::data_path;
 using test_support::run_cli;
 namespace fs = std::filesystem;
@@ -25,18 +27,12 @@ using Json = nlohmann::json;
 
 namespace {
 
-bool parquet_built() {
-  return find_input_format("parquet")->built();
-}
-
 std::string fixture(const std::string& name) {
   return data_path("parquet/" + name);
 }
 
 Json expected_of(const std::string& name) {
-  std::ifstream in(fixture(name + ".expected.json"));
-  REQUIRE(in);
-  return Json::parse(in);
+  return parquet_test::expected_json(fixture(name + ".expected.json"));
 }
 
 const InputColumn* find_column(const InputData& data, const std::string& path) {

@@ -17,9 +17,11 @@
 #include "gpucache/schema.hpp"
 #include "gpucache/shard/manifest.hpp"
 #include "parquet/parquet_time.hpp"
+#include "parquet_test_support.hpp"
 #include "test_support.hpp"
 
 using namespace gpucache;
+using parquet_test::parquet_built;
 using test_support::data_path;
 using test_support::run_cli;
 using test_support::ScratchDir;
@@ -28,18 +30,12 @@ using Json = nlohmann::json;
 
 namespace {
 
-bool parquet_built() {
-  return find_input_format("parquet")->built();
-}
-
 std::string fixture(const std::string& name) {
   return data_path("time/" + name);
 }
 
 Json expected_of(const std::string& name) {
-  std::ifstream in(fixture(name + ".expected.json"));
-  REQUIRE(in);
-  return Json::parse(in);
+  return parquet_test::expected_json(fixture(name + ".expected.json"));
 }
 
 std::optional<ColumnTime> time_of(const Json& expected) {
