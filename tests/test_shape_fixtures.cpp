@@ -94,7 +94,7 @@ void check_node(const Value& actual, const Json& expected, const std::string& wh
     REQUIRE(dict != nullptr);
     REQUIRE(dict->items.size() == expected["items"].size());
     for (std::size_t i = 0; i < dict->items.size(); ++i) {
-      CHECK(dict->items[i].first == expected["items"][i][0]);
+      CHECK(dict->items[i].first == expected["items"][i][0].get<std::string>());
       check_node(dict->items[i].second, expected["items"][i][1],
                  where + "." + dict->items[i].first);
     }
