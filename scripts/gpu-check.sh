@@ -21,29 +21,62 @@
 #   pytest    the Python tests, the CUDA ones included
 #   bench     scripts/bench.sh --offline --only gpu (installs nothing) at sizes that fit
 # OUTDIR receives summary.json, summary.txt, bench-results.json (when the bench ran) and
-# logs.tar.gz (every log). Environment: GPUCACHE_GPU_PREFIX (unpack folder, default
-# /tmp/gpucache-gpu-deps), GPUCACHE_GPU_BUILD (build folder, default build-gpu),
-# GPUCACHE_GPU_PYTHON (default python3), GPUCACHE_GPU_BENCH_ARGS (bench sizes),
-# GPUCACHE_GPU_SKIP (comma-separated phases to skip, e.g. bench).
-# Exit status: 0 when no phase failed, 1 otherwise.
+# logs.tar.gz (every log), written again after every phase and every 30 s during one, so a call
+# killed at any moment still brings back the results so far.
+# A deadline: the whole check ends within GPUCACHE_GPU_DEADLINE_S seconds (default 500: the device
+# tool's call limit is 600, and a first call spends about 30 s starting the machine). Each phase
+# runs for at most the time left minus GPUCACHE_GPU_RESERVE_S (default 45: the snapshot of a hang
+# and writing the results); one cut short is recorded as `timeout`, and a later phase that cannot
+# get its minimum (min_seconds below) is recorded as skipped (deadline). Before a phase (or one GPU
+# test) is stopped, every process it runs is snapshot into logs/<name>.hang.log: state, wait
+# channel, elapsed time, command; each thread's state, wchan and kernel stack; a user-space
+# backtrace through eu-stack or gdb when the machine has one; a short excerpt goes into
+# summary.txt. The GPU tests run one at a time, each for at most GPUCACHE_GPU_TEST_TIMEOUT_S
+# seconds (default 120); their own watchdog (GPUCACHE_GPU_TEST_WATCHDOG_S, default 60, see
+# tests/hang_watchdog.hpp) prints every thread's backtrace first.
+# Environment: GPUCACHE_GPU_PREFIX (unpack folder, default /tmp/gpucache-gpu-deps),
+# GPUCACHE_GPU_BUILD (build folder, default build-gpu), GPUCACHE_GPU_PYTHON (default python3),
+# GPUCACHE_GPU_BENCH_ARGS (bench sizes), GPUCACHE_GPU_SKIP (comma-separated phases to skip, e.g.
+# bench), the deadline variables above. For testing this script only: GPUCACHE_GPU_FAKE_HANG names
+# a phase (or a GPU test) whose command is replaced by one that hangs (tests/gpu_check_deadline.sh).
+# Exit status: 0 when no phase failed or timed out, 1 otherwise, 2 on a bad setting.
+# The phases' functions run through phase/run_limited ("$@"), which shellcheck cannot follow.
+# shellcheck disable=SC2317
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root" || exit 2
-started=$(date +%s.%N)
 out=${1:-${OUT:-$root/gpu-out}}
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
-work=$(mktemp -d /tmp/gpucache-check.XXXXXX)
+work=$(mktemp -d "${TMPDIR:-/tmp}/gpucache-check.XXXXXX")
 logs=$work/logs
-mkdir -p "$logs"
+mkdir -p "$logs" "$work/excerpts" "$work/running"
 results=$work/phases.tsv
 : >"$results"
+# The GPU tests' results, one line each (name, status, seconds, note), for the summary.
+gpu_results=$work/gpu-tests.tsv
+: >"$gpu_results"
 prefix=${GPUCACHE_GPU_PREFIX:-/tmp/gpucache-gpu-deps}
 build=${GPUCACHE_GPU_BUILD:-$root/build-gpu}
 python=${GPUCACHE_GPU_PYTHON:-python3}
 jobs=$(nproc)
 skip=",${GPUCACHE_GPU_SKIP:-},"
+fake_hang=${GPUCACHE_GPU_FAKE_HANG:-}
 declare -A status_of
+for setting in GPUCACHE_GPU_DEADLINE_S GPUCACHE_GPU_RESERVE_S GPUCACHE_GPU_TEST_TIMEOUT_S; do
+  if [ -n "${!setting:-}" ] && ! [[ "${!setting}" =~ ^[0-9]+$ ]]; then
+    echo "gpu-check: $setting='${!setting}' is not a whole number of seconds" >&2
+    exit 2
+  fi
+done
+deadline_s=${GPUCACHE_GPU_DEADLINE_S:-500}
+reserve_s=${GPUCACHE_GPU_RESERVE_S:-45}
+test_timeout_s=${GPUCACHE_GPU_TEST_TIMEOUT_S:-120}
+started_s=$(date +%s)
+end_at=$((started_s + deadline_s))
+# The least time a phase needs to be worth starting; with less left it is skipped (deadline).
+declare -A min_seconds=([machine]=5 [deps]=10 [configure]=10 [build]=60 [ctest_gpu]=20
+  [pip]=60 [linkage]=5 [pytest]=20 [ctest]=20 [bench]=60)
 
 say() { echo "gpu-check: $*" >&2; }
 now() { date +%s.%N; }
@@ -54,36 +87,205 @@ record() {
   printf '%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "${4//$'\t'/ }" >>"$results"
   printf 'gpu-check: %-9s %-7s %6.1f s  %s\n' "$1" "$2" "$3" "$4" >&2
 }
+# Seconds a phase may still run: the time to the deadline less the reserve.
+budget() { echo $((end_at - $(date +%s) - reserve_s)); }
+
+# --- processes, hangs and the results so far ------------------------------------------------------
+# The pids under ROOT (not ROOT itself), from /proc (ps may be missing on a bare machine).
+descendants() {
+  local root=$1 file line pid ppid fields
+  local -A children=()
+  for file in /proc/[0-9]*/stat; do
+    read -r line 2>/dev/null <"$file" || continue
+    pid=${line%% *}
+    read -ra fields <<<"${line##*) }"
+    ppid=${fields[1]}
+    children[$ppid]+=" $pid"
+  done
+  local queue=("$root") next
+  while [ "${#queue[@]}" -gt 0 ]; do
+    next=${queue[0]}
+    queue=("${queue[@]:1}")
+    for pid in ${children[$next]:-}; do
+      echo "$pid"
+      queue+=("$pid")
+    done
+  done
+}
+# One line for PID: pid, ppid, state, threads, elapsed seconds, wchan, command.
+process_line() {
+  local pid=$1 line fields uptime ticks
+  read -r line 2>/dev/null <"/proc/$pid/stat" || return 1
+  read -ra fields <<<"${line##*) }"
+  read -r uptime _ </proc/uptime
+  ticks=$(getconf CLK_TCK 2>/dev/null || echo 100)
+  printf '%7s %7s %-5s %3s %8s  %-24s %s\n' "$pid" "${fields[1]}" "${fields[0]}" "${fields[17]}" \
+    "$(awk -v u="$uptime" -v s="${fields[19]}" -v t="$ticks" 'BEGIN { printf "%.0f", u - s / t }')" \
+    "$(cat "/proc/$pid/wchan" 2>/dev/null)" \
+    "$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | cut -c1-300)"
+}
+# snapshot LABEL ROOT: every process of the check (the phase's under ROOT marked), then for each
+# of ROOT's processes (shell wrappers aside) each thread's state, wchan and kernel stack, and a
+# user-space backtrace of the first few through eu-stack or gdb when the machine has one.
+# Writes the full text to stdout and a short excerpt to excerpts/LABEL.txt.
+snapshot() {
+  local label=$1 root=$2 pid comm task tid line fields
+  local excerpt=$work/excerpts/$label.txt
+  local phase_pids
+  phase_pids=" $root $(descendants "$root" | tr '\n' ' ') "
+  echo "=== $label: snapshot at $(date -u +%H:%M:%SZ), $(($(date +%s) - started_s)) s into the check"
+  echo "--- every process of the check ('*': the stopped one's)"
+  printf '  %7s %7s %-5s %3s %8s  %-24s %s\n' pid ppid state thr elapsed wchan command
+  for pid in $$ $(descendants $$); do
+    line=$(process_line "$pid") || continue
+    [ -n "$line" ] || continue
+    if [[ "$phase_pids" == *" $pid "* ]]; then echo "* $line"; else echo "  $line"; fi
+  done
+  : >"$excerpt"
+  local detailed=0 traced=0
+  for pid in $phase_pids; do
+    comm=$(cat "/proc/$pid/comm" 2>/dev/null) || continue
+    case $comm in bash | sh | dash | env | timeout) continue ;; esac
+    detailed=$((detailed + 1))
+    [ "$detailed" -le 8 ] || { echo "--- process $pid ($comm): not detailed (8 already)"; continue; }
+    echo "--- process $pid ($comm): $(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | cut -c1-300)"
+    local states=""
+    for task in /proc/"$pid"/task/*; do
+      tid=${task##*/}
+      read -r line 2>/dev/null <"$task/stat" || continue
+      read -ra fields <<<"${line##*) }"
+      echo "thread $tid ($(cat "$task/comm" 2>/dev/null)): state ${fields[0]}, wchan $(cat "$task/wchan" 2>/dev/null)"
+      states+="${fields[0]}:$(cat "$task/wchan" 2>/dev/null) "
+      if [ -r "$task/stack" ] && line=$(cat "$task/stack" 2>/dev/null) && [ -n "$line" ]; then
+        echo "    ${line//$'\n'/$'\n'    }"
+      else
+        echo "    (kernel stack unreadable: not root?)"
+      fi
+    done
+    echo "$pid $comm, $(($(wc -w <<<"$states"))) threads, state:wchan $(tr ' ' '\n' <<<"$states" |
+      grep -v '^$' | sort | uniq -c | awk '{ printf "%s%s x%s", sep, $2, $1; sep = ", " }')" >>"$excerpt"
+    # A user-space backtrace of the first two (gdb can take seconds per process), within the time
+    # left to the deadline.
+    if [ "$traced" -ge 2 ] || [ $((end_at - $(date +%s))) -le 25 ]; then continue; fi
+    traced=$((traced + 1))
+    if command -v eu-stack >/dev/null; then
+      echo "user-space backtrace (eu-stack):"
+      timeout -k 2 15 eu-stack -p "$pid" 2>&1 | head -400
+    elif command -v gdb >/dev/null; then
+      echo "user-space backtrace (gdb):"
+      timeout -k 2 15 gdb -p "$pid" -batch -nx -q -ex 'set pagination off' \
+        -ex 'thread apply all bt 40' 2>&1 | grep -vE '^\[(New LWP|Thread debugging)' | head -400
+    else
+      echo "(no eu-stack or gdb on this machine: no user-space backtrace from here)"
+    fi
+  done
+  [ -s "$excerpt" ] || echo "no process left under the phase" >>"$excerpt"
+}
+# Stops ROOT and everything under it: TERM, 5 s, then KILL; names what would not die (a process
+# in state D, blocked in a driver, cannot).
+kill_tree() {
+  local root=$1 pids pid alive
+  pids="$root $(descendants "$root" | tr '\n' ' ')"
+  # shellcheck disable=SC2086
+  kill -TERM $pids 2>/dev/null
+  for _ in $(seq 25); do
+    alive=""
+    for pid in $pids; do kill -0 "$pid" 2>/dev/null && alive+=" $pid"; done
+    [ -n "$alive" ] || return 0
+    sleep 0.2
+  done
+  echo "--- still running 5 s after SIGTERM:$alive; SIGKILL"
+  # shellcheck disable=SC2086
+  kill -KILL $alive 2>/dev/null
+  sleep 1
+  for pid in $alive; do
+    kill -0 "$pid" 2>/dev/null && echo "NOT STOPPED: $(process_line "$pid")"
+  done
+  return 0
+}
+fake_hang_command() {
+  echo "GPUCACHE_GPU_FAKE_HANG: this command only hangs (a test of gpu-check.sh itself)"
+  sleep 100000
+}
+# run_limited SECONDS LABEL LOG COMMAND...: runs COMMAND (stdin /dev/null, output to LOG) for at
+# most SECONDS. Past them: the snapshot into logs/LABEL.hang.log, everything under it stopped,
+# the marker timed_out.LABEL, status 124. The outermost call refreshes the results every 30 s.
+run_limited() {
+  local limit=$1 label=$2 log=$3
+  shift 3
+  rm -f "$work/timed_out.$label"
+  [ "$fake_hang" = "$label" ] && set -- fake_hang_command
+  "$@" >"$log" 2>&1 </dev/null &
+  local pid=$! begin now_s
+  begin=$(date +%s)
+  local refresh_at=$((begin + 30))
+  while kill -0 "$pid" 2>/dev/null; do
+    now_s=$(date +%s)
+    if [ "$now_s" -ge $((begin + limit)) ]; then
+      say "$label: still running after $limit s: snapshot, then stopped"
+      echo "gpu-check: stopped after $limit s (its limit); snapshot in $label.hang.log" >>"$log"
+      { snapshot "$label" "$pid"; kill_tree "$pid"; } >"$logs/$label.hang.log" 2>&1
+      wait "$pid" 2>/dev/null
+      : >"$work/timed_out.$label"
+      return 124
+    fi
+    if [ "$BASH_SUBSHELL" = 0 ] && [ "$now_s" -ge "$refresh_at" ]; then
+      write_results
+      refresh_at=$((now_s + 30))
+    fi
+    sleep 0.2
+  done
+  wait "$pid"
+}
+
 # phase NAME NEEDS NOTE-FUNCTION COMMAND...: runs COMMAND with its output in logs/NAME.log, unless
-# a phase named in NEEDS (comma-separated) did not pass or NAME is in GPUCACHE_GPU_SKIP. The note
-# function (or -) prints a one-line summary from the log.
+# a phase named in NEEDS (comma-separated) did not pass, NAME is in GPUCACHE_GPU_SKIP or the time
+# left before the deadline is under its minimum; for at most that time. The note function (or -)
+# prints a one-line summary from the log. The results are written after it.
 phase() {
+  local name=$1 needs=$2 note_fn=$3
+  shift 3
+  # A phase that ran changes the results; a skipped one waits for the next write.
+  run_phase "$name" "$needs" "$note_fn" "$@" && write_results
+}
+run_phase() {
   local name=$1 needs=$2 note_fn=$3
   shift 3
   local need
   for need in ${needs//,/ }; do
     if [ "${status_of[$need]:-}" != passed ]; then
       record "$name" skipped 0 "needs $need (${status_of[$need]:-not run})"
-      return
+      return 1
     fi
   done
   if [[ "$skip" == *",$name,"* ]]; then
     record "$name" skipped 0 "GPUCACHE_GPU_SKIP"
-    return
+    return 1
   fi
-  say "$name ..."
+  local limit
+  limit=$(budget)
+  if [ "$limit" -lt "${min_seconds[$name]:-10}" ]; then
+    record "$name" skipped 0 "(deadline) $limit s left before the reserve, needs ${min_seconds[$name]:-10}"
+    return 1
+  fi
+  say "$name ... (at most $limit s)"
+  printf '%s\t%s\n' "$(date +%s)" "$limit" >"$work/running/$name"
   local begin code note=""
   begin=$(now)
-  "$@" >"$logs/$name.log" 2>&1
+  run_limited "$limit" "$name" "$logs/$name.log" "$@"
   code=$?
+  rm -f "$work/running/$name"
   local seconds
   seconds=$(since "$begin")
   [ "$note_fn" != - ] && note=$("$note_fn" "$logs/$name.log" 2>/dev/null)
-  if [ "$code" = 0 ]; then
+  if [ -e "$work/timed_out.$name" ]; then
+    record "$name" timeout "$seconds" "stopped at its limit of $limit s${note:+; $note}; $(head -1 "$work/excerpts/$name.txt" 2>/dev/null); see logs/$name.hang.log"
+  elif [ "$code" = 0 ]; then
     record "$name" passed "$seconds" "$note"
   else
     record "$name" failed "$seconds" "exit $code${note:+; $note}; last line: $(grep -v '^\s*$' "$logs/$name.log" | tail -1 | cut -c1-200)"
   fi
+  return 0
 }
 
 # --- machine -------------------------------------------------------------------------------------
@@ -293,16 +495,75 @@ ctest_note() {
   echo "$summary; skipped $(grep -c 'Not Run\|Skipped' "$1")"
   grep -E '\*\*\*Failed|\(Failed\)|\(Timeout\)|Exception' "$1" | sed 's/.* - //' | head -5 | tr '\n' ' '
 }
+# The gpu-labelled tests, one at a time, each run directly (as ctest would: its command, folder
+# and environment from `ctest --show-only=json-v1`) so that its output streams into
+# logs/<test>.log as it runs (ctest shows a test's output only when it ends, and its --timeout
+# gives way to the tests' TIMEOUT property), each for at most GPUCACHE_GPU_TEST_TIMEOUT_S seconds
+# with a snapshot before it is stopped. One line per test in gpu-tests.tsv.
+gpu_test_commands() {
+  ctest --test-dir "$build" -L gpu --show-only=json-v1 >"$work/gpu-tests.json" || return 1
+  "$python" - "$work/gpu-tests.json" <<'EOF'
+import json, shlex, sys
+for test in json.load(open(sys.argv[1]))["tests"]:
+    properties = {p["name"]: p["value"] for p in test.get("properties", [])}
+    folder = properties.get("WORKING_DIRECTORY") or "."
+    environment = properties.get("ENVIRONMENT") or []
+    command = f"cd {shlex.quote(folder)} && exec env {shlex.join(environment)} {shlex.join(test['command'])}"
+    print(f"{test['name']}\t{command}")
+EOF
+}
 ctest_gpu() {
-  ctest --test-dir "$build" -L gpu --output-on-failure --parallel 4 --timeout 300 \
-    --output-junit "$logs/ctest_gpu.xml"
-  local code=$?
-  # On a machine with a GPU, a GPU test that skipped is a failure of the check, not a pass.
-  if nvidia-smi -L >/dev/null 2>&1 && grep -qE "Not Run|Skipped" "$logs/ctest_gpu.log"; then
-    echo "a GPU answers (nvidia-smi) but GPU tests skipped: see 'skipping GPU tests' above"
-    return 1
-  fi
-  return "$code"
+  local listing name command limit begin code status note seconds failed=0 gpu_answers=0
+  nvidia-smi -L >/dev/null 2>&1 && gpu_answers=1
+  listing=$(gpu_test_commands) || { echo "ctest could not list the gpu tests"; return 1; }
+  [ -n "$listing" ] || { echo "no gpu-labelled tests in $build"; return 1; }
+  echo "watchdog per test case: ${GPUCACHE_GPU_TEST_WATCHDOG_S:-60} s (GPUCACHE_GPU_TEST_WATCHDOG_S); per test: $test_timeout_s s (GPUCACHE_GPU_TEST_TIMEOUT_S)"
+  while IFS=$'\t' read -r name command; do
+    # A few seconds inside the phase's own limit, so this test's snapshot is the one taken.
+    limit=$(($(budget) - 3))
+    [ "$limit" -gt "$test_timeout_s" ] && limit=$test_timeout_s
+    if [ "$limit" -lt 10 ]; then
+      printf '%s\tskipped\t0\t(deadline) %s s left\n' "$name" "$limit" >>"$gpu_results"
+      echo "=== $name: skipped (deadline)"
+      failed=1
+      continue
+    fi
+    echo "=== $name (at most $limit s): $command"
+    begin=$(now)
+    run_limited "$limit" "$name" "$logs/$name.log" bash -c "$command"
+    code=$?
+    seconds=$(since "$begin")
+    cat "$logs/$name.log"
+    note=$(grep -E '^gpu test: (start|end) ' "$logs/$name.log" | tail -1 | cut -c1-160)
+    if [ -e "$work/timed_out.$name" ]; then
+      status=timeout
+      note="stopped at $limit s; last: ${note:-no test case started}; $(head -1 "$work/excerpts/$name.txt")"
+    elif [ "$code" = 0 ]; then
+      status=passed
+      note="$(grep -c '^gpu test: end [^/]* ([0-9.]* s, passed)' "$logs/$name.log") cases passed"
+    elif [ "$code" = 77 ] && [ "$gpu_answers" = 1 ]; then
+      # On a machine with a GPU, a GPU test that skipped is a failure of the check, not a pass.
+      status=failed
+      note="skipped though a GPU answers (nvidia-smi): $(grep 'skipping GPU tests' "$logs/$name.log" | head -1)"
+    elif [ "$code" = 77 ]; then
+      status=skipped
+      note=$(grep 'skipping GPU tests' "$logs/$name.log" | head -1)
+    elif [ "$code" = 3 ] && grep -q '^gpu test: watchdog: ' "$logs/$name.log"; then
+      status=failed
+      note="hang: $(grep -m1 '^gpu test: watchdog: ' "$logs/$name.log" | sed 's/^gpu test: watchdog: //; s/; the .*//')"
+    else
+      status=failed
+      note="exit $code; $(grep -E '^gpu test: end .*failed\)|ERROR:|^gpu test: (crash|exception)' "$logs/$name.log" | head -2 | tr '\n' ' ' | cut -c1-200)"
+    fi
+    [ "$status" = passed ] || [ "$status" = skipped ] || failed=1
+    printf '%s\t%s\t%s\t%s\n' "$name" "$status" "$seconds" "${note//$'\t'/ }" >>"$gpu_results"
+    echo "=== $name: $status ($seconds s) $note"
+  done <<<"$listing"
+  return "$failed"
+}
+gpu_tests_note() {
+  awk -F'\t' '{ n[$2]++ } $2 != "passed" { bad = bad sep $1 " " $2; sep = ", " }
+    END { for (s in n) { printf "%s%d %s", sep2, n[s], s; sep2 = ", " } if (bad) printf "; %s", bad }' "$gpu_results"
 }
 ctest_rest() {
   ctest --test-dir "$build" -LE gpu --output-on-failure --parallel "$jobs" --timeout 300 \
@@ -335,9 +596,11 @@ linkage() {
     "$extension" "$venv/bin/gpucache"
 }
 linkage_note() { tail -1 "$1"; }
+# -v -u: each test's name is in the log (unbuffered) before it runs; faulthandler_timeout: a test
+# past 60 s has every Python thread's traceback dumped into the log.
 pytest_run() {
-  GPUCACHE_BUILD_DIR=$build "$venv/bin/python" -m pytest -q -p no:cacheprovider -rs \
-    --junitxml="$logs/pytest.xml" "$root/src/python/tests"
+  GPUCACHE_BUILD_DIR=$build "$venv/bin/python" -u -m pytest -v -p no:cacheprovider -rs \
+    -o faulthandler_timeout=60 --junitxml="$logs/pytest.xml" "$root/src/python/tests"
 }
 pytest_note() { grep -E "passed|failed|error" "$1" | tail -1; }
 
@@ -350,58 +613,42 @@ bench() {
 }
 bench_note() { grep -E "^bench: GPU|done in" "$1" | tail -1; }
 
-# --- run -----------------------------------------------------------------------------------------
-phase machine "" machine_note machine
-phase deps "" deps_note deps
-phase configure deps configure_note configure
-# -k 0: one target that fails to compile (a newer compiler here than Debian's) must not hide the
-# rest; the tests and the package still run, and ctest reports what did not build as "Not Run".
-phase build configure build_note cmake --build "$build" --parallel "$jobs" -- -k 0
-# The Python package builds while the C++ tests run (they are mostly waiting on the disk).
-pip_pid=""
-pip_begin=$(now)
-if [ "${status_of[configure]}" = passed ] && [[ "$skip" != *",pip,"* ]]; then
-  say "pip (in the background) ..."
-  pip_install >"$logs/pip.log" 2>&1 &
-  pip_pid=$!
-fi
-phase ctest_gpu configure ctest_note ctest_gpu
-phase ctest configure ctest_note ctest_rest
-if [ -n "$pip_pid" ]; then
-  wait "$pip_pid"
-  code=$?
-  seconds=$(since "$pip_begin")
-  if [ "$code" = 0 ]; then
-    record pip passed "$seconds" "$(pip_note "$logs/pip.log") (beside the C++ tests)"
-  else
-    record pip failed "$seconds" "exit $code; last line: $(tail -1 "$logs/pip.log" | cut -c1-200)"
-  fi
-else
-  phase pip build pip_note pip_install
-fi
-phase linkage pip linkage_note linkage
-phase pytest pip pytest_note pytest_run
-phase bench pip bench_note bench
-
-# --- summary -------------------------------------------------------------------------------------
-total=$(since "$started")
-[ -f "$work/bench/results.json" ] && cp "$work/bench/results.json" "$out/bench-results.json"
-[ -f "$work/bench/results.md" ] && cp "$work/bench/results.md" "$logs/bench-results.md"
-"$python" - "$results" "$out" "$total" "$logs" <<'EOF'
-import json, sys, xml.etree.ElementTree as ET
+# --- results -------------------------------------------------------------------------------------
+# summary.json, summary.txt and logs.tar.gz in OUTDIR from what has been recorded so far (phases
+# done, the one running, the GPU tests, hang excerpts), each written under a temporary name and
+# renamed, so a call killed while they are written still leaves the previous ones whole.
+# --print: the summary table on stderr too.
+write_results() {
+  [ -f "$work/bench/results.json" ] && cp "$work/bench/results.json" "$out/bench-results.json"
+  [ -f "$work/bench/results.md" ] && cp "$work/bench/results.md" "$logs/bench-results.md"
+  "$python" - "$work" "$out" "$started_s" "$deadline_s" "$reserve_s" "${1:-}" <<'EOF' >&2
+import json, re, sys, time, xml.etree.ElementTree as ET
 from pathlib import Path
-results, out, total, logs = Path(sys.argv[1]), Path(sys.argv[2]), float(sys.argv[3]), Path(sys.argv[4])
-phases = []
-for line in results.read_text().splitlines():
-    name, status, seconds, note = (line.split("\t") + [""] * 4)[:4]
-    phases.append({"phase": name, "status": status, "seconds": round(float(seconds or 0), 1),
-                   "note": note})
+work, out = Path(sys.argv[1]), Path(sys.argv[2])
+started, deadline, reserve, show = float(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), sys.argv[6]
+logs = work / "logs"
+total = time.time() - started
+def rows(path, width):
+    if not path.exists():
+        return []
+    return [(line.split("\t") + [""] * width)[:width] for line in path.read_text().splitlines() if line]
+phases = [{"phase": name, "status": status, "seconds": round(float(seconds or 0), 1), "note": note}
+          for name, status, seconds, note in rows(work / "phases.tsv", 4)]
+for running in sorted((work / "running").glob("*")) if (work / "running").is_dir() else []:
+    since, limit = (running.read_text().split("\t") + ["", ""])[:2]
+    phases.append({"phase": running.name, "status": "running",
+                   "seconds": round(time.time() - float(since or started), 1),
+                   "note": f"still running when these results were written (limit {limit.strip()} s)"})
 def junit(name):
     path = logs / name
     if not path.exists():
         return None
     cases = []
-    for case in ET.parse(path).iter("testcase"):
+    try:
+        tree = ET.parse(path)
+    except ET.ParseError:
+        return {"error": f"{name} unreadable (written when the phase was stopped?)"}
+    for case in tree.iter("testcase"):
         status = case.get("status") or "passed"
         if case.find("failure") is not None or case.find("error") is not None:
             status = "failed"
@@ -415,10 +662,34 @@ def junit(name):
     for case in cases:
         counts[case["status"]] = counts.get(case["status"], 0) + 1
     return {"counts": counts, "not_passed": [c for c in cases if c["status"] != "passed"]}
+# The GPU tests: gpu-check's line for each, and the cases from the listener's lines in its log
+# ("gpu test: start <case>", "gpu test: end <case> (<s> s, passed|failed)"); a case started and
+# not ended is where the test was when it ended or was stopped.
+gpu_tests = []
+for name, status, seconds, note in rows(work / "gpu-tests.tsv", 4):
+    cases, open_cases = [], []
+    log = logs / f"{name}.log"
+    for line in (log.read_text(errors="replace").splitlines() if log.exists() else []):
+        match = re.match(r"gpu test: (start|end) (.*?)(?: \(([0-9.]+) s(?:, (\w+))?\))?$", line)
+        if not match:
+            continue
+        kind, place, case_seconds, case_status = match.groups()
+        if kind == "start":
+            open_cases.append(place)
+        else:
+            if place in open_cases:
+                open_cases.remove(place)
+            if "/" not in place:
+                cases.append({"name": place, "status": case_status or "", "seconds": float(case_seconds or 0)})
+    gpu_tests.append({"name": name, "status": status, "seconds": round(float(seconds or 0), 1),
+                      "note": note, "cases": cases, "unfinished": open_cases})
+hangs = {}
+for excerpt in sorted((work / "excerpts").glob("*.txt")):
+    hangs[excerpt.stem] = excerpt.read_text(errors="replace").splitlines()[:12]
 machine = {}
 machine_log = logs / "machine.log"
 if machine_log.exists():
-    for line in machine_log.read_text().splitlines():
+    for line in machine_log.read_text(errors="replace").splitlines():
         if ": " in line:
             key, value = line.split(": ", 1)
             machine.setdefault(key, value)
@@ -431,25 +702,136 @@ if bench_path.exists():
                                                      "subject", "peer")}
                              for c in data.get("comparisons", [])],
              "errors": data.get("errors", [])}
-summary = {"total_seconds": round(total, 1), "ok": all(p["status"] != "failed" for p in phases),
-           "machine": machine, "phases": phases,
-           "tests": {"ctest_gpu": junit("ctest_gpu.xml"), "ctest": junit("ctest.xml"),
-                     "pytest": junit("pytest.xml")},
+finished = (work / "finished").exists()
+summary = {"finished": finished, "total_seconds": round(total, 1),
+           "deadline_seconds": deadline, "reserve_seconds": reserve,
+           "ok": finished and all(p["status"] not in ("failed", "timeout", "interrupted") for p in phases),
+           "complete": finished and not any(p["note"].startswith("(deadline)") for p in phases),
+           "machine": machine, "phases": phases, "hangs": hangs,
+           "tests": {"ctest_gpu": gpu_tests, "ctest": junit("ctest.xml"), "pytest": junit("pytest.xml")},
            "bench": bench}
-(out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
-lines = [f"gpucache gpu-check, {machine.get('date', '')}: {machine.get('gpu') or 'no GPU'}",
+def write(name, text):
+    temporary = out / f".{name}.part"
+    temporary.write_text(text)
+    temporary.replace(out / name)
+write("summary.json", json.dumps(summary, indent=1) + "\n")
+state = ("ok" if summary["ok"] else "FAILED") if finished else "PARTIAL"
+lines = [f"gpucache gpu-check, {machine.get('date', '')}: {machine.get('gpu') or 'no GPU'}"
+         f" (deadline {deadline} s, reserve {reserve} s)",
          f"{'phase':<10} {'status':<8} {'seconds':>8}  note"]
 for p in phases:
-    lines.append(f"{p['phase']:<10} {p['status']:<8} {p['seconds']:>8.1f}  {p['note'][:150]}")
-lines.append(f"{'total':<10} {'ok' if summary['ok'] else 'FAILED':<8} {total:>8.1f}")
+    lines.append(f"{p['phase']:<10} {p['status']:<8} {p['seconds']:>8.1f}  {p['note'][:200]}")
+cut = [p["phase"] for p in phases if p["note"].startswith("(deadline)")]
+lines.append(f"{'total':<10} {state:<8} {total:>8.1f}"
+             + ("" if finished else "  (results so far: the check was still running)")
+             + (f"  (incomplete: {', '.join(cut)} skipped by the deadline)" if cut else ""))
+for test in gpu_tests:
+    where = f"; unfinished: {', '.join(test['unfinished'])}" if test["unfinished"] else ""
+    lines.append(f"gpu test {test['name']}: {test['status']} {test['seconds']:.1f} s "
+                 f"{test['note']}{where}"[:300])
+for label, excerpt in hangs.items():
+    lines.append(f"hang in {label} (logs/{label}.hang.log):")
+    lines.extend(f"  {line[:200]}" for line in excerpt)
 for comparison in bench.get("comparisons", []):
     lines.append(f"bench {comparison['id']}: {comparison['status']} "
                  f"{comparison.get('ratio') if comparison.get('ratio') is not None else ''} "
                  f"{comparison.get('reason') or ''}"[:200])
-(out / "summary.txt").write_text("\n".join(lines) + "\n")
-print("\n".join(lines))
+write("summary.txt", "\n".join(lines) + "\n")
+if show:
+    print("\n".join(lines))
 EOF
-tar -czf "$out/logs.tar.gz" -C "$work" logs
+  # Every log, within the device tool's 16 MiB a file: when the archive would be larger, logs over
+  # 1 MiB go in as their first 256 KiB and last 1 MiB.
+  tar -czf "$out/.logs.tar.gz.part" -C "$work" logs 2>/dev/null
+  if [ "$(stat -c %s "$out/.logs.tar.gz.part" 2>/dev/null || echo 0)" -gt $((15 * 1024 * 1024)) ]; then
+    rm -rf "$work/trimmed" && cp -r "$logs" "$work/trimmed"
+    local file
+    while IFS= read -r -d '' file; do
+      { head -c 262144 "$file"; printf '\n[... gpu-check: cut to fit the 16 MiB limit ...]\n'
+        tail -c 1048576 "$file"; } >"$file.cut" && mv "$file.cut" "$file"
+    done < <(find "$work/trimmed" -type f -size +1M -print0)
+    tar -czf "$out/.logs.tar.gz.part" -C "$work" --transform 's,^trimmed,logs,' trimmed 2>/dev/null
+  fi
+  mv -f "$out/.logs.tar.gz.part" "$out/logs.tar.gz"
+}
+# Killed by a signal it can catch (the caller's time is up): the phase running is recorded as
+# interrupted, the results so far written, everything the check started stopped.
+on_signal() {
+  trap - TERM INT
+  say "SIG$1: writing the results so far"
+  local running name
+  for running in "$work"/running/*; do
+    [ -e "$running" ] || continue
+    name=${running##*/}
+    record "$name" interrupted "$(($(date +%s) - $(cut -f1 "$running")))" "SIG$1 while it ran"
+    rm -f "$running"
+  done
+  write_results
+  # shellcheck disable=SC2046
+  kill -TERM $(descendants $$) 2>/dev/null
+  exit 143
+}
+trap 'on_signal TERM' TERM
+trap 'on_signal INT' INT
+
+# --- run -----------------------------------------------------------------------------------------
+say "deadline $deadline_s s (GPUCACHE_GPU_DEADLINE_S), reserve $reserve_s s; results into $out"
+phase machine "" machine_note machine
+phase deps "" deps_note deps
+phase configure deps configure_note configure
+# -k 0: one target that fails to compile (a newer compiler here than Debian's) must not hide the
+# rest; the tests and the package still run, and ctest reports what did not build as "Not Run".
+phase build configure build_note cmake --build "$build" --parallel "$jobs" -- -k 0
+# The Python package builds while the GPU tests run (they wait on the GPU, not the cores), for at
+# most the time that leaves pytest its minimum; then it is waited for.
+pip_background=""
+pip_begin=$(now)
+pip_limit=$(($(budget) - min_seconds[pytest]))
+if [ "${status_of[configure]}" = passed ] && [[ "$skip" != *",pip,"* ]] &&
+  [ "$pip_limit" -ge "${min_seconds[pip]}" ]; then
+  say "pip (in the background, at most $pip_limit s) ..."
+  printf '%s\t%s\n' "$(date +%s)" "$pip_limit" >"$work/running/pip"
+  (
+    run_limited "$pip_limit" pip "$logs/pip.log" pip_install
+    echo $? >"$work/pip.code"
+  ) &
+  pip_background=$!
+fi
+phase ctest_gpu configure gpu_tests_note ctest_gpu
+if [ -n "$pip_background" ]; then
+  say "waiting for pip ..."
+  refresh_at=$(($(date +%s) + 30))
+  while kill -0 "$pip_background" 2>/dev/null; do
+    sleep 0.5
+    if [ "$(date +%s)" -ge "$refresh_at" ]; then
+      write_results
+      refresh_at=$(($(date +%s) + 30))
+    fi
+  done
+  wait "$pip_background"
+  rm -f "$work/running/pip"
+  code=$(cat "$work/pip.code" 2>/dev/null || echo "?")
+  seconds=$(since "$pip_begin")
+  if [ -e "$work/timed_out.pip" ]; then
+    record pip timeout "$seconds" "stopped at its limit of $pip_limit s; $(head -1 "$work/excerpts/pip.txt" 2>/dev/null); see logs/pip.hang.log"
+  elif [ "$code" = 0 ]; then
+    record pip passed "$seconds" "$(pip_note "$logs/pip.log") (beside the GPU tests)"
+  else
+    record pip failed "$seconds" "exit $code; last line: $(tail -1 "$logs/pip.log" | cut -c1-200)"
+  fi
+  write_results
+else
+  phase pip build pip_note pip_install
+fi
+phase linkage pip linkage_note linkage
+phase pytest pip pytest_note pytest_run
+# The rest of the C++ suite (CI runs it on every change): after the GPU's own tests.
+phase ctest configure ctest_note ctest_rest
+phase bench pip bench_note bench
+
+# --- summary -------------------------------------------------------------------------------------
+: >"$work/finished"
+write_results --print
 say "wrote $out/summary.json, summary.txt, logs.tar.gz"
-grep -q "	failed	" "$results" && exit 1
+grep -qE "	(failed|timeout)	" "$results" && exit 1
 exit 0
