@@ -512,6 +512,33 @@ for test in json.load(open(sys.argv[1]))["tests"]:
     print(f"{test['name']}\t{command}")
 EOF
 }
+# The frames a backtrace could not name ("binary(+0xOFFSET)": functions a binary does not
+# export), named by addr2line from the binaries' symbol tables while they are on this machine.
+symbolize() {
+  local log=$1 file offset name place
+  command -v addr2line >/dev/null || { echo "(no addr2line here: unnamed frames stay offsets)"; return 0; }
+  grep -oE '^[^ (]+\(\+0x[0-9a-f]+\)' "$log" | sort -u | head -300 >"$work/frames"
+  [ -s "$work/frames" ] || return 0
+  echo "gpu-check: the unnamed frames above, named by addr2line:"
+  for file in $(sed 's/(.*//' "$work/frames" | sort -u); do
+    [ -f "$file" ] || continue
+    grep -F "$file(" "$work/frames" | sed 's/.*(+\(0x[0-9a-f]*\))/\1/' >"$work/offsets"
+    # shellcheck disable=SC2046
+    paste -d '\t' "$work/offsets" <(addr2line -f -C -e "$file" $(cat "$work/offsets") | paste - -) |
+      while IFS=$'\t' read -r offset name place; do
+        echo "  $file(+$offset) = $name ${place:+($place)}"
+      done
+  done
+}
+# The watchdog's report, shortened for summary.txt: each thread's line and its first named
+# frames (no more than 3 a thread, 12 lines in all).
+watchdog_excerpt() {
+  awk '/^gpu test: watchdog: .* still running/ { on = 1; next }
+       /^gpu test: watchdog: executable mappings/ { on = 0 }
+       on && /^--- thread / { print; frames = 0; next }
+       on && /^[^ ]+\([A-Za-z_][^+)]*\+0x[0-9a-f]+\)/ && frames < 3 {
+         sub(/ ?\[0x[0-9a-f]+\]$/, ""); print "    " $0; frames++ }' "$1" | head -12
+}
 ctest_gpu() {
   local listing name command limit begin code status note seconds failed=0 gpu_answers=0
   nvidia-smi -L >/dev/null 2>&1 && gpu_answers=1
@@ -551,11 +578,17 @@ ctest_gpu() {
     elif [ "$code" = 3 ] && grep -q '^gpu test: watchdog: ' "$logs/$name.log"; then
       status=failed
       note="hang: $(grep -m1 '^gpu test: watchdog: ' "$logs/$name.log" | sed 's/^gpu test: watchdog: //; s/; the .*//')"
+      watchdog_excerpt "$logs/$name.log" >"$work/excerpts/$name.txt"
     else
       status=failed
       note="exit $code; $(grep -E '^gpu test: end .*failed\)|ERROR:|^gpu test: (crash|exception)' "$logs/$name.log" | head -2 | tr '\n' ' ' | cut -c1-200)"
     fi
     [ "$status" = passed ] || [ "$status" = skipped ] || failed=1
+    if [ "$status" != passed ] && [ "$status" != skipped ]; then
+      symbolize "$logs/$name.log" >"$work/symbolized" 2>&1
+      cat "$work/symbolized" >>"$logs/$name.log"
+      [ ! -f "$logs/$name.hang.log" ] || symbolize "$logs/$name.hang.log" >>"$logs/$name.hang.log" 2>&1
+    fi
     printf '%s\t%s\t%s\t%s\n' "$name" "$status" "$seconds" "${note//$'\t'/ }" >>"$gpu_results"
     echo "=== $name: $status ($seconds s) $note"
   done <<<"$listing"
