@@ -654,7 +654,7 @@ bench_note() { grep -E "^bench: GPU|done in" "$1" | tail -1; }
 write_results() {
   [ -f "$work/bench/results.json" ] && cp "$work/bench/results.json" "$out/bench-results.json"
   [ -f "$work/bench/results.md" ] && cp "$work/bench/results.md" "$logs/bench-results.md"
-  "$python" - "$work" "$out" "$started_s" "$deadline_s" "$reserve_s" "${1:-}" <<'EOF' >&2
+  if ! "$python" - "$work" "$out" "$started_s" "$deadline_s" "$reserve_s" "${1:-}" <<'EOF' >&2
 import json, re, sys, time, xml.etree.ElementTree as ET
 from pathlib import Path
 work, out = Path(sys.argv[1]), Path(sys.argv[2])
@@ -773,6 +773,11 @@ write("summary.txt", "\n".join(lines) + "\n")
 if show:
     print("\n".join(lines))
 EOF
+  then
+    # Without a working Python, the phases' lines at least.
+    { echo "gpucache gpu-check (summary.json not written: $python failed)"
+      cat "$results"; } >"$out/.summary.txt.part" && mv -f "$out/.summary.txt.part" "$out/summary.txt"
+  fi
   # Every log, within the device tool's 16 MiB a file: when the archive would be larger, logs over
   # 1 MiB go in as their first 256 KiB and last 1 MiB.
   tar -czf "$out/.logs.tar.gz.part" -C "$work" logs 2>/dev/null
