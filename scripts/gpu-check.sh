@@ -77,6 +77,12 @@ end_at=$((started_s + deadline_s))
 # The least time a phase needs to be worth starting; with less left it is skipped (deadline).
 declare -A min_seconds=([machine]=5 [deps]=10 [configure]=10 [build]=60 [ctest_gpu]=20
   [pip]=60 [linkage]=5 [pytest]=20 [ctest]=20 [bench]=60)
+# The most a quick phase may take, so that one hanging (nvidia-smi or torch.cuda on a wedged GPU,
+# say) leaves the rest their time; the others have only the deadline.
+declare -A max_seconds=([machine]=90 [deps]=120 [configure]=120 [linkage]=60)
+# What stopping a GPU test takes: the snapshot (two user-space backtraces of up to 15 s each) and
+# SIGTERM, 5 s, SIGKILL; a test is given its time less this, so its own snapshot is the one taken.
+stop_allowance_s=40
 
 say() { echo "gpu-check: $*" >&2; }
 now() { date +%s.%N; }
@@ -268,6 +274,7 @@ run_phase() {
     record "$name" skipped 0 "(deadline) $limit s left before the reserve, needs ${min_seconds[$name]:-10}"
     return 1
   fi
+  [ "$limit" -gt "${max_seconds[$name]:-$limit}" ] && limit=${max_seconds[$name]}
   say "$name ... (at most $limit s)"
   printf '%s\t%s\n' "$(date +%s)" "$limit" >"$work/running/$name"
   local begin code note=""
@@ -546,8 +553,7 @@ ctest_gpu() {
   [ -n "$listing" ] || { echo "no gpu-labelled tests in $build"; return 1; }
   echo "watchdog per test case: ${GPUCACHE_GPU_TEST_WATCHDOG_S:-60} s (GPUCACHE_GPU_TEST_WATCHDOG_S); per test: $test_timeout_s s (GPUCACHE_GPU_TEST_TIMEOUT_S)"
   while IFS=$'\t' read -r name command; do
-    # A few seconds inside the phase's own limit, so this test's snapshot is the one taken.
-    limit=$(($(budget) - 3))
+    limit=$(($(budget) - stop_allowance_s))
     [ "$limit" -gt "$test_timeout_s" ] && limit=$test_timeout_s
     if [ "$limit" -lt 10 ]; then
       printf '%s\tskipped\t0\t(deadline) %s s left\n' "$name" "$limit" >>"$gpu_results"
