@@ -222,12 +222,13 @@ run_limited() {
   rm -f "$work/timed_out.$label"
   [ "$fake_hang" = "$label" ] && set -- fake_hang_command
   "$@" >"$log" 2>&1 </dev/null &
-  local pid=$! begin now_s
-  begin=$(date +%s)
-  local refresh_at=$((begin + 30))
+  local pid=$! now_s
+  # In microseconds (bash 5's EPOCHREALTIME): whole seconds would cut up to one short.
+  local stop_at=$((${EPOCHREALTIME/./} + limit * 1000000))
+  local refresh_at=$(($(date +%s) + 30))
   while kill -0 "$pid" 2>/dev/null; do
     now_s=$(date +%s)
-    if [ "$now_s" -ge $((begin + limit)) ]; then
+    if [ "${EPOCHREALTIME/./}" -ge "$stop_at" ]; then
       say "$label: still running after $limit s: snapshot, then stopped"
       echo "gpu-check: stopped after $limit s (its limit); snapshot in $label.hang.log" >>"$log"
       { snapshot "$label" "$pid"; kill_tree "$pid"; } >"$logs/$label.hang.log" 2>&1
@@ -554,13 +555,13 @@ ctest_gpu() {
   echo "watchdog per test case: ${GPUCACHE_GPU_TEST_WATCHDOG_S:-60} s (GPUCACHE_GPU_TEST_WATCHDOG_S); per test: $test_timeout_s s (GPUCACHE_GPU_TEST_TIMEOUT_S)"
   while IFS=$'\t' read -r name command; do
     limit=$(($(budget) - stop_allowance_s))
-    [ "$limit" -gt "$test_timeout_s" ] && limit=$test_timeout_s
     if [ "$limit" -lt 10 ]; then
       printf '%s\tskipped\t0\t(deadline) %s s left\n' "$name" "$limit" >>"$gpu_results"
       echo "=== $name: skipped (deadline)"
       failed=1
       continue
     fi
+    [ "$limit" -gt "$test_timeout_s" ] && limit=$test_timeout_s
     echo "=== $name (at most $limit s): $command"
     begin=$(now)
     run_limited "$limit" "$name" "$logs/$name.log" bash -c "$command"
