@@ -42,7 +42,12 @@ int main(int argc, char** argv) {
     std::printf("%s: skipping GPU tests\n", reason.c_str());
     return 77;
   }
-  std::printf("gpu test: watchdog %.0f s per test case\n", watchdog_seconds);
+  if (watchdog_seconds > 0) {
+    std::printf("gpu test: watchdog %g s per test case (GPUCACHE_GPU_TEST_WATCHDOG_S)\n",
+                watchdog_seconds);
+  } else {
+    std::printf("gpu test: no watchdog (GPUCACHE_GPU_TEST_WATCHDOG_S=0)\n");
+  }
   std::fflush(stdout);
   int code = 0;
   {
