@@ -534,18 +534,31 @@ symbolize() {
     # shellcheck disable=SC2046
     paste -d '\t' "$work/offsets" <(addr2line -f -C -e "$file" $(cat "$work/offsets") | paste - -) |
       while IFS=$'\t' read -r offset name place; do
-        echo "  $file(+$offset) = $name ${place:+($place)}"
+        echo "  $file(+$offset) = $name${place:+  @ $place}"
       done
   done
 }
-# The watchdog's report, shortened for summary.txt: each thread's line and its first named
-# frames (no more than 3 a thread, 12 lines in all).
+# The watchdog's report, shortened for summary.txt: each thread's line and its first frames past
+# the signal handler (named from the frame, else from addr2line's names in SYMBOLIZED, demangled
+# by c++filt when there is one), at most 4 a thread and 14 lines in all.
 watchdog_excerpt() {
-  awk '/^gpu test: watchdog: .* still running/ { on = 1; next }
-       /^gpu test: watchdog: executable mappings/ { on = 0 }
-       on && /^--- thread / { print; frames = 0; next }
-       on && /^[^ ]+\([A-Za-z_][^+)]*\+0x[0-9a-f]+\)/ && frames < 3 {
-         sub(/ ?\[0x[0-9a-f]+\]$/, ""); print "    " $0; frames++ }' "$1" | head -12
+  local log=$1 symbolized=$2
+  awk -v names="$symbolized" '
+    BEGIN { while ((getline line < names) > 0) if (line ~ /^  [^ ]+\(\+0x[0-9a-f]+\) = /) {
+              split(substr(line, 3), parts, " = "); sub(/  @ .*$/, "", parts[2]); name[parts[1]] = parts[2] } }
+    /^gpu test: watchdog: .* still running/ { on = 1; next }
+    /^gpu test: watchdog: executable mappings/ { on = 0 }
+    on && /^--- thread / { print; frames = 0; next }
+    on && frames < 4 && /^[^ ]+\(.*\) ?(\[0x[0-9a-f]+\])?$/ {
+      frame = $0; sub(/ ?\[0x[0-9a-f]+\]$/, "", frame)
+      file = frame; sub(/\(.*$/, "", file); sub(/.*\//, "", file)
+      what = frame; sub(/^[^(]*\(/, "", what); sub(/\)$/, "", what)
+      if (what ~ /^\+0x/) what = (frame in name) ? name[frame] : what
+      sub(/\+0x[0-9a-f]+$/, "", what)
+      if (what ~ /print_own_backtrace|__restore_rt|^killpg$/) next
+      print "    " what " (" file ")"; frames++ }' "$log" |
+    awk '/^--- thread / { started = 1 } started' | { command -v c++filt >/dev/null && c++filt || cat; } |
+    head -14
 }
 ctest_gpu() {
   local listing name command limit begin code status note seconds failed=0 gpu_answers=0
@@ -585,7 +598,6 @@ ctest_gpu() {
     elif [ "$code" = 3 ] && grep -q '^gpu test: watchdog: ' "$logs/$name.log"; then
       status=failed
       note="hang: $(grep -m1 '^gpu test: watchdog: ' "$logs/$name.log" | sed 's/^gpu test: watchdog: //; s/; the .*//')"
-      watchdog_excerpt "$logs/$name.log" >"$work/excerpts/$name.txt"
     else
       status=failed
       note="exit $code; $(grep -E '^gpu test: end .*failed\)|ERROR:|^gpu test: (crash|exception)' "$logs/$name.log" | head -2 | tr '\n' ' ' | cut -c1-200)"
@@ -593,6 +605,9 @@ ctest_gpu() {
     [ "$status" = passed ] || [ "$status" = skipped ] || failed=1
     if [ "$status" != passed ] && [ "$status" != skipped ]; then
       symbolize "$logs/$name.log" >"$work/symbolized" 2>&1
+      if [[ "$note" == hang:* ]]; then
+        watchdog_excerpt "$logs/$name.log" "$work/symbolized" >"$work/excerpts/$name.txt"
+      fi
       cat "$work/symbolized" >>"$logs/$name.log"
       [ ! -f "$logs/$name.hang.log" ] || symbolize "$logs/$name.hang.log" >>"$logs/$name.hang.log" 2>&1
     fi
@@ -770,7 +785,8 @@ for test in gpu_tests:
     lines.append(f"gpu test {test['name']}: {test['status']} {test['seconds']:.1f} s "
                  f"{test['note']}{where}"[:300])
 for label, excerpt in hangs.items():
-    lines.append(f"hang in {label} (logs/{label}.hang.log):")
+    source = f"logs/{label}.hang.log" if (logs / f"{label}.hang.log").exists() else f"logs/{label}.log"
+    lines.append(f"hang in {label} ({source}):")
     lines.extend(f"  {line[:200]}" for line in excerpt)
 for comparison in bench.get("comparisons", []):
     lines.append(f"bench {comparison['id']}: {comparison['status']} "
