@@ -35,6 +35,10 @@ check_outdir() {
   done
 }
 skip_rest=configure,build,ctest_gpu,pip,linkage,pytest,ctest,bench
+# Its own unpack and build folders: this test also runs inside a real check (its ctest phase), whose
+# prefix a deps phase here must never replace.
+export GPUCACHE_GPU_PREFIX=$scratch/prefix GPUCACHE_GPU_BUILD=$scratch/build
+unset GPUCACHE_GPU_FAKE_HANG GPUCACHE_GPU_TEST_TIMEOUT_S
 
 # 1. The deadline cuts the hanging phase: 12 s in all, 6 of them kept for the snapshot and results.
 begin=$(date +%s)
