@@ -135,8 +135,9 @@ process_line() {
 # user-space backtrace of the first few through eu-stack or gdb when the machine has one.
 # Writes the full text to stdout and a short excerpt to excerpts/LABEL.txt.
 snapshot() {
-  local label=$1 root=$2 pid comm task tid line fields
+  local label=$1 root=$2 pid comm task tid line fields ticks
   local excerpt=$work/excerpts/$label.txt
+  ticks=$(getconf CLK_TCK 2>/dev/null || echo 100)
   local phase_pids
   phase_pids=" $root $(descendants "$root" | tr '\n' ' ') "
   echo "=== $label: snapshot at $(date -u +%H:%M:%SZ), $(($(date +%s) - started_s)) s into the check"
@@ -160,7 +161,8 @@ snapshot() {
       tid=${task##*/}
       read -r line 2>/dev/null <"$task/stat" || continue
       read -ra fields <<<"${line##*) }"
-      echo "thread $tid ($(cat "$task/comm" 2>/dev/null)): state ${fields[0]}, wchan $(cat "$task/wchan" 2>/dev/null)"
+      # utime + stime (stat fields 14, 15): a thread spinning has CPU time, a blocked one little.
+      echo "thread $tid ($(cat "$task/comm" 2>/dev/null)): state ${fields[0]}, wchan $(cat "$task/wchan" 2>/dev/null), cpu $(((fields[11] + fields[12]) / ticks)) s"
       states+="${fields[0]}:$(cat "$task/wchan" 2>/dev/null) "
       if [ -r "$task/stack" ] && line=$(cat "$task/stack" 2>/dev/null) && [ -n "$line" ]; then
         echo "    ${line//$'\n'/$'\n'    }"

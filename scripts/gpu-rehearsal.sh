@@ -38,6 +38,9 @@ done
 echo "gpu-rehearsal: hiding $count files of ${hidden[*]}" >&2
 
 export GPUCACHE_GPU_BUILD=${GPUCACHE_GPU_BUILD:-$root/build-gpu-rehearsal}
+# A CPU machine builds for far longer than the GPU machine's call allows: the check's deadline
+# (500 s there) is two hours here unless set.
+export GPUCACHE_GPU_DEADLINE_S=${GPUCACHE_GPU_DEADLINE_S:-7200}
 unshare --mount --propagation private bash -c '
   set -e
   mount -t overlay overlay -o "lowerdir=/usr,upperdir=$1/upper,workdir=$1/work" /usr
