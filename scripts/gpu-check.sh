@@ -178,11 +178,11 @@ snapshot() {
     traced=$((traced + 1))
     if command -v eu-stack >/dev/null; then
       echo "user-space backtrace (eu-stack):"
-      timeout -k 2 15 eu-stack -p "$pid" 2>&1 | head -400
+      timeout -k 2 15 eu-stack -p "$pid" </dev/null 2>&1 | head -400
     elif command -v gdb >/dev/null; then
       echo "user-space backtrace (gdb):"
       timeout -k 2 15 gdb -p "$pid" -batch -nx -q -ex 'set pagination off' \
-        -ex 'thread apply all bt 40' 2>&1 | grep -vE '^\[(New LWP|Thread debugging)' | head -400
+        -ex 'thread apply all bt 40' </dev/null 2>&1 | grep -vE '^\[(New LWP|Thread debugging)' | head -400
     else
       echo "(no eu-stack or gdb on this machine: no user-space backtrace from here)"
     fi
