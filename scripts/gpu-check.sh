@@ -312,6 +312,10 @@ machine() {
   echo "c++: $(c++ --version 2>/dev/null | head -1)"
   echo "pkg-config: $(command -v pkg-config || echo none)"
   echo "dpkg-deb: $(command -v dpkg-deb || echo none)"
+  # What a hang's diagnosis can use here (snapshot, symbolize).
+  local tool tools=""
+  for tool in gdb eu-stack addr2line c++filt ps; do tools+=" $tool=$(command -v "$tool" >/dev/null && echo yes || echo no)"; done
+  echo "diagnosis tools:$tools; kernel stacks $([ -r /proc/self/stack ] && cat /proc/self/stack >/dev/null 2>&1 && echo readable || echo unreadable); ptrace_scope $(cat /proc/sys/kernel/yama/ptrace_scope 2>/dev/null || echo none); user $(id -un 2>/dev/null || id -u)"
   echo "python3: $("$python" -c 'import sys; print(sys.version.split()[0], sys.executable)' 2>&1)"
   "$python" - <<'EOF' 2>&1
 import importlib
