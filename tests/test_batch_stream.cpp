@@ -259,6 +259,24 @@ TEST_CASE("a GPU stream copies each batch on its own stream; the consumer waits 
     CHECK(stream.stats().peak_blocks <= options.prefetch + 1);
   }
   REQUIRE(cudaStreamDestroy(consumer) == 0);
+  CHECK(fake_cuda_stats().misuse == 0);
+
+  // A consumer on the legacy default stream (PyTorch's default stream: handle 0) works the same.
+  {
+    StreamOptions options = options_for(24, 1);
+    options.device = 0;
+    BatchStream stream(dataset, options);
+    std::uint64_t batches = 0;
+    while (auto batch = stream.next()) {
+      batch->wait(nullptr);
+      REQUIRE(cudaStreamSynchronize(nullptr) == 0);
+      check_batch(*batch, in);
+      ++batches;
+    }
+    CHECK(batches == 12);
+  }
+  CHECK(fake_cuda_stats().misuse == 0);
+  CHECK(std::string(fake_cuda_last_misuse()) == "");
 
   // No GPU: the error says so in plain words.
   fake_cuda_set_device_count(0);

@@ -3,10 +3,15 @@
 // streams and tell when copies are done, and CUDA failures as gpucache::Error.
 #include <doctest/doctest.h>
 
+#include <chrono>
+#include <mutex>
 #include <optional>
+#include <thread>
+#include <vector>
 
 #include "cuda_stream.hpp"
 #include "fake_cudart/fake_cuda_api.hpp"
+#include "gpucache/common/cuda_watch.hpp"
 #include "gpucache/error.hpp"
 
 using namespace gpucache::runtime::detail;
@@ -178,4 +183,56 @@ TEST_CASE("the fake CUDA runtime reports a stream or event used after it was des
   CHECK(cudaStreamDestroy(stream) == 400);
   CHECK(fake_cuda_stats().misuse == 2);
   fake_cuda_reset();
+}
+
+TEST_CASE("a CUDA call that blocks is reported naming the call; the trace lists every call") {
+  const CudaApi& cuda = fake_cuda();
+  fake_cuda_reset();
+  std::mutex mutex;
+  std::vector<std::string> reports, trace;
+  const auto has = [&](const std::vector<std::string>& lines, const std::string& text) {
+    std::lock_guard lock(mutex);
+    for (const auto& line : lines)
+      if (line.find(text) != std::string::npos) return true;
+    return false;
+  };
+  gpucache::detail::set_cuda_watch_for_testing(0.05, [&](std::string_view line) {
+    std::lock_guard lock(mutex);
+    reports.emplace_back(line);
+  });
+  gpucache::detail::set_cuda_debug_for_testing([&](std::string_view line) {
+    std::lock_guard lock(mutex);
+    trace.emplace_back(line);
+  });
+  FakePinnedBuffer source(16);
+  FakeDeviceBuffer target(16);
+  {
+    CudaStream stream(cuda, "cuda:0");
+    CudaEvent event(cuda, "staging");
+    // A copy that does not run (a GPU that does not answer) and a wait for it.
+    fake_cuda_hold_copies(1);
+    REQUIRE(cuda.memcpy_async(target.data(), source.data(), 16, kCudaMemcpyHostToDevice,
+                              stream.get()) == 0);
+    event.record(stream.get());
+    std::thread waiter([&] { event.synchronize(); });
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (!has(reports, "has not returned") && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    fake_cuda_hold_copies(0);
+    waiter.join();
+  }
+  gpucache::detail::set_cuda_watch_for_testing(0, nullptr);
+  gpucache::detail::set_cuda_debug_for_testing(nullptr);
+  CHECK(has(reports, "cudaEventSynchronize(0x"));
+  CHECK(has(reports, "has not returned after"));
+  CHECK(has(reports, "returned after"));
+  // Only the wait blocked: the calls before it returned at once.
+  CHECK_FALSE(has(reports, "cudaMemcpyAsync"));
+  for (const char* call : {"-> cudaStreamCreateWithFlags(", "<- cudaStreamCreateWithFlags(",
+                           "-> cudaMemcpyAsync(", "-> cudaEventRecord(", "-> cudaEventSynchronize(",
+                           "-> cudaStreamSynchronize(", "-> cudaStreamDestroy("}) {
+    CAPTURE(call);
+    CHECK(has(trace, call));
+  }
+  check_clean();
 }

@@ -1,8 +1,11 @@
 #include "gpucache/common/cuda_runtime_library.hpp"
 
 #include <dlfcn.h>
+#include <link.h>
 
 #include <cstdlib>
+
+#include "gpucache/common/cuda_watch.hpp"
 
 namespace gpucache {
 namespace {
@@ -16,7 +19,13 @@ Loaded load() {
   Loaded loaded;
   std::string errors;
   auto try_open = [&](const char* name, int flags) {
-    void* handle = ::dlopen(name, flags);
+    void* handle;
+    {
+      // Loading runs the library's initialisers; traced so a first draw shows which file it was.
+      CudaCallWatch watch("dlopen(%s%s)", name, flags & RTLD_NOLOAD ? ", RTLD_NOLOAD" : "");
+      handle = ::dlopen(name, flags);
+      watch.result(handle ? 0 : -1);
+    }
     if (handle) {
       loaded.library = {handle, name};
     } else if (const char* message = ::dlerror(); message && !(flags & RTLD_NOLOAD)) {
@@ -38,6 +47,12 @@ Loaded load() {
   }
   if (!loaded.library.handle)
     loaded.why = "the CUDA runtime library could not be loaded (" + errors + ")";
+  else if (cuda_debug_enabled()) {
+    link_map* map = nullptr;
+    const bool found = ::dlinfo(loaded.library.handle, RTLD_DI_LINKMAP, &map) == 0 && map;
+    cuda_debug("the CUDA runtime of this process: %s (%s)", loaded.library.name.c_str(),
+               found && map->l_name ? map->l_name : "?");
+  }
   return loaded;
 }
 

@@ -10,6 +10,7 @@
 #include "cuda_stream.hpp"
 #include "destination_device.hpp"
 #include "destination_pinned_host.hpp"
+#include "gpucache/common/cuda_watch.hpp"
 #include "gpucache/common/parallel.hpp"
 #include "load_plan.hpp"
 #include "sources.hpp"
@@ -81,6 +82,8 @@ DeviceData Dataset::to_device(int device, const DeviceOptions& options) const {
   const auto started = std::chrono::steady_clock::now();
   const std::string where = "cuda:" + std::to_string(device);
   const CudaApi& cuda = require_cuda_api(where);
+  cuda_debug("%s: to_device of %s, placement %d, read mode %d", where.c_str(), path().c_str(),
+             static_cast<int>(options.placement), static_cast<int>(options.read_mode));
   require_device(cuda, device, where);
   DeviceScope scope(cuda, device, where);
 
@@ -104,6 +107,7 @@ DeviceData Dataset::to_device(int device, const DeviceOptions& options) const {
   if (layout.offsets_bytes > 0) destination->write(0, offsets.data(), layout.offsets_bytes, path());
   LoadStats stats = deliver_plan(plan, options.read_mode, *destination, cuda, where);
   destination->finish();
+  cuda_debug("%s: to_device of %s done", where.c_str(), path().c_str());
   stats.bytes_copied = plan.bytes_copied + layout.offsets_bytes;
   stats.bytes_verified += checked.bytes_verified;
   stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();

@@ -3,6 +3,7 @@
 #include "gpucache/error.hpp"
 
 #ifdef GPUCACHE_HAVE_CUDA
+#include "gpucache/common/cuda_watch.hpp"
 #include "kernels/cuda_kernels.hpp"
 #endif
 
@@ -10,8 +11,11 @@ namespace gpucache {
 
 bool cuda_available() noexcept {
 #ifdef GPUCACHE_HAVE_CUDA
-  const detail::CudaKernels* kernels = detail::cuda_kernels();
-  return kernels && kernels->device_count() > 0;
+  std::string why;
+  const detail::CudaKernels* kernels = detail::cuda_kernels(&why);
+  const int count = kernels ? kernels->device_count() : 0;
+  cuda_debug("cuda_available: %d device(s)%s%s", count, kernels ? "" : ", ", why.c_str());
+  return count > 0;
 #else
   return false;
 #endif

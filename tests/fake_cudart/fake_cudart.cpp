@@ -7,13 +7,21 @@
 // - cudaMemcpyAsync requires a pinned source (registered or cudaHostAlloc'd) and a destination
 //   inside one cudaMalloc'd allocation;
 // - registering read-only memory requires cudaHostRegisterReadOnly.
+// It models the legacy default stream (handle 0, cudaStreamLegacy, cudaStreamPerThread: one stream
+// here), which a consumer such as PyTorch's default stream uses, as an ordinary stream; the real
+// one also waits for, and holds up, every blocking stream, so creating a stream without
+// cudaStreamNonBlocking counts as misuse and that synchronisation never has to be modelled.
+// What it does not model (docs/architecture.md, "What the fake CUDA runtime models"): calls that
+// block for long on a real GPU (the first call, context creation, cudaFree/cudaFreeHost waiting
+// for the whole device, pinning pages), kernels, and CUDA calls made from host callbacks.
 // And it counts as misuse (FakeCudaStats::misuse, fake_cuda_last_misuse) what the real runtime
 // accepts but what corrupts data or memory there:
 // - the source of a copy changing between cudaMemcpyAsync and the copy running (a staging buffer
 //   reused before its copy completed);
 // - unregistering or freeing memory that a copy enqueued but not yet run reads or writes;
 // - unregistering memory that is not registered (twice, say), freeing what was not allocated;
-// - using a stream or event after destroying it (or one never created).
+// - using a stream or event after destroying it (or one never created);
+// - creating a blocking stream (without cudaStreamNonBlocking): see the legacy default stream.
 // Counters and knobs are reached through the fake_cuda_* functions.
 #include <algorithm>
 #include <chrono>
@@ -128,6 +136,7 @@ struct State {
   std::map<std::uintptr_t, std::size_t> pinned;              // registered or host-allocated
   std::map<std::uintptr_t, bool> host_allocations;           // base → mapped flag
   std::map<void*, std::unique_ptr<Stream>> streams;
+  std::unique_ptr<Stream> legacy;  // the legacy default stream, created at first use
   std::map<void*, std::shared_ptr<Event>> events;
   std::map<std::uint64_t, PendingCopy> pending;  // by ticket
   std::uint64_t next_copy = 0;
@@ -189,7 +198,17 @@ bool inside(const std::map<std::uintptr_t, std::size_t>& ranges, const void* poi
   return address >= it->first && address + size <= it->first + it->second;
 }
 
+// Handles that name the legacy default stream: 0, cudaStreamLegacy and cudaStreamPerThread.
+bool is_default_stream(const void* handle) {
+  const auto value = reinterpret_cast<std::uintptr_t>(handle);
+  return value == 0 || value == 1 || value == 2;
+}
+
 Stream* find_stream_locked(State& s, void* handle, const char* call) {
+  if (is_default_stream(handle)) {
+    if (!s.legacy) s.legacy = std::make_unique<Stream>();
+    return s.legacy.get();
+  }
   const auto it = s.streams.find(handle);
   if (it != s.streams.end()) return it->second.get();
   misuse_locked(s, std::string(call) + " on a stream that does not exist (destroyed?)",
@@ -419,10 +438,15 @@ int cudaMemcpyAsync(void* to, const void* from, size_t size, int kind, void* str
   });
   return kSuccess;
 }
-int cudaStreamCreateWithFlags(void** stream, unsigned) {
+int cudaStreamCreateWithFlags(void** stream, unsigned flags) {
   auto& s = state();
   std::lock_guard lock(s.mutex);
   if (const int error = injected_locked(s, "cudaStreamCreateWithFlags")) return error;
+  if (!(flags & 0x01))  // cudaStreamNonBlocking
+    misuse_locked(s,
+                  "a blocking stream (no cudaStreamNonBlocking): on a GPU it waits for and holds "
+                  "up the legacy default stream, PyTorch's default stream",
+                  kSuccess);
   auto created = std::make_unique<Stream>();
   *stream = created.get();
   s.streams[*stream] = std::move(created);
@@ -434,6 +458,9 @@ int cudaStreamDestroy(void* handle) {
   std::unique_ptr<Stream> stream;
   {
     std::lock_guard lock(s.mutex);
+    if (is_default_stream(handle))
+      return misuse_locked(s, "cudaStreamDestroy of the legacy default stream",
+                           kInvalidResourceHandle);
     const auto it = s.streams.find(handle);
     if (it == s.streams.end())
       return misuse_locked(s, "cudaStreamDestroy of a stream that does not exist (twice?)",
@@ -490,8 +517,6 @@ int cudaEventRecord(void* event_handle, void* stream_handle) {
   {
     std::lock_guard lock(s.mutex);
     if (const int error = injected_locked(s, "cudaEventRecord")) return error;
-    // The runtime only uses its own streams, never the legacy default stream.
-    if (!stream_handle) return fail_locked(s, kInvalidValue);
     stream = find_stream_locked(s, stream_handle, "cudaEventRecord");
     if (!stream) return kInvalidResourceHandle;
   }

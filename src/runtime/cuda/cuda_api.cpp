@@ -2,9 +2,12 @@
 
 #include <dlfcn.h>
 
+#include <cstdio>
 #include <string>
+#include <type_traits>
 
 #include "gpucache/common/cuda_runtime_library.hpp"
+#include "gpucache/common/cuda_watch.hpp"
 #include "gpucache/error.hpp"
 
 namespace gpucache::runtime::detail {
@@ -49,6 +52,91 @@ bool resolve_all(void* handle, CudaApi& api, std::string& why) {
          resolve(handle, "cudaGetErrorString", api.get_error_string, why);
 }
 
+// The functions as resolved, for the watched wrappers below (never destroyed: CUDA may be called
+// from destructors during exit).
+const CudaApi* unwatched_api = nullptr;
+
+// "name(1, 0x7f..., 4096)" into out.
+template <class... Args>
+void describe(char (&out)[200], const char* name, Args... args) {
+  std::size_t used = 0;
+  const auto append = [&](const char* format, auto value) {
+    if (used >= sizeof out) return;
+    const int written = std::snprintf(out + used, sizeof out - used, format, value);
+    if (written > 0) used += static_cast<std::size_t>(written);
+  };
+  append("%s(", name);
+  bool first = true;
+  const auto argument = [&](auto value) {
+    if (!first) append("%s", ", ");
+    first = false;
+    using T = decltype(value);
+    if constexpr (std::is_pointer_v<T>)
+      append("%p", static_cast<const void*>(value));
+    else if constexpr (std::is_signed_v<T>)
+      append("%lld", static_cast<long long>(value));
+    else
+      append("%llu", static_cast<unsigned long long>(value));
+  };
+  (argument(args), ...);
+  append("%s", ")");
+}
+
+// A CudaApi entry that runs the resolved function inside a CudaCallWatch: every call into CUDA
+// that may block (all but the error queries) is reported when it does not return, and traced with
+// GPUCACHE_DEBUG_CUDA (cuda_watch.hpp). The real runtime blocks where the fake does not: the first
+// call initialises the driver, cudaSetDevice and the first allocation or stream create the
+// context, cudaFree and cudaFreeHost wait for the whole device, cudaHostRegister pins (and may
+// fault in) every page of its range.
+template <auto Member>
+struct Watched;
+template <class R, class... Args, R (*CudaApi::*Member)(Args...)>
+struct Watched<Member> {
+  static inline const char* name = "?";
+  static R call(Args... args) {
+    char text[200];
+    describe(text, name, args...);
+    CudaCallWatch watch("%s", text);
+    const R status = (unwatched_api->*Member)(args...);
+    watch.result(static_cast<int>(status));
+    return status;
+  }
+};
+
+template <auto Member>
+void watch_entry(CudaApi& api, const char* name) {
+  Watched<Member>::name = name;
+  api.*Member = &Watched<Member>::call;
+}
+
+void watch_all(CudaApi& api) {
+  auto* unwatched = new CudaApi(api);
+  unwatched->resolved = unwatched;
+  unwatched_api = unwatched;
+  api.resolved = unwatched;
+  watch_entry<&CudaApi::get_device_count>(api, "cudaGetDeviceCount");
+  watch_entry<&CudaApi::set_device>(api, "cudaSetDevice");
+  watch_entry<&CudaApi::mem_get_info>(api, "cudaMemGetInfo");
+  watch_entry<&CudaApi::malloc>(api, "cudaMalloc");
+  watch_entry<&CudaApi::free>(api, "cudaFree");
+  watch_entry<&CudaApi::host_alloc>(api, "cudaHostAlloc");
+  watch_entry<&CudaApi::free_host>(api, "cudaFreeHost");
+  watch_entry<&CudaApi::host_register>(api, "cudaHostRegister");
+  watch_entry<&CudaApi::host_unregister>(api, "cudaHostUnregister");
+  watch_entry<&CudaApi::host_get_device_pointer>(api, "cudaHostGetDevicePointer");
+  watch_entry<&CudaApi::memcpy_async>(api, "cudaMemcpyAsync");
+  watch_entry<&CudaApi::stream_create_with_flags>(api, "cudaStreamCreateWithFlags");
+  watch_entry<&CudaApi::stream_destroy>(api, "cudaStreamDestroy");
+  watch_entry<&CudaApi::stream_synchronize>(api, "cudaStreamSynchronize");
+  watch_entry<&CudaApi::stream_wait_event>(api, "cudaStreamWaitEvent");
+  watch_entry<&CudaApi::event_create_with_flags>(api, "cudaEventCreateWithFlags");
+  watch_entry<&CudaApi::event_record>(api, "cudaEventRecord");
+  watch_entry<&CudaApi::event_synchronize>(api, "cudaEventSynchronize");
+  watch_entry<&CudaApi::event_query>(api, "cudaEventQuery");
+  watch_entry<&CudaApi::event_destroy>(api, "cudaEventDestroy");
+  // cudaGetDevice, cudaGetLastError and cudaGetErrorString only read the runtime's state.
+}
+
 Loaded load() {
   Loaded loaded;
   // The library is the process's one CUDA runtime (common's cuda_runtime_library), the same one
@@ -63,6 +151,8 @@ Loaded load() {
     return loaded;
   }
   loaded.api.library = chosen;
+  watch_all(loaded.api);
+  cuda_debug("the runtime reader uses the CUDA runtime %s", chosen.c_str());
   loaded.ok = true;
   return loaded;
 }

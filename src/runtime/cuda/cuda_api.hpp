@@ -49,6 +49,9 @@ struct CudaApi {
   const char* (*get_error_string)(cuda_error_t);
 
   std::string library;  // the file that was loaded
+  // The same functions as the library defines them. The entries above run them inside a
+  // CudaCallWatch (common/cuda_watch.hpp), so a call that blocks is reported and traced.
+  const CudaApi* resolved = nullptr;
 };
 
 // The loaded API, or nullptr when no usable libcudart was found. Tries, in order: the path in

@@ -1,5 +1,6 @@
 #include "sources.hpp"
 
+#include "gpucache/common/cuda_watch.hpp"
 #include "source_mapped.hpp"
 #include "source_pread.hpp"
 
@@ -18,8 +19,13 @@ LoadStats deliver_plan(const CopyPlan& plan, ReadMode mode, Destination& destina
     MappedSource mapped(options, mode == ReadMode::register_mmap ? MappedSource::OnRefusal::fail
                                                                  : MappedSource::OnRefusal::stop);
     rest = rest.subspan(mapped.deliver(rest, destination, stats));
+    cuda_debug("%s: %zu of %zu shards delivered from their registered mappings", where.c_str(),
+               plan.copies.size() - rest.size(), plan.copies.size());
   }
-  if (!rest.empty()) PreadSource(options).deliver(rest, destination, stats);
+  if (!rest.empty()) {
+    cuda_debug("%s: %zu shards through pread staging", where.c_str(), rest.size());
+    PreadSource(options).deliver(rest, destination, stats);
+  }
   return stats;
 }
 

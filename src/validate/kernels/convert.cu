@@ -75,7 +75,9 @@ ConvertCounts cuda_convert_rows(CudaStaging& staging, const ConvertParams& param
   check_cuda(cudaMemcpyAsync(staging.device_counters, initial, sizeof initial,
                              cudaMemcpyHostToDevice, staging.streams[0]),
              "cudaMemcpyAsync (counters)");
-  check_cuda(cudaStreamSynchronize(staging.streams[0]), "cudaStreamSynchronize");
+  check_cuda(watched_call("cudaStreamSynchronize (conversion counters set)",
+                          [&] { return cudaStreamSynchronize(staging.streams[0]); }),
+             "cudaStreamSynchronize");
   const ChunkInput input{reinterpret_cast<const std::byte*>(in), nullptr,
                          params.dim * sizeof(float)};
   stream_rows(
@@ -99,7 +101,9 @@ ConvertCounts cuda_convert_rows(CudaStaging& staging, const ConvertParams& param
   check_cuda(cudaMemcpyAsync(final_counts, staging.device_counters, sizeof final_counts,
                              cudaMemcpyDeviceToHost, staging.streams[0]),
              "cudaMemcpyAsync (counters)");
-  check_cuda(cudaStreamSynchronize(staging.streams[0]), "cudaStreamSynchronize");
+  check_cuda(watched_call("cudaStreamSynchronize (conversion counters read)",
+                          [&] { return cudaStreamSynchronize(staging.streams[0]); }),
+             "cudaStreamSynchronize");
   ConvertCounts counts;
   counts.overflowed = final_counts[kOverflowed];
   counts.flushed = final_counts[kFlushed];

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "gpucache/common/cuda_watch.hpp"
 #include "gpucache/common/parallel.hpp"
 #include "kernels/cuda_staging.cuh"
 
@@ -22,10 +23,15 @@ template <class T>
 class DeviceBuffer {
  public:
   DeviceBuffer(std::size_t count, const char* what) {
-    if (count) check_cuda(cudaMalloc(reinterpret_cast<void**>(&data_), count * sizeof(T)), what);
+    if (count)
+      check_cuda(
+          watched_call(
+              what,
+              [&] { return cudaMalloc(reinterpret_cast<void**>(&data_), count * sizeof(T)); }),
+          what);
   }
   ~DeviceBuffer() {
-    if (data_) cudaFree(data_);
+    if (data_) watched_call("cudaFree (waits for the device)", [&] { return cudaFree(data_); });
   }
   DeviceBuffer(const DeviceBuffer&) = delete;
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
@@ -129,6 +135,10 @@ void stream_rows(CudaStaging& staging, const ChunkInput* inputs, int input_count
         offset += (bytes + kInputAlignment - 1) / kInputAlignment * kInputAlignment;
       }
       cudaStream_t stream = staging.streams[slot];
+      // The first launch of a kernel loads the module's code onto the device (lazy loading).
+      CudaCallWatch watch("upload, kernels and download of validation rows %llu-%llu on stream %d",
+                          static_cast<unsigned long long>(first),
+                          static_cast<unsigned long long>(first + count), slot);
       if (offset) {
         check_cuda(cudaMemcpyAsync(staging.device_in[slot], staging.host_in[slot], offset,
                                    cudaMemcpyHostToDevice, stream),

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "gpucache/common/cuda_runtime_library.hpp"
+#include "gpucache/common/cuda_watch.hpp"
 
 #ifndef GPUCACHE_CUDA_KERNELS_FILE
 #error "GPUCACHE_CUDA_KERNELS_FILE (the module's file name) must be defined by the build"
@@ -81,7 +82,14 @@ Loaded load() {
     }
     // RTLD_LOCAL: the module's symbols stay its own. Its libcudart.so.N is matched by soname to
     // the runtime loaded above when the major versions agree; the check below says when not.
-    void* handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    void* handle;
+    {
+      // The module's initialisers register its kernels with the CUDA runtime while the loader's
+      // lock is held: traced, so a hang there shows.
+      CudaCallWatch watch("dlopen(%s) of the CUDA kernels", path.c_str());
+      handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+      watch.result(handle ? 0 : -1);
+    }
     if (!handle) {
       const char* message = ::dlerror();
       loaded.why = "the CUDA kernels " + path +
@@ -110,6 +118,7 @@ Loaded load() {
     }
     loaded.table = table;
     loaded.path = path;
+    cuda_debug("the CUDA kernels: %s, bound to %s", path.c_str(), runtime->name.c_str());
     return loaded;
   }
   loaded.why = "the CUDA kernels " + std::string(GPUCACHE_CUDA_KERNELS_FILE) +

@@ -17,6 +17,8 @@ void check_cuda(cudaError_t status, const char* what) {
 namespace {
 
 void free_buffers(CudaStaging& staging) noexcept {
+  // cudaFreeHost and cudaFree wait for the whole device first.
+  CudaCallWatch watch("cudaFreeHost/cudaFree of the validation staging buffers");
   for (int slot = 0; slot < kSlots; ++slot) {
     if (staging.host_in[slot]) cudaFreeHost(staging.host_in[slot]);
     if (staging.host_out[slot]) cudaFreeHost(staging.host_out[slot]);
@@ -34,6 +36,7 @@ void cuda_staging_destroy(CudaStaging* staging) noexcept {
   if (!staging) return;
   staging->abandon();
   free_buffers(*staging);
+  CudaCallWatch watch("cudaFree/cudaEventDestroy/cudaStreamDestroy of the validation staging");
   if (staging->device_counters) cudaFree(staging->device_counters);
   for (int slot = 0; slot < kSlots; ++slot) {
     if (staging->done[slot]) cudaEventDestroy(staging->done[slot]);
@@ -51,14 +54,24 @@ CudaStaging* cuda_staging_create(unsigned host_threads) {
   check_cuda(cudaDeviceGetAttribute(&staging->sm_count, cudaDevAttrMultiProcessorCount, device),
              "cudaDeviceGetAttribute");
   for (int slot = 0; slot < kSlots; ++slot) {
-    check_cuda(cudaStreamCreateWithFlags(&staging->streams[slot], cudaStreamNonBlocking),
+    // The first stream creates the device's context: the driver's longest step.
+    check_cuda(watched_call("cudaStreamCreateWithFlags (validation staging; creates the context)",
+                            [&] {
+                              return cudaStreamCreateWithFlags(&staging->streams[slot],
+                                                               cudaStreamNonBlocking);
+                            }),
                "cudaStreamCreate");
     check_cuda(cudaEventCreateWithFlags(&staging->done[slot], cudaEventDisableTiming),
                "cudaEventCreate");
   }
-  check_cuda(cudaMalloc(reinterpret_cast<void**>(&staging->device_counters),
-                        4 * sizeof(unsigned long long)),
+  check_cuda(watched_call("cudaMalloc (validation counters)",
+                          [&] {
+                            return cudaMalloc(reinterpret_cast<void**>(&staging->device_counters),
+                                              4 * sizeof(unsigned long long));
+                          }),
              "cudaMalloc (counters)");
+  cuda_debug("validation staging on cuda:%d, %d SMs, %u host threads", device, staging->sm_count,
+             staging->host_threads);
   return staging.release();
 }
 
@@ -76,6 +89,8 @@ void CudaStaging::reserve(std::size_t in_bytes, std::size_t out_bytes) {
   const std::size_t in_size = std::max(in_bytes, in_capacity);
   const std::size_t out_size = std::max(out_bytes, out_capacity);
   free_buffers(*this);
+  CudaCallWatch watch("cudaHostAlloc/cudaMalloc of 2 x (%zu + %zu) bytes of validation staging",
+                      in_size, out_size);
   for (int slot = 0; slot < kSlots; ++slot) {
     check_cuda(
         cudaHostAlloc(reinterpret_cast<void**>(&host_in[slot]), in_size, cudaHostAllocDefault),
@@ -95,12 +110,15 @@ void CudaStaging::reserve(std::size_t in_bytes, std::size_t out_bytes) {
 void CudaStaging::drain(int slot) {
   Pending& chunk = pending[slot];
   if (!chunk.destination) return;
-  check_cuda(cudaEventSynchronize(done[slot]), "waiting for a chunk");
+  check_cuda(watched_call("cudaEventSynchronize (a validation chunk's kernels and copies)",
+                          [&] { return cudaEventSynchronize(done[slot]); }),
+             "waiting for a chunk");
   parallel_copy(chunk.destination, host_out[slot], chunk.bytes, host_threads);
   chunk = {};
 }
 
 void CudaStaging::abandon() noexcept {
+  CudaCallWatch watch("cudaStreamSynchronize of both validation streams (after an error)");
   for (int slot = 0; slot < kSlots; ++slot) {
     if (streams[slot]) cudaStreamSynchronize(streams[slot]);
     pending[slot] = {};

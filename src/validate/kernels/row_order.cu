@@ -43,6 +43,10 @@ bool device_memory_fits(std::size_t bytes) {
 
 bool cuda_sort_by_key(std::uint64_t* keys, std::uint64_t* values, std::uint64_t count) {
   if (count < 2) return true;
+  // Synchronous copies and CUB's sort on the legacy default stream, which also waits for the work
+  // of every blocking stream of the process (PyTorch's default stream among them).
+  CudaCallWatch watch("the sort of %llu keys on the GPU (cudaMemcpy, cub::DeviceRadixSort)",
+                      static_cast<unsigned long long>(count));
   if (!device_memory_fits(count * 4 * sizeof(std::uint64_t))) return false;
   const std::size_t bytes = count * sizeof(std::uint64_t);
   DeviceBuffer<std::uint64_t> keys_in(count, "cudaMalloc (keys)"),
@@ -63,6 +67,9 @@ bool cuda_order_selected_rows(const std::uint8_t* selected, std::uint64_t count,
                               std::uint64_t* written) {
   *written = 0;
   if (count == 0) return true;
+  // As cuda_sort_by_key: synchronous calls on the legacy default stream.
+  CudaCallWatch watch("the selection of %llu rows on the GPU (cudaMemcpy, cub::DeviceSelect)",
+                      static_cast<unsigned long long>(count));
   if (!device_memory_fits(count * (1 + 4 * sizeof(std::uint64_t)))) return false;
   DeviceBuffer<std::uint8_t> flags(count, "cudaMalloc (row flags)");
   DeviceBuffer<std::uint64_t> rows(count, "cudaMalloc (rows)");
