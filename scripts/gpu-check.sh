@@ -490,7 +490,9 @@ configure() {
   nvcc=$(nvcc_path)
   local args=(-S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release
     "-DCMAKE_PREFIX_PATH=$prefix/usr" "-DPKG_CONFIG_EXECUTABLE=$PKG_CONFIG"
-    -DGPUCACHE_HDF5=OFF "-DCMAKE_CUDA_ARCHITECTURES=$(cuda_architectures)")
+    -DGPUCACHE_HDF5=OFF "-DCMAKE_CUDA_ARCHITECTURES=$(cuda_architectures)"
+    # The gpu tests trace their CUDA calls (GPUCACHE_DEBUG_CUDA) into the logs that come back.
+    "-DGPUCACHE_CUDA_TRACE_DIR=$logs")
   if [ -n "$nvcc" ]; then
     args+=(-DGPUCACHE_CUDA=ON "-DCMAKE_CUDA_COMPILER=$nvcc")
   else
