@@ -409,8 +409,10 @@ struct OpenFiles {
   std::vector<std::pair<std::uint64_t, std::weak_ptr<const ColumnChunks>>> columns;
 
   static OpenFiles& instance() {
-    static OpenFiles files;
-    return files;
+    // Never destroyed: a column held by another static (a Python object alive at exit) gives its
+    // reservation back after every static of this file would have gone.
+    static OpenFiles* const files = new OpenFiles;
+    return *files;
   }
   // Empties the slots of every other file's columns, once each time reading moves to `file`.
   void reading_moves_to(std::uint64_t file);
