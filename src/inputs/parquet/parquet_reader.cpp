@@ -812,9 +812,11 @@ std::uint64_t planned_bytes(const LeafColumn& column, const ColumnMetadata& chun
 // budget, not N); within what is left of it, chunks are taken in file order (row group by row
 // group, column by column), each kept when it fits in what remains, so the first row groups are
 // kept and a later chunk that fits (a small column's) too. `planned[c][g]`: bytes of column c
-// in row group g. Reserves what it keeps in `reservation` (and names the file there).
+// in row group g. Reserves what is available in `reservation` (and names the file there);
+// `headroom`: what of it the plan leaves unused.
 std::vector<std::vector<char>> plan_resident(const std::vector<std::vector<std::uint64_t>>& planned,
-                                             std::uint64_t floor, Reservation& reservation) {
+                                             std::uint64_t floor, Reservation& reservation,
+                                             std::uint64_t& headroom) {
   const std::size_t columns = planned.size(), groups = columns == 0 ? 0 : planned[0].size();
   std::uint64_t largest_group = 0;
   for (std::size_t g = 0; g < groups; ++g) {
@@ -835,8 +837,11 @@ std::vector<std::vector<char>> plan_resident(const std::vector<std::vector<std::
         resident[c][g] = 1;
         used += planned[c][g];
       }
-  reservation.bytes = used;
-  files.reserved += used;
+  // All that is available is reserved while the file is opened (what its kept text may take
+  // beyond its plan comes out of the rest: read_parquet), and what is not kept given back then.
+  reservation.bytes = available;
+  files.reserved += available;
+  headroom = available - used;
   return resident;
 }
 
@@ -963,7 +968,17 @@ InputData read_parquet(const std::string& path, const ReadOptions& options) {
           columns[c], *metadata.row_groups[g].columns[columns[c].leaf_index].metadata);
   }
   auto reservation = std::make_shared<Reservation>();
-  std::vector<std::vector<char>> resident = plan_resident(planned, resident_floor(), *reservation);
+  std::uint64_t headroom = 0;
+  std::vector<std::vector<char>> resident =
+      plan_resident(planned, resident_floor(), *reservation, headroom);
+  // Text chunks planned resident whose strings outgrow their plan (a dictionary of repeated
+  // strings, which the footer does not size): held while what they take beyond it fits in the
+  // headroom; kept at the end only if all of them fit together, else all dropped, so that which
+  // are kept does not depend on the order the threads finish.
+  std::mutex overflow_mutex;
+  std::uint64_t overflow = 0;
+  bool overflow_refused = false;
+  std::vector<std::vector<char>> overflowed(columns.size(), std::vector<char>(groups, 0));
   // Per text column and row group, the bytes its strings decoded to (for decoding it again).
   std::vector<std::vector<std::uint64_t>> text_sizes(columns.size());
   for (std::size_t c = 0; c < columns.size(); ++c)
@@ -985,12 +1000,19 @@ InputData read_parquet(const std::string& path, const ReadOptions& options) {
                            group.columns[columns[c].leaf_index], g, group.num_rows, first_rows[g]);
       if (!chunk.left_out.empty()) return;
       if (columns[c].strings()) text_sizes[c][g] = chunk.text.size();
-      // A text chunk whose strings came out longer than the footer's sizes said (a dictionary
-      // of repeated strings) is dropped though planned: the budget counted the footer's bytes.
-      // That depends on the chunk alone, so the choice stays the same from run to run.
-      if (resident[c][g] && columns[c].strings() &&
-          chunk.text.size() + chunk.text_offsets.size() * 8 > planned[c][g])
-        resident[c][g] = 0;
+      if (resident[c][g] && columns[c].strings()) {
+        const std::uint64_t bytes = chunk.text.size() + chunk.text_offsets.size() * 8;
+        if (bytes > planned[c][g]) {
+          std::lock_guard lock(overflow_mutex);
+          if (!overflow_refused && bytes - planned[c][g] <= headroom - overflow) {
+            overflow += bytes - planned[c][g];
+            overflowed[c][g] = 1;
+          } else {
+            overflow_refused = true;
+            resident[c][g] = 0;
+          }
+        }
+      }
       if (resident[c][g]) {
         chunk.text.shrink_to_fit();  // they grew by doubling
         chunk.text_offsets.shrink_to_fit();
@@ -1005,11 +1027,17 @@ InputData read_parquet(const std::string& path, const ReadOptions& options) {
   });
   for (const auto& failure : failures)
     if (failure) std::rethrow_exception(failure);
-  // What the chunks dropped above had reserved goes back to the budget.
-  std::uint64_t kept_bytes = 0;
+  std::uint64_t kept_bytes = overflow_refused ? 0 : overflow;
   for (std::size_t c = 0; c < columns.size(); ++c)
-    for (std::size_t g = 0; g < groups; ++g)
+    for (std::size_t g = 0; g < groups; ++g) {
+      if (overflow_refused && overflowed[c][g]) {
+        resident[c][g] = 0;
+        free_vector(decoded[c][g].text);
+        free_vector(decoded[c][g].text_offsets);
+      }
       if (resident[c][g]) kept_bytes += planned[c][g];
+    }
+  // What is not kept goes back to the budget.
   reservation->give_back_beyond(kept_bytes);
 
   InputData data;
