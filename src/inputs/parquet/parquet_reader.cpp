@@ -638,6 +638,9 @@ InputColumn make_column(const LeafColumn& leaf, std::vector<DecodedChunk> groups
   {
     OpenFiles& files = OpenFiles::instance();
     std::lock_guard lock(files.mutex);
+    // Closed files' entries go here too, not only when reading moves: a weak_ptr holds its
+    // column's allocation (make_shared) until it goes.
+    std::erase_if(files.columns, [](const auto& entry) { return entry.second.expired(); });
     files.columns.emplace_back(reservation->file, chunks);
   }
   chunks->first_rows.push_back(0);
