@@ -4,6 +4,7 @@
 // decodes the others again when read; tensor columns hand rows of kept row groups over where they
 // lie (direct_rows within a row group, row_pointers across them).
 #include <algorithm>
+#include <atomic>
 #include <charconv>
 #include <cstdlib>
 #include <cstring>
@@ -392,6 +393,53 @@ void spread_list_nulls(const LeafColumn& leaf, DecodedChunk& group, std::uint64_
   group.values = std::move(spread);
 }
 
+struct ColumnChunks;
+
+// What every Parquet file open in this process shares (one budget per process, so per pack):
+// the decoded bytes kept resident, which a file reserves when it is opened and gives back when
+// its last column goes, and the columns whose slot may hold a dropped row group decoded again,
+// so that when reading moves to another file the slots of the others are emptied (a pack of N
+// files holds one file's slots, not N). Lock order: `mutex`, then one column's slot_mutex; a
+// column holds no slot_mutex while it calls in here.
+struct OpenFiles {
+  std::mutex mutex;
+  std::uint64_t reserved = 0;  // bytes kept resident by the files open now
+  std::uint64_t next_file = 1;
+  std::atomic<std::uint64_t> reading{0};  // the file whose column last filled its slot
+  std::vector<std::pair<std::uint64_t, std::weak_ptr<const ColumnChunks>>> columns;
+
+  static OpenFiles& instance() {
+    // Never destroyed: a column held by another static (a Python object alive at exit) gives its
+    // reservation back after every static of this file would have gone.
+    static OpenFiles* const files = new OpenFiles;
+    return *files;
+  }
+  // Empties the slots of every other file's columns, once each time reading moves to `file`.
+  void reading_moves_to(std::uint64_t file);
+};
+
+// A file's share of the resident budget, given back when the file's last column goes.
+struct Reservation {
+  std::uint64_t file = 0;
+  std::uint64_t bytes = 0;
+  Reservation() = default;
+  Reservation(const Reservation&) = delete;
+  Reservation& operator=(const Reservation&) = delete;
+  // Keeps `kept` of the bytes reserved (no more than reserved) and gives back the rest.
+  void give_back_beyond(std::uint64_t kept) {
+    OpenFiles& files = OpenFiles::instance();
+    std::lock_guard lock(files.mutex);
+    kept = std::min(kept, bytes);
+    files.reserved -= bytes - kept;
+    bytes = kept;
+  }
+  ~Reservation() {
+    OpenFiles& files = OpenFiles::instance();
+    std::lock_guard lock(files.mutex);
+    files.reserved -= bytes;
+  }
+};
+
 // The decoded chunks of one column, one per row group, and where each starts. A row group whose
 // values were dropped after the open (not `resident`) is decoded again when read, into a slot
 // that holds the last one so read: rows read in order cost one decode per row group. Tensor,
@@ -405,9 +453,17 @@ struct ColumnChunks {
   // Sequence columns: per group, where each of its rows + 1 starts, counting values.
   std::vector<std::vector<std::uint64_t>> starts;
   Redecode redecode;
+  std::shared_ptr<const Reservation> reservation;  // the file's; its id names the file
   mutable std::mutex slot_mutex;
   mutable std::size_t slot_group = SIZE_MAX;
   mutable DecodedChunk slot;
+
+  std::uint64_t file() const { return reservation ? reservation->file : 0; }
+  void empty_slot() const {
+    std::lock_guard lock(slot_mutex);
+    slot = {};
+    slot_group = SIZE_MAX;
+  }
 
   std::size_t group_of(std::uint64_t row) const {
     return static_cast<std::size_t>(std::upper_bound(first_rows.begin(), first_rows.end(), row) -
@@ -421,6 +477,8 @@ struct ColumnChunks {
       use(groups[g]);
       return;
     }
+    if (OpenFiles::instance().reading.load(std::memory_order_relaxed) != file())
+      OpenFiles::instance().reading_moves_to(file());
     std::lock_guard lock(slot_mutex);
     if (slot_group != g) {
       slot = {};  // the last one goes before the next is decoded: one at a time
@@ -437,6 +495,22 @@ struct ColumnChunks {
     });
   }
 };
+
+void OpenFiles::reading_moves_to(std::uint64_t file) {
+  // The others' columns are held here while their slots are emptied, outside `mutex`: the last
+  // hold on one may be this one, and its file's Reservation takes `mutex` as it goes.
+  std::vector<std::shared_ptr<const ColumnChunks>> others;
+  {
+    std::lock_guard lock(mutex);
+    if (reading.load() == file) return;
+    reading.store(file);
+    std::erase_if(columns, [](const auto& entry) { return entry.second.expired(); });
+    for (const auto& [owner, weak] : columns)
+      if (owner != file)
+        if (auto chunks = weak.lock()) others.push_back(std::move(chunks));
+  }
+  for (const auto& chunks : others) chunks->empty_slot();
+}
 
 void wire_tensor(InputColumn& column, std::shared_ptr<const ColumnChunks> chunks) {
   column.read_rows = [chunks](std::uint64_t first, std::uint64_t count, std::span<std::byte> out) {
@@ -538,7 +612,8 @@ void wire_sequence(InputColumn& column, std::shared_ptr<const ColumnChunks> chun
 }
 
 InputColumn make_column(const LeafColumn& leaf, std::vector<DecodedChunk> groups,
-                        std::vector<char> resident, Redecode redecode, const std::string& origin,
+                        std::vector<char> resident, Redecode redecode,
+                        std::shared_ptr<const Reservation> reservation, const std::string& origin,
                         std::string& refusal) {
   InputColumn column;
   column.name = column_name_from_path(leaf.name);
@@ -559,6 +634,15 @@ InputColumn make_column(const LeafColumn& leaf, std::vector<DecodedChunk> groups
   }
   const std::size_t size = dtype_size(leaf.dtype);
   auto chunks = std::make_shared<ColumnChunks>();
+  chunks->reservation = reservation;
+  {
+    OpenFiles& files = OpenFiles::instance();
+    std::lock_guard lock(files.mutex);
+    // Closed files' entries go here too, not only when reading moves: a weak_ptr holds its
+    // column's allocation (make_shared) until it goes.
+    std::erase_if(files.columns, [](const auto& entry) { return entry.second.expired(); });
+    files.columns.emplace_back(reservation->file, chunks);
+  }
   chunks->first_rows.push_back(0);
   for (const auto& group : groups)
     chunks->first_rows.push_back(chunks->first_rows.back() + group.rows);
@@ -624,12 +708,17 @@ InputColumn make_column(const LeafColumn& leaf, std::vector<DecodedChunk> groups
   }
   column.padded_dim = column.row_shape.empty() ? 1 : column.row_shape.back();
   chunks->row_bytes = elements * size;
-  for (std::size_t g = 0; g < groups.size(); ++g)
+  // A tensor's rows all have one length: the lengths kept in case it was a sequence (8 bytes a
+  // row, 3 MiB of row_groups_96m's 99 MiB) go.
+  for (std::size_t g = 0; g < groups.size(); ++g) {
+    free_vector(groups[g].row_lengths);
     if (chunks->resident[g]) spread_list_nulls(leaf, groups[g], chunks->row_bytes);
+  }
   chunks->groups = std::move(groups);
   const std::uint64_t row_bytes = chunks->row_bytes;
   chunks->redecode = [redecode = std::move(redecode), leaf, row_bytes](std::size_t g) {
     DecodedChunk group = redecode(g);
+    free_vector(group.row_lengths);
     spread_list_nulls(leaf, group, row_bytes);
     return group;
   };
@@ -699,6 +788,64 @@ std::uint64_t resident_floor() {
 std::uint64_t resident_budget(std::uint64_t floor, std::uint64_t largest_group) {
   const auto groups = checked_mul(largest_group, kResidentGroups);
   return std::max(floor, groups.value_or(UINT64_MAX));
+}
+
+std::uint64_t saturating_add(std::uint64_t a, std::uint64_t b) {
+  return checked_add(a, b).value_or(UINT64_MAX);
+}
+
+// A chunk's decoded size as its footer tells it, before it is decoded: fixed-width values as
+// num_values values of the column's dtype (a null counts as the placeholder it becomes); strings
+// as the chunk's pages decompressed (PLAIN strings with their 4-byte lengths, or a dictionary
+// page and its indexes) plus 8 bytes of offset a value. A dictionary of repeated strings may
+// expand past that: such a chunk is dropped once decoded (read_parquet), not kept beyond it.
+std::uint64_t planned_bytes(const LeafColumn& column, const ColumnMetadata& chunk) {
+  const auto values = static_cast<std::uint64_t>(std::max<std::int64_t>(0, chunk.num_values));
+  if (!column.strings()) return checked_mul(values, dtype_size(column.dtype)).value_or(UINT64_MAX);
+  const auto pages =
+      static_cast<std::uint64_t>(std::max<std::int64_t>(0, chunk.total_uncompressed_size));
+  return saturating_add(
+      pages, checked_mul(saturating_add(values, 1), std::uint64_t{8}).value_or(UINT64_MAX));
+}
+
+// Which chunks keep their values from the open on, decided from the footer before any is decoded
+// so that every run keeps the same ones: the budget is max(floor, 2 × the largest row group's
+// planned bytes), shared by every Parquet file open in the process (OpenFiles::reserved: what
+// the files opened before this one keep counts against it, so a pack of N files keeps one
+// budget, not N); within what is left of it, chunks are taken in file order (row group by row
+// group, column by column), each kept when it fits in what remains, so the first row groups are
+// kept and a later chunk that fits (a small column's) too. `planned[c][g]`: bytes of column c
+// in row group g. Reserves what is available in `reservation` (and names the file there);
+// `headroom`: what of it the plan leaves unused.
+std::vector<std::vector<char>> plan_resident(const std::vector<std::vector<std::uint64_t>>& planned,
+                                             std::uint64_t floor, Reservation& reservation,
+                                             std::uint64_t& headroom) {
+  const std::size_t columns = planned.size(), groups = columns == 0 ? 0 : planned[0].size();
+  std::uint64_t largest_group = 0;
+  for (std::size_t g = 0; g < groups; ++g) {
+    std::uint64_t group = 0;
+    for (std::size_t c = 0; c < columns; ++c) group = saturating_add(group, planned[c][g]);
+    largest_group = std::max(largest_group, group);
+  }
+  const std::uint64_t budget = resident_budget(floor, largest_group);
+  std::vector<std::vector<char>> resident(columns, std::vector<char>(groups, 0));
+  OpenFiles& files = OpenFiles::instance();
+  std::lock_guard lock(files.mutex);
+  reservation.file = files.next_file++;
+  const std::uint64_t available = budget > files.reserved ? budget - files.reserved : 0;
+  std::uint64_t used = 0;
+  for (std::size_t g = 0; g < groups; ++g)
+    for (std::size_t c = 0; c < columns; ++c)
+      if (planned[c][g] <= available - used) {
+        resident[c][g] = 1;
+        used += planned[c][g];
+      }
+  // All that is available is reserved while the file is opened (what its kept text may take
+  // beyond its plan comes out of the rest: read_parquet), and what is not kept given back then.
+  reservation.bytes = available;
+  files.reserved += available;
+  headroom = available - used;
+  return resident;
 }
 
 // Decodes a column's chunk of row group g again, from the file that stays mapped; a text chunk
@@ -804,32 +951,37 @@ InputData read_parquet(const std::string& path, const ReadOptions& options) {
 
   // Every (column, row group) chunk, decoded in parallel, row group by row group. A bad file
   // fails with the error of its first bad chunk in file order, whatever the threads: each task
-  // keeps its own. The values of chunks decoded beyond the resident budget (fixed-width values,
-  // and a text chunk's bytes and offsets) are dropped once decoded (their rows, nulls and list
-  // lengths kept) and decoded again when read (ColumnChunks), so that memory follows a few row
-  // groups, not the file.
+  // keeps its own. Which chunks keep their values from the open on (the resident budget) is
+  // decided before any is decoded, from the footer (plan_resident); the others' values (and a
+  // text chunk's bytes and offsets) are dropped once decoded, their rows, nulls and list lengths
+  // kept, and decoded again when read (ColumnChunks), so that memory follows a few row groups,
+  // not the file, and a run keeps the same row groups whatever order its threads finish in.
   const std::size_t groups = metadata.row_groups.size();
-  // The largest row group's decoded size: its fixed-width values as the footer counts them, and
-  // its text as decoded (the footer does not tell how far a dictionary of strings expands), which
-  // raises it as the chunks come; so the budget can only be under what the whole file would
-  // give, never over it.
-  std::vector<std::uint64_t> group_bytes(groups, 0);  // per group; text added once decoded
-  std::uint64_t largest_group = 0;
-  for (std::size_t g = 0; g < groups; ++g) {
-    for (const auto& column : columns) {
-      if (column.strings()) continue;
-      const auto values = static_cast<std::uint64_t>(std::max<std::int64_t>(
-          0, metadata.row_groups[g].columns[column.leaf_index].metadata->num_values));
-      const auto bytes = detail::checked_mul(values, dtype_size(column.dtype));
-      group_bytes[g] =
-          detail::checked_add(group_bytes[g], bytes.value_or(UINT64_MAX)).value_or(UINT64_MAX);
-    }
-    largest_group = std::max(largest_group, group_bytes[g]);
+  // Metadata only (probe): a column without lists is described by the footer alone; a list
+  // column's levels are still decoded, since only they tell its kind and row shape.
+  auto described = [&](std::size_t c) {
+    return !options.tensor_data && columns[c].max_repetition == 0;
+  };
+  std::vector<std::vector<std::uint64_t>> planned(columns.size());  // bytes, per column and group
+  for (std::size_t c = 0; c < columns.size(); ++c) {
+    planned[c].assign(groups, 0);
+    if (described(c)) continue;
+    for (std::size_t g = 0; g < groups; ++g)
+      planned[c][g] = planned_bytes(
+          columns[c], *metadata.row_groups[g].columns[columns[c].leaf_index].metadata);
   }
-  const std::uint64_t floor_bytes = resident_floor();
-  std::mutex budget_mutex;
-  std::uint64_t resident_bytes = 0;
-  std::vector<std::vector<char>> resident(columns.size(), std::vector<char>(groups, 1));
+  auto reservation = std::make_shared<Reservation>();
+  std::uint64_t headroom = 0;
+  std::vector<std::vector<char>> resident =
+      plan_resident(planned, resident_floor(), *reservation, headroom);
+  // Text chunks planned resident whose strings outgrow their plan (a dictionary of repeated
+  // strings, which the footer does not size): held while what they take beyond it fits in the
+  // headroom; kept at the end only if all of them fit together, else all dropped, so that which
+  // are kept does not depend on the order the threads finish.
+  std::mutex overflow_mutex;
+  std::uint64_t overflow = 0;
+  bool overflow_refused = false;
+  std::vector<std::vector<char>> overflowed(columns.size(), std::vector<char>(groups, 0));
   // Per text column and row group, the bytes its strings decoded to (for decoding it again).
   std::vector<std::vector<std::uint64_t>> text_sizes(columns.size());
   for (std::size_t c = 0; c < columns.size(); ++c)
@@ -841,11 +993,6 @@ InputData read_parquet(const std::string& path, const ReadOptions& options) {
   std::vector<std::exception_ptr> failures(columns.size() * groups);
   std::vector<std::vector<DecodedChunk>> decoded(columns.size());
   for (auto& column : decoded) column.resize(groups);
-  // Metadata only (probe): a column without lists is described by the footer alone; a list
-  // column's levels are still decoded, since only they tell its kind and row shape.
-  auto described = [&](std::size_t c) {
-    return !options.tensor_data && columns[c].max_repetition == 0;
-  };
   detail::parallel_for_each(columns.size() * groups, options.threads, [&](std::uint64_t task) {
     const std::size_t g = task / columns.size(), c = task % columns.size();
     if (described(c)) return;
@@ -855,30 +1002,27 @@ InputData read_parquet(const std::string& path, const ReadOptions& options) {
       chunk = decode_chunk(file->bytes(), data_end, path, columns[c],
                            group.columns[columns[c].leaf_index], g, group.num_rows, first_rows[g]);
       if (!chunk.left_out.empty()) return;
-      // What the chunk holds: its values, or a text chunk's strings and offsets (a kept one's
-      // vectors are cut to their size below, for they grew by doubling).
-      const std::uint64_t bytes = columns[c].strings()
-                                      ? chunk.text.size() + chunk.text_offsets.size() * 8
-                                      : chunk.value_count * dtype_size(columns[c].dtype);
       if (columns[c].strings()) text_sizes[c][g] = chunk.text.size();
-      bool keep = false;
-      {
-        std::lock_guard lock(budget_mutex);
-        if (columns[c].strings()) {
-          group_bytes[g] = detail::checked_add(group_bytes[g], bytes).value_or(UINT64_MAX);
-          largest_group = std::max(largest_group, group_bytes[g]);
+      if (resident[c][g] && columns[c].strings()) {
+        const std::uint64_t bytes = chunk.text.size() + chunk.text_offsets.size() * 8;
+        if (bytes > planned[c][g]) {
+          std::lock_guard lock(overflow_mutex);
+          if (!overflow_refused && bytes - planned[c][g] <= headroom - overflow) {
+            overflow += bytes - planned[c][g];
+            overflowed[c][g] = 1;
+          } else {
+            overflow_refused = true;
+            resident[c][g] = 0;
+          }
         }
-        keep = resident_bytes + bytes <= resident_budget(floor_bytes, largest_group);
-        if (keep) resident_bytes += bytes;
       }
-      if (keep) {
-        chunk.text.shrink_to_fit();
+      if (resident[c][g]) {
+        chunk.text.shrink_to_fit();  // they grew by doubling
         chunk.text_offsets.shrink_to_fit();
       } else {
         chunk.values = {};
         free_vector(chunk.text);
         free_vector(chunk.text_offsets);
-        resident[c][g] = 0;
       }
     } catch (...) {
       failures[g * columns.size() + c] = std::current_exception();
@@ -886,6 +1030,18 @@ InputData read_parquet(const std::string& path, const ReadOptions& options) {
   });
   for (const auto& failure : failures)
     if (failure) std::rethrow_exception(failure);
+  std::uint64_t kept_bytes = overflow_refused ? 0 : overflow;
+  for (std::size_t c = 0; c < columns.size(); ++c)
+    for (std::size_t g = 0; g < groups; ++g) {
+      if (overflow_refused && overflowed[c][g]) {
+        resident[c][g] = 0;
+        free_vector(decoded[c][g].text);
+        free_vector(decoded[c][g].text_offsets);
+      }
+      if (resident[c][g]) kept_bytes += planned[c][g];
+    }
+  // What is not kept goes back to the budget.
+  reservation->give_back_beyond(kept_bytes);
 
   InputData data;
   for (std::size_t c = 0; c < columns.size(); ++c) {
@@ -895,7 +1051,7 @@ InputData read_parquet(const std::string& path, const ReadOptions& options) {
                      : make_column(columns[c], std::move(decoded[c]), std::move(resident[c]),
                                    redecoder(file, metadata_shared, data_end, columns[c],
                                              first_rows, std::move(text_sizes[c])),
-                                   path, refusal);
+                                   reservation, path, refusal);
     if (!refusal.empty())
       left_out.push_back({columns[c].name, refusal});
     else

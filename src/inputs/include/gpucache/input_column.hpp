@@ -51,7 +51,9 @@ struct InputColumn : Column {
   // Text columns: the UTF-8 text of one row, valid while the column lives; except that a reader
   // that decodes part of its input again when read (Parquet, beyond its resident budget) keeps
   // only the last such part, so its text stays valid until the column reads a row of another
-  // part. Use a row before reading the next one (pack does), or copy it.
+  // part, or a column of another Parquet file reads one of its own (the open files share their
+  // memory: src/inputs/parquet/FORMAT.md). Use a row before reading the next one (pack does), or
+  // copy it.
   std::function<std::string_view(std::uint64_t row)> text_row;
   // Sequence columns: how many values row `row` holds, and its values (little-endian dtype) copied
   // into out (row_length(row) × dtype size bytes).
