@@ -4,6 +4,7 @@
 // without libhdf5 it checks the one-line refusal instead.
 #include <doctest/doctest.h>
 
+#include <chrono>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
@@ -223,6 +224,35 @@ TEST_CASE("the ann-benchmarks layout maps /train as the embedding; --field picks
   // Without the layout's defaults (--kind tensors), the arrays' differing lengths are the error.
   CHECK_THROWS_WITH_AS(map_input(data, "ann.h5", SourceKind::tensors),
                        doctest::Contains("disagree on the number of rows"), Error);
+}
+
+TEST_CASE("a metadata check that does not finish in time is stopped and the file refused") {
+  if (!hdf5_built()) return;
+  // The child that reads the metadata first stops as a stuck one would (a test-only variable);
+  // with a limit of 1 s the read is refused after about that, in one line naming the limit.
+  const test_support::ScopedEnv limit("GPUCACHE_HDF5_CHECK_SECONDS", "1");
+  const test_support::ScopedEnv stall("GPUCACHE_HDF5_CHECK_TEST_STALL", "1");
+  const auto started = std::chrono::steady_clock::now();
+  CHECK_THROWS_WITH_AS(read_input(fixture("kinds.h5")),
+                       doctest::Contains("libhdf5 did not finish reading the file's metadata in "
+                                         "1 s and was stopped"),
+                       Error);
+  CHECK(std::chrono::steady_clock::now() - started < std::chrono::seconds(30));
+  const auto result = run_cli({"probe", fixture("kinds.h5")});
+  CHECK(result.exit_code == 2);
+  CHECK(result.err.find("GPUCACHE_HDF5_CHECK_SECONDS") != std::string::npos);
+  CHECK(result.err.find('\n') == result.err.size() - 1);
+}
+
+TEST_CASE("the metadata check's limit is a whole number of seconds or an error") {
+  if (!hdf5_built()) return;
+  for (const char* bad : {"0", "-1", "1.5", "ten", "86401"}) {
+    const test_support::ScopedEnv limit("GPUCACHE_HDF5_CHECK_SECONDS", bad);
+    CHECK_THROWS_WITH_AS(read_input(fixture("kinds.h5")),
+                         doctest::Contains("GPUCACHE_HDF5_CHECK_SECONDS"), Error);
+  }
+  const test_support::ScopedEnv limit("GPUCACHE_HDF5_CHECK_SECONDS", "5");
+  CHECK(read_input(fixture("kinds.h5")).columns.size() > 0);
 }
 
 TEST_CASE("a filter libhdf5 lacks, or nothing readable, is one error line") {

@@ -6,11 +6,15 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <thread>
 #include <vector>
 
 #include "gpucache/common/checked_math.hpp"
@@ -553,6 +557,50 @@ InputData describe_file(const std::string& path) {
   return std::move(walk.data);
 }
 
+// How long the child may read a file's metadata. A real file takes milliseconds (seconds for one
+// of a million datasets); a child still running after this is stuck, whether in a loop of
+// libhdf5's on crafted metadata or on a lock the fork copied while another thread held it (a
+// fuzzing process once waited on its child past libFuzzer's 10 s), and the pack must not wait for
+// it for ever. GPUCACHE_HDF5_CHECK_SECONDS changes it (a whole number of seconds, at least 1).
+constexpr std::uint64_t kMetadataCheckSeconds = 120;
+std::uint64_t metadata_check_seconds() {
+  static constexpr const char* kVariable = "GPUCACHE_HDF5_CHECK_SECONDS";
+  const char* text = std::getenv(kVariable);
+  if (text == nullptr || *text == '\0') return kMetadataCheckSeconds;
+  std::uint64_t seconds = 0;
+  const char* end = text + std::strlen(text);
+  const auto [stop, failure] = std::from_chars(text, end, seconds);
+  if (failure != std::errc() || stop != end || seconds == 0 || seconds > 86400)
+    throw Error(
+        kVariable, "",
+        std::string("must be a whole number of seconds from 1 to 86400, not '") + text + "'");
+  return seconds;
+}
+
+// Waits for the child for at most `seconds`; a child still running then is killed (and reaped)
+// and the file refused.
+int wait_for_child(pid_t child, std::uint64_t seconds, const std::string& path) {
+  using Clock = std::chrono::steady_clock;
+  const auto deadline = Clock::now() + std::chrono::seconds(seconds);
+  auto pause = std::chrono::microseconds(200);
+  int status = 0;
+  for (;;) {
+    const pid_t done = ::waitpid(child, &status, WNOHANG);
+    if (done == child) return status;
+    if (done < 0 && errno != EINTR) return -1;
+    if (Clock::now() >= deadline) break;
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::microseconds(50'000));
+  }
+  ::kill(child, SIGKILL);
+  while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
+  }
+  throw Error(path, "",
+              "libhdf5 did not finish reading the file's metadata in " + std::to_string(seconds) +
+                  " s and was stopped: the file is corrupt, or its metadata is larger than "
+                  "GPUCACHE_HDF5_CHECK_SECONDS allows");
+}
+
 // libhdf5 1.10 trusts the metadata it decodes: a corrupt or crafted object header can crash it
 // (a stray memcpy in H5O_msg_read) where it should fail. So the metadata is first read in a
 // child process; if that dies, the file is refused with one line and this process never touches
@@ -562,6 +610,9 @@ void check_metadata_in_child(const std::string& path) {
   // The child's exit codes: 0 read, kRefused a gpucache::Error (which the parent then raises
   // itself, with the same words); anything else, or a signal, is a crash.
   constexpr int kRefused = 3;
+  const std::uint64_t seconds = metadata_check_seconds();
+  // For the test of the limit only: the child stops before reading, as a stuck one would.
+  const bool stall_for_test = std::getenv("GPUCACHE_HDF5_CHECK_TEST_STALL") != nullptr;
   std::fflush(nullptr);
   const pid_t child = ::fork();
   if (child < 0) return;  // no child to spare: read it here, as a build without this check would
@@ -569,6 +620,7 @@ void check_metadata_in_child(const std::string& path) {
     Hdf5Guard::forked_child();
     // A crash is to end the child as a signal the parent sees, not in a sanitizer's report.
     for (int signal : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT}) std::signal(signal, SIG_DFL);
+    while (stall_for_test) ::pause();
     int code = 0;
     try {
       describe_file(path);
@@ -579,9 +631,8 @@ void check_metadata_in_child(const std::string& path) {
     }
     ::_exit(code);
   }
-  int status = 0;
-  while (::waitpid(child, &status, 0) < 0)
-    if (errno != EINTR) return;
+  const int status = wait_for_child(child, seconds, path);
+  if (status < 0) return;
   if (WIFEXITED(status) && (WEXITSTATUS(status) == 0 || WEXITSTATUS(status) == kRefused)) return;
   throw Error(
       path, "",
