@@ -512,3 +512,152 @@ TEST_CASE("text whose dictionary expands past the footer's sizes stays resident 
   const auto verified = run_cli({"verify", scratch / "ds"});
   CHECK(verified.exit_code == 0);
 }
+
+namespace {
+
+// The address range of the process's mappings of a file (from /proc/self/maps): where its values
+// lie when they are read in place.
+struct AddressRange {
+  std::uintptr_t begin = UINTPTR_MAX, end = 0;
+  bool holds(const std::byte* at) const {
+    const auto address = reinterpret_cast<std::uintptr_t>(at);
+    return address >= begin && address < end;
+  }
+};
+AddressRange mappings_of(const std::string& path) {
+  const std::string name = fs::canonical(path).string();
+  std::ifstream maps("/proc/self/maps");
+  AddressRange range;
+  for (std::string line; std::getline(maps, line);) {
+    if (line.size() < name.size() || line.compare(line.size() - name.size(), name.size(), name))
+      continue;
+    const std::uintptr_t begin = std::stoull(line.substr(0, line.find('-')), nullptr, 16);
+    const std::uintptr_t end = std::stoull(line.substr(line.find('-') + 1), nullptr, 16);
+    range.begin = std::min(range.begin, begin);
+    range.end = std::max(range.end, end);
+  }
+  return range;
+}
+
+// A tensor column's rows against pyarrow's (a null row: zeros), read three ways: read_rows over
+// all of them, read_rows a row at a time from the last back, and row_pointers where it answers.
+// Returns how many rows row_pointers placed inside `file`.
+template <typename T>
+std::uint64_t check_tensor(const InputColumn& column, const Json& want, const AddressRange& file) {
+  INFO("column " << column.path);
+  const std::uint64_t rows = want["values"].size();
+  const std::uint64_t width = column.row_shape.empty() ? 1 : column.row_shape.back();
+  REQUIRE(column.rows == rows);
+  CHECK(column.null_rows == want["null_rows"].get<std::vector<std::uint64_t>>());
+  std::vector<T> expected(rows * width, T{});
+  for (std::uint64_t r = 0; r < rows; ++r) {
+    const Json& value = want["values"][r];
+    if (value.is_null()) continue;
+    for (std::uint64_t k = 0; k < width; ++k)
+      expected[r * width + k] = value.is_array() ? value[k].get<T>() : value.get<T>();
+  }
+  std::vector<T> all(rows * width);
+  column.read_rows(0, rows, std::as_writable_bytes(std::span(all)));
+  CHECK(all == expected);
+  for (std::uint64_t r = rows; r-- > 0;) {
+    std::vector<T> one(width);
+    column.read_rows(r, 1, std::as_writable_bytes(std::span(one)));
+    REQUIRE_MESSAGE(std::equal(one.begin(), one.end(), expected.begin() + r * width), "row ", r);
+  }
+  std::uint64_t in_file = 0;
+  std::vector<const std::byte*> pointers(rows);
+  if (column.row_pointers && column.row_pointers(0, rows, pointers.data()))
+    for (std::uint64_t r = 0; r < rows; ++r) {
+      std::vector<T> one(width);
+      std::memcpy(one.data(), pointers[r], width * sizeof(T));
+      REQUIRE_MESSAGE(std::equal(one.begin(), one.end(), expected.begin() + r * width), "row ", r);
+      if (file.holds(pointers[r])) ++in_file;
+    }
+  return in_file;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "UNCOMPRESSED PLAIN values are read where they lie in the file, and read as pyarrow does") {
+  if (!parquet_built()) return;
+  // pyarrow 26 ends pages between rows; pyarrow 12 (as parquet-mr) inside them, every 128 values.
+  for (const std::string name : {"plain_pages", "plain_pages_pyarrow12"}) {
+    const bool rows_cross_pages = name == "plain_pages_pyarrow12";
+    INFO("fixture " << name);
+    const Json expected = expected_of(name);
+    const std::string path = fixture(name + ".parquet");
+    auto column_of = [](const InputData& data, const std::string& name) -> const InputColumn& {
+      for (const auto& column : data.columns)
+        if (column.path == name) return column;
+      FAIL("no column " << name);
+      return data.columns.front();
+    };
+    auto want = [&](const std::string& name) -> const Json& {
+      for (const auto& column : expected["columns"])
+        if (column["name"] == name) return column;
+      FAIL("no expected column " << name);
+      return expected;
+    };
+    // With the default floor every row group is kept; with none the third is decoded again when
+    // read (its values in the file again, while the column's slot holds it).
+    for (const char* floor : {"", "0"}) {
+      INFO("GPUCACHE_PARQUET_RESIDENT_MIB=" << std::string(floor));
+      const test_support::ScopedEnv resident("GPUCACHE_PARQUET_RESIDENT_MIB", floor);
+      const InputData data = read_input(path);
+      const AddressRange file = mappings_of(path);
+      REQUIRE(file.begin < file.end);
+      const bool all_kept = *floor == '\0';
+      // emb: every page PLAIN, no null: every row read where it lies, but for those that cross
+      // pages (rows of 20 bytes, pages of 128 values), which are stitched together.
+      const InputColumn& emb = column_of(data, "emb");
+      const std::uint64_t emb_in_file = check_tensor<float>(emb, want("emb"), file);
+      if (all_kept) {
+        if (rows_cross_pages)
+          CHECK((emb_in_file > 1000 && emb_in_file < 1200));
+        else
+          CHECK(emb_in_file == 1200);
+        CHECK(file.holds(emb.direct_rows(0, 1)));
+      } else {
+        CHECK(emb.direct_rows(1100, 1) == nullptr);  // row group 2 is not kept
+      }
+      // f64: no null, PLAIN: rows read where they lie unless they cross a page (a value never
+      // does, so all of them).
+      const std::uint64_t f64_in_file =
+          check_tensor<double>(column_of(data, "f64"), want("f64"), file);
+      CHECK(f64_in_file == (all_kept ? 1200 : 0));
+      // x: nulls in rows 100-130 (those pages decoded, a placeholder 0 in each null row), the
+      // other pages where they lie.
+      const std::uint64_t x_in_file = check_tensor<float>(column_of(data, "x"), want("x"), file);
+      if (all_kept) CHECK((x_in_file > 1000 && x_in_file < 1169));
+      // ids: dictionary pages decoded, then PLAIN pages where they lie.
+      const std::uint64_t ids_in_file =
+          check_tensor<std::int64_t>(column_of(data, "ids"), want("ids"), file);
+      if (all_kept) CHECK((ids_in_file > 0 && ids_in_file < 1200));
+      // pairs: null rows in a list column; the values move together to make room for their zeros.
+      const std::uint64_t pairs_in_file =
+          check_tensor<float>(column_of(data, "pairs"), want("pairs"), file);
+      if (all_kept) CHECK(pairs_in_file == 0);
+      // vec: a sequence whose pages with an empty list or a null are decoded, the others read
+      // where they lie, each row read across them.
+      const InputColumn& vec = column_of(data, "vec");
+      CHECK(vec.kind == ColumnKind::sequence);
+      CHECK(vec.null_rows == want("vec")["null_rows"].get<std::vector<std::uint64_t>>());
+      const Json& vec_values = want("vec")["values"];
+      for (std::uint64_t r = 0; r < vec.rows; ++r) {
+        INFO("vec row " << r);
+        std::vector<double> values(vec.row_length(r));
+        vec.read_sequence(r, std::as_writable_bytes(std::span(values)));
+        CHECK(values == (vec_values[r].is_null() ? std::vector<double>{}
+                                                 : vec_values[r].get<std::vector<double>>()));
+      }
+    }
+    // Packed: every row but the nulls (x's 31, vec's 7 and pairs' 24, 60 rows in all), verified.
+    test_support::ScratchDir scratch;
+    const auto packed = run_cli({"pack", path, "-o", scratch / "ds", "--json"});
+    REQUIRE_MESSAGE(packed.exit_code == 0, packed.err);
+    const Json report = Json::parse(packed.out);
+    CHECK(report["rows"] == 1200 - report["dropped"]["null"].get<std::uint64_t>());
+    CHECK(run_cli({"verify", scratch / "ds"}).exit_code == 0);
+  }
+}

@@ -209,7 +209,8 @@ class ChunkDecoder {
  public:
   ChunkDecoder(std::span<const std::byte> file, std::uint64_t data_end, const std::string& origin,
                const LeafColumn& column, const ColumnChunk& chunk, std::size_t group,
-               std::int64_t group_rows, std::uint64_t first_row)
+               std::int64_t group_rows, std::uint64_t first_row,
+               std::shared_ptr<const void> mapping)
       : file_(file),
         data_end_(data_end),
         origin_(origin),
@@ -219,7 +220,8 @@ class ChunkDecoder {
         group_rows_(group_rows),
         first_row_(first_row),
         where_("column " + column.shown_name + " row group " + std::to_string(group)),
-        rows_(column.max_repetition, column.max_repetition == 1) {}
+        rows_(column.max_repetition, column.max_repetition == 1),
+        mapping_(std::move(mapping)) {}
 
   DecodedChunk decode(std::uint64_t text_reserve) {
     if (metadata_.num_values == 0 && group_rows_ == 0) {
@@ -270,16 +272,22 @@ class ChunkDecoder {
       read_data_page(page, payload);
       if (!out_.left_out.empty()) {
         // A null inside a list: the field is left out (the reader says why), nothing more read.
-        out_.values = {};
+        drop_values(out_);
         out_.text = {};
         return std::move(out_);
       }
       entries += count;
     }
     rows_.finish();
-    // The chunk's bytes of the file are copied out by now: their pages leave this process's
-    // resident set (the page cache keeps them), so decoding a file does not hold the file too.
-    release_if_mapped_file(file_.data() + start_, end_ - start_);
+    if (read_in_file_) {
+      // Values are read where they lie: the chunk's bytes stay mapped in while it holds them.
+      out_.file_pages = FilePages(mapping_, file_.data() + start_, end_ - start_);
+    } else {
+      // The chunk's bytes of the file are copied out by now: their pages leave this process's
+      // resident set (the page cache keeps them), so decoding a file does not hold the file too.
+      out_.runs.clear();
+      release_if_mapped_file(file_.data() + start_, end_ - start_);
+    }
     const std::uint64_t rows = column_.max_repetition == 0 ? flat_rows_ : rows_.rows();
     if (rows != static_cast<std::uint64_t>(group_rows_))
       fail("holds " + std::to_string(rows) + " rows where its row group has " +
@@ -358,7 +366,33 @@ class ChunkDecoder {
       return;
     }
     check_claim(entries, dtype_size(column_.dtype), claim);
-    out_.values = ValueBuffer(entries * dtype_size(column_.dtype));
+    // Taken when the first value is decoded (owned_values): a chunk whose values are all read
+    // where they lie in the file takes none.
+    value_capacity_ = entries * dtype_size(column_.dtype);
+  }
+
+  // Whether the page's PLAIN values can be read where they lie: the caller gave the file's
+  // mapping, they lie in it (an UNCOMPRESSED page), need no conversion and every entry of the
+  // page holds one (no null, no empty list), so that they are the column's values as they are.
+  bool read_where_they_lie(Encoding encoding, std::span<const std::byte> bytes,
+                           std::uint64_t present) const {
+    if (!mapping_ || encoding != Encoding::plain || present != page_entries_) return false;
+    if (column_.text || column_.time || column_.decimal_scale >= 0 ||
+        *column_.leaf.type == PhysicalType::boolean ||
+        physical_size(column_.leaf) != dtype_size(column_.dtype))
+      return false;
+    return bytes.data() >= file_.data() && bytes.data() + bytes.size() <= file_.data() + end_;
+  }
+
+  // Where the next owned value goes: the values buffer (taken now if it is not yet), a new run
+  // when the last one lies in the file.
+  std::byte* owned_values() {
+    const std::size_t size = dtype_size(column_.dtype);
+    if (out_.values.get() == nullptr) out_.values = ValueBuffer(value_capacity_);
+    std::byte* at = out_.values.get() + owned_ * size;
+    if (out_.runs.empty() || last_run_in_file_) out_.runs.push_back({out_.value_count * size, at});
+    last_run_in_file_ = false;
+    return at;
   }
 
   // The page's bytes, decompressed into scratch when the chunk is compressed.
@@ -447,6 +481,7 @@ class ChunkDecoder {
       }
     }
     const std::uint64_t present = read_levels(count, repetition, definition);
+    page_entries_ = count;
     decode_values(page.encoding, values, present);
     if (page_nulls_) spread_nulls(count, present);
   }
@@ -528,7 +563,12 @@ class ChunkDecoder {
       }
     } else {
       const std::size_t size = dtype_size(column_.dtype);
-      std::byte* values = out_.values.get() + base * size;
+      // The page's values were decoded into the values buffer (a page with nulls is never read
+      // where it lies): its rows go there, from where its first value went.
+      owned_ -= present;
+      out_.value_count = base;
+      std::byte* values = count == 0 ? nullptr : owned_values();
+      owned_ += count;
       for (std::uint64_t i = count; i-- > 0;) {
         if (defined_[i] == max) {
           --j;
@@ -618,7 +658,15 @@ class ChunkDecoder {
       return;
     }
     const std::size_t size = dtype_size(column_.dtype);
-    std::byte* out = out_.values.get() + out_.value_count * size;
+    if (read_where_they_lie(encoding, bytes, present)) {
+      if (present > bytes.size() / size) fail("a page holds fewer values than it claims");
+      out_.runs.push_back({out_.value_count * size, bytes.data()});
+      last_run_in_file_ = true;
+      read_in_file_ = true;
+      out_.value_count += present;
+      return;
+    }
+    std::byte* out = owned_values();
     switch (encoding) {
       case Encoding::plain:
         decode_plain_fixed(bytes, present, out);
@@ -644,6 +692,7 @@ class ChunkDecoder {
         unsupported(encoding);
     }
     out_.value_count += present;
+    owned_ += present;
   }
 
   // DELTA_BINARY_PACKED INT32 or INT64 values, converted as PLAIN ones are.
@@ -926,6 +975,15 @@ class ChunkDecoder {
   std::vector<std::byte> text_;
   std::uint64_t text_reserve_ = 0;  // decode_chunk's text_reserve
   std::uint64_t cap_ = 0;           // allocate(): the most bytes a buffer sized by a claim may take
+  // Values read where they lie (DecodedChunk::runs): what keeps the file mapped (none: every value
+  // is copied), the bytes out_.values may take, how many values went there, the entries of the
+  // page being decoded, whether the last run lies in the file and whether any does.
+  std::shared_ptr<const void> mapping_;
+  std::uint64_t value_capacity_ = 0;
+  std::uint64_t owned_ = 0;
+  std::uint64_t page_entries_ = 0;
+  bool last_run_in_file_ = false;
+  bool read_in_file_ = false;
   DecodedChunk out_;
 };
 
@@ -1000,8 +1058,10 @@ ValueBuffer::~ValueBuffer() {
 DecodedChunk decode_chunk(std::span<const std::byte> file, std::uint64_t data_end,
                           const std::string& origin, const LeafColumn& column,
                           const ColumnChunk& chunk, std::size_t group, std::int64_t group_rows,
-                          std::uint64_t first_row, std::uint64_t text_reserve) {
-  return ChunkDecoder(file, data_end, origin, column, chunk, group, group_rows, first_row)
+                          std::uint64_t first_row, std::uint64_t text_reserve,
+                          std::shared_ptr<const void> mapping) {
+  return ChunkDecoder(file, data_end, origin, column, chunk, group, group_rows, first_row,
+                      std::move(mapping))
       .decode(text_reserve);
 }
 

@@ -77,10 +77,46 @@ class ValueBuffer {
   std::size_t mapped_ = 0;
 };
 
+// A chunk's bytes of a mapped file that some of its values are read from where they lie: they
+// stay mapped in (the values are read there) until this goes, and then leave the process's
+// resident set (the page cache keeps them). Holds the file mapped meanwhile.
+class FilePages {
+ public:
+  FilePages() = default;
+  FilePages(std::shared_ptr<const void> file, const std::byte* begin, std::size_t size)
+      : file_(std::move(file)), begin_(begin), size_(size) {}
+  FilePages(FilePages&& other) noexcept { *this = std::move(other); }
+  FilePages& operator=(FilePages&& other) noexcept;
+  ~FilePages() { release(); }
+
+ private:
+  void release() noexcept;
+  std::shared_ptr<const void> file_;
+  const std::byte* begin_ = nullptr;
+  std::size_t size_ = 0;
+};
+
+// Where a run of a chunk's fixed-width values lies: from byte `first_byte` of the chunk's values
+// (counted as if they were one array) up to the next run's, at `at`.
+struct ValueRun {
+  std::uint64_t first_byte = 0;
+  const std::byte* at = nullptr;
+};
+
 struct DecodedChunk {
   std::uint64_t rows = 0;
   std::uint64_t value_count = 0;
-  ValueBuffer values;                       // fixed width: value_count values of the column's dtype
+  // Fixed width: value_count values of the column's dtype, here when `runs` is empty. An
+  // UNCOMPRESSED PLAIN page whose values need no conversion and hold no null is not copied: its
+  // values are read where they lie in the mapped file (`file_pages` keeps them), and `runs` says
+  // where each page's values lie, in order: in the file, or here for the pages that were decoded.
+  ValueBuffer values;
+  std::vector<ValueRun> runs;
+  FilePages file_pages;
+  // Tensor columns read in runs (stitch_rows): the rows that straddle two runs, copied here in
+  // row order, and which rows they are (ascending), so that every row lies in one place.
+  std::vector<std::byte> stitched;
+  std::vector<std::uint64_t> stitched_rows;
   std::vector<std::byte> text;              // text: the rows' UTF-8 bytes
   std::vector<std::uint64_t> text_offsets;  // text: value_count + 1 offsets into text
   std::vector<std::uint64_t> row_lengths;   // one list level: each row's length
@@ -107,10 +143,30 @@ void free_vector(std::vector<T>& v) {
 // row `first_row`. `file` is the whole file; `data_end` where the footer starts. Throws
 // gpucache::Error naming the file, the column, the row group and (for a null or bad text) the
 // file's row. `text_reserve`: the bytes a text chunk's strings took when it was decoded before
-// (0: unknown), reserved at once.
+// (0: unknown), reserved at once. `mapping`: what keeps `file` mapped (a MappedFile); given, the
+// values of UNCOMPRESSED PLAIN pages that need no conversion are read where they lie (`runs`)
+// and the chunk holds the mapping; null, every value is copied out.
 DecodedChunk decode_chunk(std::span<const std::byte> file, std::uint64_t data_end,
                           const std::string& origin, const LeafColumn& column,
                           const ColumnChunk& chunk, std::size_t group, std::int64_t group_rows,
-                          std::uint64_t first_row, std::uint64_t text_reserve = 0);
+                          std::uint64_t first_row, std::uint64_t text_reserve = 0,
+                          std::shared_ptr<const void> mapping = nullptr);
+
+// A fixed-width chunk's values, wherever they lie (parquet_values.cpp). Offsets and lengths are
+// in bytes of the values counted as one array.
+// Where bytes [offset, offset + length) lie, when they lie together; else nullptr.
+const std::byte* values_at(const DecodedChunk& chunk, std::uint64_t offset, std::uint64_t length);
+// Copies bytes [offset, offset + length) into out.
+void copy_values(const DecodedChunk& chunk, std::uint64_t offset, std::uint64_t length,
+                 std::byte* out);
+// Copies every value into `values` (value_bytes of them), so that they lie together.
+void own_values(DecodedChunk& chunk, std::uint64_t value_bytes);
+// Drops the values (a chunk not kept resident keeps its rows, nulls and lengths).
+void drop_values(DecodedChunk& chunk);
+// For a tensor column of rows of row_bytes: copies the rows that straddle two runs into
+// `stitched`, so that row_at finds every row in one place.
+void stitch_rows(DecodedChunk& chunk, std::uint64_t row_bytes);
+// Where row `row` of a tensor column lies (after stitch_rows).
+const std::byte* row_at(const DecodedChunk& chunk, std::uint64_t row, std::uint64_t row_bytes);
 
 }  // namespace gpucache::detail::parquet

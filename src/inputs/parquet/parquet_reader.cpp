@@ -377,6 +377,7 @@ using Redecode = std::function<DecodedChunk(std::size_t group)>;
 // (the values move once; a column without lists has its placeholders already).
 void spread_list_nulls(const LeafColumn& leaf, DecodedChunk& group, std::uint64_t row_bytes) {
   if (leaf.max_repetition == 0 || group.null_rows.empty()) return;
+  own_values(group, (group.rows - group.null_rows.size()) * row_bytes);  // to move them together
   ValueBuffer spread(group.rows * row_bytes);
   std::size_t next_null = 0;
   std::uint64_t from = 0;
@@ -491,7 +492,7 @@ struct ColumnChunks {
   // Copies n rows of a tensor column's group g from its row `in_group` on.
   void copy(std::size_t g, std::uint64_t in_group, std::uint64_t n, std::byte* to) const {
     with_group(g, [&](const DecodedChunk& chunk) {
-      std::memcpy(to, chunk.values.get() + in_group * row_bytes, n * row_bytes);
+      copy_values(chunk, in_group * row_bytes, n * row_bytes, to);
     });
   }
 };
@@ -531,7 +532,8 @@ void wire_tensor(InputColumn& column, std::shared_ptr<const ColumnChunks> chunks
     if (count == 0 || first >= chunks->first_rows.back()) return nullptr;
     const std::size_t g = chunks->group_of(first);
     if (count > chunks->first_rows[g + 1] - first || !chunks->resident[g]) return nullptr;
-    return chunks->groups[g].values.get() + (first - chunks->first_rows[g]) * chunks->row_bytes;
+    return values_at(chunks->groups[g], (first - chunks->first_rows[g]) * chunks->row_bytes,
+                     count * chunks->row_bytes);
   };
   column.row_pointers = [chunks](std::uint64_t first, std::uint64_t count, const std::byte** out) {
     for (std::uint64_t row = first; row < first + count;) {
@@ -541,10 +543,10 @@ void wire_tensor(InputColumn& column, std::shared_ptr<const ColumnChunks> chunks
     }
     while (count > 0) {
       const std::size_t g = chunks->group_of(first);
-      const std::byte* at =
-          chunks->groups[g].values.get() + (first - chunks->first_rows[g]) * chunks->row_bytes;
+      const DecodedChunk& chunk = chunks->groups[g];
+      const std::uint64_t in_group = first - chunks->first_rows[g];
       const std::uint64_t n = std::min(count, chunks->first_rows[g + 1] - first);
-      for (std::uint64_t r = 0; r < n; ++r) *out++ = at + r * chunks->row_bytes;
+      for (std::uint64_t r = 0; r < n; ++r) *out++ = row_at(chunk, in_group + r, chunks->row_bytes);
       first += n;
       count -= n;
     }
@@ -606,7 +608,7 @@ void wire_sequence(InputColumn& column, std::shared_ptr<const ColumnChunks> chun
     const std::size_t g = chunks->group_of(row);
     const std::uint64_t start = chunks->starts[g][row - chunks->first_rows[g]];
     chunks->with_group(g, [&](const DecodedChunk& chunk) {
-      std::memcpy(out.data(), chunk.values.get() + start * size, out.size());
+      copy_values(chunk, start * size, out.size(), out.data());
     });
   };
 }
@@ -712,7 +714,10 @@ InputColumn make_column(const LeafColumn& leaf, std::vector<DecodedChunk> groups
   // row, 3 MiB of row_groups_96m's 99 MiB) go.
   for (std::size_t g = 0; g < groups.size(); ++g) {
     free_vector(groups[g].row_lengths);
-    if (chunks->resident[g]) spread_list_nulls(leaf, groups[g], chunks->row_bytes);
+    if (chunks->resident[g]) {
+      spread_list_nulls(leaf, groups[g], chunks->row_bytes);
+      stitch_rows(groups[g], chunks->row_bytes);
+    }
   }
   chunks->groups = std::move(groups);
   const std::uint64_t row_bytes = chunks->row_bytes;
@@ -720,6 +725,7 @@ InputColumn make_column(const LeafColumn& leaf, std::vector<DecodedChunk> groups
     DecodedChunk group = redecode(g);
     free_vector(group.row_lengths);
     spread_list_nulls(leaf, group, row_bytes);
+    stitch_rows(group, row_bytes);
     return group;
   };
   wire_tensor(column, std::move(chunks));
@@ -859,7 +865,7 @@ Redecode redecoder(std::shared_ptr<const detail::MappedFile> file,
     const RowGroup& group = metadata->row_groups[g];
     return decode_chunk(file->bytes(), data_end, file->path(), column,
                         group.columns[column.leaf_index], g, group.num_rows, first_rows[g],
-                        text_sizes.empty() ? 0 : text_sizes[g]);
+                        text_sizes.empty() ? 0 : text_sizes[g], file);
   };
 }
 
@@ -1000,7 +1006,8 @@ InputData read_parquet(const std::string& path, const ReadOptions& options) {
     try {
       DecodedChunk& chunk = decoded[c][g];
       chunk = decode_chunk(file->bytes(), data_end, path, columns[c],
-                           group.columns[columns[c].leaf_index], g, group.num_rows, first_rows[g]);
+                           group.columns[columns[c].leaf_index], g, group.num_rows, first_rows[g],
+                           0, file);
       if (!chunk.left_out.empty()) return;
       if (columns[c].strings()) text_sizes[c][g] = chunk.text.size();
       if (resident[c][g] && columns[c].strings()) {
@@ -1020,7 +1027,7 @@ InputData read_parquet(const std::string& path, const ReadOptions& options) {
         chunk.text.shrink_to_fit();  // they grew by doubling
         chunk.text_offsets.shrink_to_fit();
       } else {
-        chunk.values = {};
+        drop_values(chunk);
         free_vector(chunk.text);
         free_vector(chunk.text_offsets);
       }

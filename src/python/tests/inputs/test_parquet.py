@@ -139,3 +139,25 @@ def test_arrow_ipc_files_are_read_memory_mapped(tmp_path):
     (tmp_path / "bad.arrow").write_bytes(b"not arrow")
     with pytest.raises(gpucache.Error, match="bad.arrow: cannot read it as Arrow"):
         gpucache.pack(tmp_path / "bad.arrow", tmp_path / "bad")
+
+
+@needs_native
+@pytest.mark.parametrize("name", ["plain_pages", "plain_pages_pyarrow12"])
+def test_uncompressed_plain_pages_pack_the_values_pyarrow_reads(tmp_path, name):
+    # Values of UNCOMPRESSED PLAIN pages are read where they lie in the file (pyarrow 12's pages
+    # end inside rows); pages with nulls, empty lists or a dictionary are decoded.
+    import json
+
+    writers = ROOT / "tests" / "data" / "parquet_writers"
+    expected = {column["name"]: column for column in
+                json.loads((writers / f"{name}.expected.json").read_text())["columns"]}
+    result = gpucache.pack(writers / f"{name}.parquet", tmp_path / "ds")
+    null_rows = set()
+    for column in expected.values():
+        null_rows.update(column["null_rows"])
+    kept = [row for row in range(1200) if row not in null_rows]
+    assert result["rows"] == len(kept) and result["dropped"]["null"] == 1200 - len(kept)
+    for column, dtype in (("emb", numpy.float32), ("pairs", numpy.float32), ("x", numpy.float32),
+                          ("ids", numpy.int64), ("f64", numpy.float64)):
+        want = numpy.array([expected[column]["values"][row] for row in kept], dtype=dtype)
+        numpy.testing.assert_array_equal(packed_column(tmp_path / "ds", column), want)
