@@ -176,6 +176,11 @@ int main(int argc, char** argv) {
     // Dates and times (issues #27, #28): every TIMESTAMP unit, DATE, TIME, INT96 (PLAIN and
     // dictionary), and numpy's datetime64/timedelta64.
     copy_fixtures(data / "time", ".parquet", corpus / "parquet");
+    // Values read where they lie in the file (UNCOMPRESSED PLAIN pages beside decoded ones), with
+    // pages that end between rows (pyarrow 26) and inside them (pyarrow 12).
+    for (const char* name : {"plain_pages.parquet", "plain_pages_pyarrow12.parquet"})
+      fs::copy_file(data / "parquet_writers" / name, corpus / "parquet" / name,
+                    fs::copy_options::overwrite_existing);
     copy_fixtures(data / "time", ".npy", corpus / "npy");
     copy_fixtures(data / "time", ".npz", corpus / "npz");
     // Round 2 of hostile inputs (issue #18): repeating torch views, an ambiguous .npz (the deflate

@@ -149,14 +149,14 @@ def test_uncompressed_plain_pages_pack_the_values_pyarrow_reads(tmp_path, name):
     import json
 
     writers = ROOT / "tests" / "data" / "parquet_writers"
-    expected = {column["name"]: column for column in
-                json.loads((writers / f"{name}.expected.json").read_text())["columns"]}
+    contents = json.loads((writers / f"{name}.expected.json").read_text())
+    expected = {column["name"]: column for column in contents["columns"]}
     result = gpucache.pack(writers / f"{name}.parquet", tmp_path / "ds")
     null_rows = set()
     for column in expected.values():
         null_rows.update(column["null_rows"])
-    kept = [row for row in range(1200) if row not in null_rows]
-    assert result["rows"] == len(kept) and result["dropped"]["null"] == 1200 - len(kept)
+    kept = [row for row in range(contents["rows"]) if row not in null_rows]
+    assert result["rows"] == len(kept) and result["dropped"]["null"] == contents["rows"] - len(kept)
     for column, dtype in (("emb", numpy.float32), ("pairs", numpy.float32), ("x", numpy.float32),
                           ("ids", numpy.int64), ("f64", numpy.float64)):
         want = numpy.array([expected[column]["values"][row] for row in kept], dtype=dtype)
