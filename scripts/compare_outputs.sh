@@ -5,13 +5,13 @@
 #   scripts/compare_outputs.sh [--bench DIR] [--keep] [--sets LIST] [--inputs REGEX] [--flags WORDS]
 #                              [--known BASE] OLD_GPUCACHE NEW_GPUCACHE [WORKDIR]
 #
-# Inputs: every fixture under tests/data (.pt, .npy, .npz, .safetensors, .jsonl), the fixtures that
-# need --kind/--field packed with each mapping their refusal suggests, a few multi-input packs, and
-# examples/data/*.pt and *.npy; with --bench DIR also every input file in DIR (scripts/bench.sh
-# writes its synthetic data to bench-out/data). Each is packed with every option set below by
-# both binaries, each run in its own directory with the same relative output path, and a case is
-# the same when the exit codes, stdout, stderr and every output file (shards, manifest.json,
-# rejects) are identical. An input both binaries refuse with the same exit code and message is
+# Inputs: every fixture under tests/data (.pt, .npy, .npz, .safetensors, .jsonl, .parquet), the
+# fixtures that need --kind/--field packed with each mapping their refusal suggests, a few
+# multi-input packs, and examples/data/*.pt and *.npy; with --bench DIR also every input file in
+# DIR (scripts/bench.sh writes its synthetic data to bench-out/data). Each is packed with every
+# option set below by both binaries, each run in its own directory with the same relative output
+# path, and a case is the same when the exit codes, stdout, stderr and every output file
+# (shards, manifest.json, rejects) are identical. An input both binaries refuse with the same exit code and message is
 # compared once, under the default options, and skipped for the other option sets.
 # Validation runs where --device auto puts it: compare on a GPU machine too when both binaries
 # were built with CUDA.
@@ -150,7 +150,7 @@ add_input() {
   input_files+=("$*")
 }
 is_input() {
-  case $1 in *.pt | *.pth | *.npy | *.npz | *.safetensors | *.jsonl) return 0 ;; esac
+  case $1 in *.pt | *.pth | *.npy | *.npz | *.safetensors | *.jsonl | *.parquet) return 0 ;; esac
   return 1
 }
 
